@@ -1,0 +1,2 @@
+// Package bench is part of redkit.
+package bench

@@ -1,0 +1,2 @@
+// Package examples is part of redkit.
+package examples

@@ -1,0 +1,2 @@
+// Package idgen is part of redkit.
+package idgen

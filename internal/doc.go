@@ -1,0 +1,2 @@
+// Package internal is part of redkit.
+package internal

@@ -1,0 +1,3 @@
+module github.com/redkit-go/redkit/internal
+
+go 1.26.0

@@ -1,0 +1,2 @@
+// Package lock is part of redkit.
+package lock

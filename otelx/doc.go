@@ -1,0 +1,2 @@
+// Package otelx is part of redkit.
+package otelx

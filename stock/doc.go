@@ -1,0 +1,2 @@
+// Package stock is part of redkit.
+package stock

@@ -1,0 +1,2 @@
+// Package wallet is part of redkit.
+package wallet
