@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 MODULES := internal otelx redistest idgen lock stock wallet examples bench
 GO ?= go
-STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@2025.1.1
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server gcc libc6-dev
 

@@ -1,2 +1,35 @@
-// Package internal is part of redkit.
+// Package internal holds the mechanics that redkit's modules (idgen, lock,
+// stock, wallet) share, so each exists exactly once. Users never import it;
+// Go's internal rule is by import path, so the sibling modules of
+// github.com/redkit-go/redkit can.
+//
+// The subpackages, from the bottom up:
+//
+//   - valid: the grammar and bounds of caller data, checked before anything
+//     reaches Redis. Names and IDs are 1–128 bytes of A-Z a-z 0-9 . _ - :
+//     with at most one '/' (not first or last); amounts stay within
+//     ±(2^53−1), which Lua numbers hold exactly; durations have documented
+//     ranges. Every error wraps ErrInvalid and names the field.
+//   - keys: the key schema <prefix>:<module>:v<N>:{<group>}:<kind>[:<part>...].
+//     The group is the part of an ID before its '/', or the whole ID, and is
+//     the key's only hash tag, so every key of one group lives in one
+//     cluster slot and one script can touch them all.
+//   - retry: the loop every write runs in. It resends an idempotent call
+//     after failures that certainly did not run (Retryable) or may have run
+//     (Ambiguous), with bounded jittered backoff that never outlives ctx,
+//     and ends in ErrUnknownOutcome when it cannot tell; Nonce tells a
+//     script its own earlier attempt from an earlier call.
+//   - script: Lua scripts by EVALSHA with the NOSCRIPT fallback, in
+//     pipelines too (only calls that answered NOSCRIPT are resent), and
+//     RunAck, which pipelines WAIT with the write on the connection to the
+//     primary that owns the key.
+//   - server: Check rates the settings that decide what a crash or restart
+//     loses (maxmemory-policy, appendonly, save, appendfsync) on every
+//     primary; Probe reads the server version to detect optional features;
+//     Replicas counts the replicas behind a key's primary. None of them
+//     fails because a server hides its configuration: that is reported as
+//     unknown.
+//
+// Dependencies run one way: server uses script, script uses valid; keys,
+// valid and retry stand alone.
 package internal

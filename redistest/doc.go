@@ -4,21 +4,93 @@
 // It never mocks Redis: every server is a child process of the caller,
 // listening on a free loopback port with its data in a temporary directory.
 // A missing redis-server is an error that carries the install command
-// (ErrNotInstalled), never a silent skip.
+// (ErrNotInstalled), never a silent skip: Start returns it and New fails the
+// test with it. Set REDISTEST_SERVER to use a redis-server binary other than
+// the one on $PATH.
 //
-// Entry points:
+// # Entry points
 //
-//   - New(tb, opts) for tests: the server is stopped in tb.Cleanup.
-//   - Start(ctx, opts) + Close() for TestMain, benchmarks and programs.
+// Each topology has a testing.TB entry point that stops everything in
+// tb.Cleanup, and a Start function plus Close for TestMain, benchmarks and
+// programs:
 //
-// Faults act on the real process: Kill (SIGKILL), Restart (same port and
-// data directory, so AOF data survives), Pause/Resume (SIGSTOP/SIGCONT).
+//   - New(tb, opts) / Start(ctx, opts): one server. Options choose AOF,
+//     appendfsync, maxmemory-policy and extra config lines;
+//     enable-debug-command is "local". s.Client() returns a go-redis client
+//     that s.Close closes; s.Version(ctx) returns the server version so a
+//     test can require a minimum (v.AtLeast(7, 2)).
+//   - NewPair(tb, opts) / StartPair(ctx, opts): a primary and a replica,
+//     returned once the replica is synced. p.Sync(ctx) waits until the
+//     replica has every write so far.
+//   - NewCluster(tb, ClusterOptions{Masters: 3, Replicas: 1}) /
+//     StartCluster(ctx, ...): a Redis Cluster whose slots are split evenly
+//     between the masters, returned once every node reports cluster_state:ok
+//     and all nodes agree. c.Client() returns a *redis.ClusterClient that
+//     c.Close closes; c.Masters() and c.Nodes() give the servers.
+//   - NewProxy(tb, addr) / StartProxy(addr): a TCP fault proxy in front of
+//     any address; clients dial px.Addr() instead.
+//
+// # Faults and what they simulate
+//
+// On a Server:
+//
+//   - Kill: SIGKILL, a crash. Writes not yet in the AOF are lost; without
+//     AOF everything is lost.
+//   - Restart: start again on the same port and data directory, as after a
+//     crash and reboot. With AOF and appendfsync always, every acknowledged
+//     write is back.
+//   - Pause / Resume: SIGSTOP / SIGCONT, a frozen process (long GC pause,
+//     stalled VM). Connections stay open and nothing is answered, so
+//     clients time out.
+//   - KillClients / KillPubSubClients: the server closes every normal
+//     (or subscribed) client connection, as a server-side timeout or a
+//     restarted middlebox would. Commands in flight fail; replication links
+//     are kept.
+//
+// On a Pair:
+//
+//   - Failover: the replica is promoted and the old primary becomes its
+//     replica (or is killed if paused, or stays down if killed). Afterwards
+//     p.Primary is the new primary. It does not wait for the replica to
+//     catch up, so writes that were not replicated are lost, as in an
+//     unplanned failover; writes acknowledged by WAIT survive.
+//
+// On a Cluster:
+//
+//   - FailoverShard(ctx, key): CLUSTER FAILOVER on the replica of the shard
+//     that owns key (needs Replicas ≥ 1), a coordinated failover that loses
+//     no acknowledged write. It returns once all nodes agree and every
+//     client made by c.Client routes key to the new master.
+//
+// On a Proxy (requests always pass through, so commands run; the faults act
+// on replies and connections):
+//
+//   - SetLatency(d): every reply arrives d late, a slow network.
+//   - HoldReplies(d): replies are held back d after the command ran; with d
+//     above the client's read timeout the client times out although the
+//     command took effect, the ambiguous outcome that retries must handle.
+//   - DropReplies(true): replies are discarded; the command ran, the client
+//     waits until its timeout.
+//   - ResetConnections(): every open connection is aborted with a TCP RST.
+//   - Cut(true): open connections are closed and new ones refused, a
+//     network partition; Cut(false) heals it.
+//
+// # Process hygiene
 //
 // Every child is started with Pdeathsig so it dies with its parent, and is
 // recorded in a pidfile (under $TMPDIR/redistest-pids) with its owner's PID
 // and start time; leftovers are reaped at the next Start only when their
-// owner is dead, so several test binaries can run at once.
+// owner is dead, so several test binaries can run at once without killing
+// each other's servers.
 //
-// Set REDISTEST_SERVER to use a redis-server binary other than the one on
-// $PATH.
+// # Example
+//
+//	func TestSomething(t *testing.T) {
+//		s := redistest.New(t, redistest.Options{AOF: true, AppendFsync: "always"})
+//		rdb := s.Client()
+//		// ... write with rdb ...
+//		_ = s.Kill()
+//		_ = s.Restart(t.Context())
+//		// ... acknowledged writes are still there ...
+//	}
 package redistest

@@ -67,38 +67,41 @@ var reapOnce sync.Once
 // reapOrphans kills redis-server processes left behind by owners that have
 // died. It runs once per process, at the first Start.
 func reapOrphans() {
-	reapOnce.Do(func() {
-		entries, err := os.ReadDir(pidDir())
+	reapOnce.Do(func() { reapDir(pidDir()) })
+}
+
+// reapDir reaps the children recorded in dir whose owner is dead.
+func reapDir(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
-			return
+			continue
 		}
-		for _, e := range entries {
-			pid, err := strconv.Atoi(e.Name())
-			if err != nil {
-				continue
-			}
-			path := filepath.Join(pidDir(), e.Name())
-			b, err := os.ReadFile(path)
-			if err != nil {
-				continue
-			}
-			f := strings.Fields(string(b))
-			if len(f) < 3 {
-				_ = os.Remove(path)
-				continue
-			}
-			owner, _ := strconv.Atoi(f[0])
-			if owner > 0 && procStart(owner) == f[1] && f[1] != "" {
-				continue // owner alive: never touch a sibling's server
-			}
-			if childStart := procStart(pid); childStart != "" && childStart == f[2] {
-				_ = syscall.Kill(pid, syscall.SIGCONT)
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-			}
-			if len(f) >= 4 && strings.Contains(filepath.Base(f[3]), "redistest-") {
-				_ = os.RemoveAll(f[3])
-			}
+		path := filepath.Join(dir, e.Name())
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 3 {
 			_ = os.Remove(path)
+			continue
 		}
-	})
+		owner, _ := strconv.Atoi(f[0])
+		if owner > 0 && procStart(owner) == f[1] && f[1] != "" {
+			continue // owner alive: never touch a sibling's server
+		}
+		if childStart := procStart(pid); childStart != "" && childStart == f[2] {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if len(f) >= 4 && strings.Contains(filepath.Base(f[3]), "redistest-") {
+			_ = os.RemoveAll(f[3])
+		}
+		_ = os.Remove(path)
+	}
 }

@@ -67,13 +67,22 @@ type Server struct {
 	paused  bool
 	clients []*redis.Client
 	closed  bool
+	// replicaOf is the primary's "host:port" while this server is a
+	// replica; Restart writes it into the config so the role survives.
+	replicaOf string
+	// cluster makes the server a cluster node (cluster-enabled yes).
+	cluster bool
 }
 
 // Binary returns the path of the redis-server executable redistest uses:
 // $REDISTEST_SERVER if set, otherwise redis-server on $PATH.
 func Binary() (string, error) {
 	if p := os.Getenv("REDISTEST_SERVER"); p != "" {
-		return p, nil
+		found, err := exec.LookPath(p)
+		if err != nil {
+			return "", fmt.Errorf("%w (REDISTEST_SERVER=%s: %v)", ErrNotInstalled, p, err)
+		}
+		return found, nil
 	}
 	p, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -97,12 +106,21 @@ func New(tb testing.TB, opts Options) *Server {
 // Start starts a redis-server process and waits until it answers PING.
 // The caller must Close it.
 func Start(ctx context.Context, opts Options) (*Server, error) {
+	return startServer(ctx, opts, nil)
+}
+
+// startServer starts a server; setup, when not nil, adjusts it before its
+// config is written (replica or cluster node from its first second).
+func startServer(ctx context.Context, opts Options, setup func(*Server)) (*Server, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
 	}
 	reapOrphans()
 	s := &Server{opts: opts, binPath: bin, port: opts.Port, dir: opts.Dir}
+	if setup != nil {
+		setup(s)
+	}
 	if s.dir == "" {
 		d, err := os.MkdirTemp("", "redistest-")
 		if err != nil {
@@ -177,6 +195,22 @@ func (s *Server) configLines() []string {
 	}
 	if s.opts.MaxmemoryPolicy != "" {
 		lines = append(lines, "maxmemory-policy "+s.opts.MaxmemoryPolicy)
+	}
+	s.mu.Lock()
+	replicaOf := s.replicaOf
+	s.mu.Unlock()
+	if host, port, err := net.SplitHostPort(replicaOf); err == nil {
+		lines = append(lines, "replicaof "+host+" "+port)
+	}
+	if s.cluster {
+		// The bus port is set explicitly: Redis would otherwise use
+		// port+10000 and refuse to start above 55535.
+		lines = append(lines,
+			"cluster-enabled yes",
+			"cluster-config-file "+filepath.Join(s.dir, "nodes.conf"),
+			"cluster-port "+strconv.Itoa(s.port+10000),
+			"cluster-node-timeout 5000",
+		)
 	}
 	return append(lines, s.opts.Config...)
 }

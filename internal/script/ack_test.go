@@ -1,0 +1,147 @@
+package script_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redkit-go/redkit/internal/script"
+	"github.com/redkit-go/redkit/internal/valid"
+	"github.com/redkit-go/redkit/redistest"
+)
+
+var (
+	ackOne    = script.Ack{Replicas: 1, Timeout: 5 * time.Second, Required: true}
+	ackBrief  = script.Ack{Replicas: 1, Timeout: 200 * time.Millisecond, Required: true}
+	longReads = func(o *redis.Options) { o.ReadTimeout = 30 * time.Second }
+)
+
+func TestRunAck_replica_acked(t *testing.T) {
+	p := redistest.NewPair(t, redistest.Options{})
+	rdb := p.Primary.Client(longReads)
+	ctx := t.Context()
+	hook := &counter{}
+	rdb.AddHook(hook)
+	require.NoError(t, rdb.ScriptLoad(ctx, incr.Source()).Err())
+	hook.reset()
+
+	cmd, acked, err := script.RunAck(ctx, rdb, ackOne, incr, []string{"ack"})
+	require.NoError(t, err)
+	require.Equal(t, 1, acked)
+	require.EqualValues(t, 1, cmd.Val())
+	// Acknowledged means the replica has it.
+	require.Equal(t, "1", p.Replica.Client().Get(ctx, "ack").Val())
+	sent, pipes := hook.reset()
+	require.Equal(t, map[string]int{"evalsha": 1, "wait": 1}, sent)
+	require.Equal(t, 1, pipes, "EVALSHA and WAIT share one round trip")
+
+	// NOSCRIPT inside the pipeline: load, run and wait again, together.
+	require.NoError(t, rdb.ScriptFlush(ctx).Err())
+	hook.reset()
+	cmd, acked, err = script.RunAck(ctx, rdb, ackOne, incr, []string{"ack"})
+	require.NoError(t, err)
+	require.Equal(t, 1, acked)
+	require.EqualValues(t, 2, cmd.Val())
+	sent, pipes = hook.reset()
+	require.Equal(t, map[string]int{"evalsha": 2, "wait": 2, "script load": 1}, sent)
+	require.Equal(t, 2, pipes)
+	require.Equal(t, "2", p.Replica.Client().Get(ctx, "ack").Val())
+}
+
+func TestRunAck_noReplica(t *testing.T) {
+	rdb := redistest.New(t, redistest.Options{}).Client(longReads)
+	ctx := t.Context()
+
+	cmd, acked, err := script.RunAck(ctx, rdb, ackBrief, incr, []string{"solo"})
+	require.ErrorIs(t, err, script.ErrReplicaAck)
+	require.Equal(t, 0, acked)
+	require.EqualValues(t, 1, cmd.Val(), "the write happened")
+	require.Equal(t, "1", rdb.Get(ctx, "solo").Val())
+
+	optional := ackBrief
+	optional.Required = false
+	cmd, acked, err = script.RunAck(ctx, rdb, optional, incr, []string{"solo"})
+	require.NoError(t, err)
+	require.Equal(t, 0, acked)
+	require.EqualValues(t, 2, cmd.Val())
+}
+
+func TestRunAck_zeroAck_isPlainRun(t *testing.T) {
+	rdb := redistest.New(t, redistest.Options{}).Client()
+	hook := &counter{}
+	rdb.AddHook(hook)
+	require.NoError(t, rdb.ScriptLoad(t.Context(), incr.Source()).Err())
+	hook.reset()
+	cmd, acked, err := script.RunAck(t.Context(), rdb, script.Ack{}, incr, []string{"plain"})
+	require.NoError(t, err)
+	require.Equal(t, 0, acked)
+	require.EqualValues(t, 1, cmd.Val())
+	sent, _ := hook.reset()
+	require.Equal(t, map[string]int{"evalsha": 1}, sent)
+}
+
+func TestRunAck_scriptError(t *testing.T) {
+	rdb := redistest.New(t, redistest.Options{}).Client(longReads)
+	bad := script.New("return redis.error_reply('wallet: insufficient funds')")
+	cmd, acked, err := script.RunAck(t.Context(), rdb, ackBrief, bad, []string{"k"})
+	require.ErrorContains(t, err, "wallet: insufficient funds")
+	require.NotErrorIs(t, err, script.ErrReplicaAck)
+	require.Equal(t, err, cmd.Err())
+	require.Equal(t, 0, acked)
+}
+
+func TestRunAck_badTimeout_sendsNothing(t *testing.T) {
+	rdb := redistest.New(t, redistest.Options{}).Client()
+	ctx := t.Context()
+	rt := rdb.Options().ReadTimeout
+	for _, timeout := range []time.Duration{0, -time.Second, rt, time.Hour} {
+		_, _, err := script.RunAck(ctx, rdb, script.Ack{Replicas: 1, Timeout: timeout}, incr, []string{"never"})
+		require.ErrorIs(t, err, valid.ErrInvalid, timeout)
+	}
+	require.EqualValues(t, 0, rdb.Exists(ctx, "never").Val())
+}
+
+// On a Cluster, WAIT must run on the master that took the write. With that
+// master's replica frozen, WAIT there counts 0; a WAIT sent to any other
+// master (each has a healthy replica) would have counted 1.
+func TestRunAck_cluster_waitsOnKeysPrimary(t *testing.T) {
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3, Replicas: 1})
+	rdb := c.Client(func(o *redis.ClusterOptions) { o.ReadTimeout = 30 * time.Second })
+	ctx := t.Context()
+
+	for _, key := range []string{"{a}:n", "{b}:n", "{c}:n", "{d}:n"} {
+		cmd, acked, err := script.RunAck(ctx, rdb, ackOne, incr, []string{key})
+		require.NoError(t, err, key)
+		require.Equal(t, 1, acked, key)
+		require.EqualValues(t, 1, cmd.Val(), key)
+	}
+
+	const key = "{frozen}:n"
+	primary, err := rdb.MasterForKey(ctx, key)
+	require.NoError(t, err)
+	replica := replicaOf(t, c, primary.Options().Addr)
+	require.NoError(t, replica.Pause())
+	defer func() { require.NoError(t, replica.Resume()) }()
+
+	cmd, acked, err := script.RunAck(ctx, rdb, ackBrief, incr, []string{key})
+	require.ErrorIs(t, err, script.ErrReplicaAck)
+	require.Equal(t, 0, acked)
+	require.EqualValues(t, 1, cmd.Val())
+}
+
+// replicaOf finds the cluster node replicating the master at addr.
+func replicaOf(t *testing.T, c *redistest.Cluster, addr string) *redistest.Server {
+	_, port := hostPort(t, addr)
+	for _, n := range c.Nodes() {
+		info, err := n.Client().Info(t.Context(), "replication").Result()
+		require.NoError(t, err)
+		if strings.Contains(info, "role:slave") && strings.Contains(info, "master_port:"+port+"\r\n") {
+			return n
+		}
+	}
+	t.Fatalf("no replica of %s", addr)
+	return nil
+}

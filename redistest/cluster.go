@@ -1,0 +1,345 @@
+package redistest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ClusterOptions configure a Redis Cluster on loopback.
+type ClusterOptions struct {
+	// Masters is the number of shards (default 3). The 16384 slots are
+	// split evenly between them.
+	Masters int
+	// Replicas is the number of replicas per master (default 0).
+	// FailoverShard needs at least 1.
+	Replicas int
+	// Options apply to every node (Port and Dir must be zero).
+	Options Options
+}
+
+// Cluster is a Redis Cluster of local redis-server processes.
+type Cluster struct {
+	nodes []*Server
+
+	mu      sync.Mutex
+	shards  []*shard
+	clients []*redis.ClusterClient
+	closed  bool
+}
+
+// shard is one master and its replicas; FailoverShard swaps them.
+type shard struct {
+	master   *Server
+	replicas []*Server
+}
+
+// NewCluster starts a cluster for a test and stops it in tb.Cleanup.
+func NewCluster(tb testing.TB, opts ClusterOptions) *Cluster {
+	tb.Helper()
+	c, err := StartCluster(context.Background(), opts)
+	if err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// StartCluster starts Masters*(1+Replicas) cluster nodes, assigns the slots
+// (CLUSTER ADDSLOTSRANGE), joins them (CLUSTER MEET), attaches the replicas
+// (CLUSTER REPLICATE) and returns once every node reports cluster_state:ok
+// and all nodes agree on who serves which slots. The caller must Close it.
+func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
+	if opts.Masters == 0 {
+		opts.Masters = 3
+	}
+	if opts.Masters < 1 || opts.Replicas < 0 || opts.Masters > 16384 {
+		return nil, fmt.Errorf("redistest: StartCluster: bad shape %d masters, %d replicas", opts.Masters, opts.Replicas)
+	}
+	if opts.Options.Port != 0 || opts.Options.Dir != "" {
+		return nil, errors.New("redistest: StartCluster: Options.Port and Options.Dir must be zero")
+	}
+	n := opts.Masters * (1 + opts.Replicas)
+	c := &Cluster{nodes: make([]*Server, n)}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			c.nodes[i], errs[i] = startServer(ctx, opts.Options, func(s *Server) { s.cluster = true })
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	for i := range opts.Masters {
+		sh := &shard{master: c.nodes[i]}
+		for r := range opts.Replicas {
+			sh.replicas = append(sh.replicas, c.nodes[opts.Masters+i*opts.Replicas+r])
+		}
+		c.shards = append(c.shards, sh)
+	}
+	if err := c.form(ctx, opts.Masters); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) form(ctx context.Context, masters int) error {
+	ids := make([]string, len(c.nodes))
+	for i, s := range c.nodes {
+		v, err := s.do(ctx, "CLUSTER", "MYID")
+		if err != nil {
+			return fmt.Errorf("redistest: CLUSTER MYID: %w", err)
+		}
+		ids[i], _ = v.(string)
+		// Distinct config epochs avoid a collision-resolution round.
+		if _, err := s.do(ctx, "CLUSTER", "SET-CONFIG-EPOCH", i+1); err != nil {
+			return fmt.Errorf("redistest: CLUSTER SET-CONFIG-EPOCH: %w", err)
+		}
+	}
+	for i, sh := range c.shards {
+		lo, hi := i*16384/masters, (i+1)*16384/masters-1
+		if _, err := sh.master.do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi); err != nil {
+			return fmt.Errorf("redistest: CLUSTER ADDSLOTSRANGE %d %d: %w", lo, hi, err)
+		}
+	}
+	first := c.nodes[0]
+	for _, s := range c.nodes[1:] {
+		if _, err := first.do(ctx, "CLUSTER", "MEET", "127.0.0.1", s.port, s.port+10000); err != nil {
+			return fmt.Errorf("redistest: CLUSTER MEET %s: %w", s.Addr(), err)
+		}
+	}
+	// A replica can only follow a master it already knows.
+	if err := c.waitAllKnown(ctx); err != nil {
+		return err
+	}
+	for i, sh := range c.shards {
+		for _, r := range sh.replicas {
+			if _, err := r.do(ctx, "CLUSTER", "REPLICATE", ids[i]); err != nil {
+				return fmt.Errorf("redistest: CLUSTER REPLICATE: %w", err)
+			}
+		}
+	}
+	return c.waitStable(ctx)
+}
+
+// clusterNode is one line of CLUSTER NODES.
+type clusterNode struct {
+	id, addr, flags, master, link, slots string
+}
+
+func (s *Server) clusterNodes(ctx context.Context) ([]clusterNode, error) {
+	v, err := s.do(ctx, "CLUSTER", "NODES")
+	if err != nil {
+		return nil, err
+	}
+	text, _ := v.(string)
+	var out []clusterNode
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 8 {
+			continue
+		}
+		addr, _, _ := strings.Cut(f[1], "@")
+		if strings.HasPrefix(addr, ":") {
+			addr = "127.0.0.1" + addr // a lone node has not learned its IP
+		}
+		out = append(out, clusterNode{id: f[0], addr: addr, flags: f[2], master: f[3], link: f[7], slots: strings.Join(f[8:], " ")})
+	}
+	return out, nil
+}
+
+func (c *Cluster) waitAllKnown(ctx context.Context) error {
+	return poll(ctx, 30*time.Second, func() (bool, error) {
+		for _, s := range c.nodes {
+			nodes, err := s.clusterNodes(ctx)
+			if err != nil || len(nodes) != len(c.nodes) {
+				return false, nil
+			}
+			for _, n := range nodes {
+				if strings.Contains(n.flags, "handshake") || strings.Contains(n.flags, "noaddr") {
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	}, "cluster nodes to meet")
+}
+
+// waitStable waits until every node reports cluster_state:ok and every
+// node has the same view: the same masters with the same slots, each
+// replica following the master recorded in c.shards, all links connected.
+func (c *Cluster) waitStable(ctx context.Context) error {
+	c.mu.Lock()
+	want := make(map[string]string) // addr -> "master" or master's addr
+	for _, sh := range c.shards {
+		want[sh.master.Addr()] = "master"
+		for _, r := range sh.replicas {
+			want[r.Addr()] = sh.master.Addr()
+		}
+	}
+	c.mu.Unlock()
+	return poll(ctx, 60*time.Second, func() (bool, error) {
+		var views []string
+		for _, s := range c.nodes {
+			if want[s.Addr()] != "master" {
+				info, err := s.info(ctx, "replication")
+				if err != nil || infoField(info, "master_link_status") != "up" {
+					return false, nil
+				}
+			}
+			info, err := s.do(ctx, "CLUSTER", "INFO")
+			if str, _ := info.(string); err != nil || infoField(str, "cluster_state") != "ok" {
+				return false, nil
+			}
+			nodes, err := s.clusterNodes(ctx)
+			if err != nil || len(nodes) != len(c.nodes) {
+				return false, nil
+			}
+			byID := map[string]string{}
+			for _, n := range nodes {
+				byID[n.id] = n.addr
+			}
+			var view []string
+			for _, n := range nodes {
+				if n.link != "connected" || strings.Contains(n.flags, "fail") || strings.Contains(n.flags, "handshake") {
+					return false, nil
+				}
+				role := "master"
+				if strings.Contains(n.flags, "slave") {
+					role = byID[n.master]
+				}
+				if want[n.addr] != role {
+					return false, nil
+				}
+				view = append(view, n.id+" "+role+" "+n.slots)
+			}
+			slices.Sort(view)
+			views = append(views, strings.Join(view, "\n"))
+		}
+		for _, v := range views[1:] {
+			if v != views[0] {
+				return false, nil
+			}
+		}
+		return true, nil
+	}, "cluster_state:ok and agreement on every node")
+}
+
+// Client returns a new cluster client seeded with every node, closed by
+// Close. Extra options are applied on top of Addrs.
+func (c *Cluster) Client(opt ...func(*redis.ClusterOptions)) *redis.ClusterClient {
+	o := &redis.ClusterOptions{Addrs: c.Addrs()}
+	for _, f := range opt {
+		f(o)
+	}
+	cc := redis.NewClusterClient(o)
+	c.mu.Lock()
+	c.clients = append(c.clients, cc)
+	c.mu.Unlock()
+	return cc
+}
+
+// Addrs returns the address of every node.
+func (c *Cluster) Addrs() []string {
+	out := make([]string, len(c.nodes))
+	for i, s := range c.nodes {
+		out[i] = s.Addr()
+	}
+	return out
+}
+
+// Masters returns the current master of every shard, in slot order.
+func (c *Cluster) Masters() []*Server {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*Server, len(c.shards))
+	for i, sh := range c.shards {
+		out[i] = sh.master
+	}
+	return out
+}
+
+// Nodes returns every node, masters and replicas.
+func (c *Cluster) Nodes() []*Server { return slices.Clone(c.nodes) }
+
+// FailoverShard fails over the shard that owns key: its first replica runs
+// CLUSTER FAILOVER (a coordinated failover, so no acknowledged write is
+// lost) and becomes the master; the old master becomes its replica. It
+// returns once every node agrees and every client made by Client routes
+// key to the new master. It needs Replicas ≥ 1.
+func (c *Cluster) FailoverShard(ctx context.Context, key string) error {
+	v, err := c.nodes[0].do(ctx, "CLUSTER", "KEYSLOT", key)
+	if err != nil {
+		return fmt.Errorf("redistest: CLUSTER KEYSLOT: %w", err)
+	}
+	slot, _ := v.(int64)
+	c.mu.Lock()
+	var sh *shard
+	for i, cand := range c.shards {
+		if int(slot) >= i*16384/len(c.shards) && int(slot) < (i+1)*16384/len(c.shards) {
+			sh = cand
+		}
+	}
+	c.mu.Unlock()
+	if sh == nil || len(sh.replicas) == 0 {
+		return errors.New("redistest: FailoverShard needs a replica (ClusterOptions.Replicas ≥ 1)")
+	}
+	promoted, old := sh.replicas[0], sh.master
+	if _, err := promoted.do(ctx, "CLUSTER", "FAILOVER"); err != nil {
+		return fmt.Errorf("redistest: CLUSTER FAILOVER on %s: %w", promoted.Addr(), err)
+	}
+	c.mu.Lock()
+	sh.master, sh.replicas[0] = promoted, old
+	c.mu.Unlock()
+	if err := c.waitStable(ctx); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	clients := slices.Clone(c.clients)
+	c.mu.Unlock()
+	for _, cc := range clients {
+		err := poll(ctx, 30*time.Second, func() (bool, error) {
+			cc.ReloadState(ctx)
+			m, err := cc.MasterForKey(ctx, key)
+			return err == nil && m.Options().Addr == promoted.Addr(), nil
+		}, "cluster client to see the new master")
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close closes the clients made by Client and stops every node.
+func (c *Cluster) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	clients := c.clients
+	c.clients = nil
+	c.mu.Unlock()
+	var errs []error
+	for _, cc := range clients {
+		errs = append(errs, cc.Close())
+	}
+	for _, s := range c.nodes {
+		if s != nil {
+			errs = append(errs, s.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
