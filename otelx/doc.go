@@ -1,2 +1,38 @@
-// Package otelx is part of redkit.
+// Package otelx holds the OpenTelemetry helpers every redkit module uses:
+// how a module finds its tracer and meter, how it starts and ends a span
+// for one operation, and how go-redis command tracing is switched on.
+//
+// It imports the OpenTelemetry API only (go.opentelemetry.io/otel and its
+// trace, metric, attribute and codes packages), never the SDK, so a
+// library that uses it adds no exporter or SDK to a program. Configuring
+// the SDK is the program's job.
+//
+// # Providers
+//
+// Each module has a WithTracerProvider and a WithMeterProvider option that
+// fill a Providers value. A nil field means the global provider, looked up
+// when the tracer or meter is created, so a program that calls
+// otel.SetTracerProvider before building redkit values needs no options:
+//
+//	tracer := cfg.providers.TracerFor(ScopeName) // ScopeName = module import path
+//	ctx, span := otelx.Start(ctx, tracer, "stock.deduct", cfg.label)
+//	...
+//	otelx.End(span, "sold_out", nil) // a refusal is an outcome, not an error
+//
+// # What is recorded, and what never is
+//
+// End records the outcome as the redkit.outcome attribute. Only an error
+// (err != nil) sets the span status to Error, together with an error.type
+// attribute (see ErrorType); business refusals such as sold out or
+// insufficient funds are passed with a nil error and show up only as
+// outcomes. The error's message is never recorded, because wrapped
+// messages carry names and IDs.
+//
+// Attributes never contain names, keys, IDs, owner IDs, tokens or amounts;
+// a caller who wants to tell operations apart gives a label (redkit.label).
+//
+// InstrumentRedis turns on github.com/redis/go-redis/extra/redisotel
+// tracing and pool metrics for a client with argument recording off: no
+// db.statement attribute, and a failed command is recorded by its Redis
+// error code only, since an error reply can quote the arguments.
 package otelx

@@ -1,0 +1,168 @@
+package otelx
+
+import (
+	"context"
+	"fmt"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// ScopeName is this package's instrumentation scope. Each redkit module
+// has its own ScopeName constant, its import path, and passes it to
+// Providers.TracerFor and Providers.MeterFor.
+const ScopeName = "github.com/redkit-go/redkit/otelx"
+
+// Attribute keys redkit puts on its spans and metrics.
+const (
+	// AttrOutcome is the result of an operation in a few words:
+	// "ok", "sold_out", "insufficient_funds", "conflict", "replayed", ...
+	AttrOutcome = "redkit.outcome"
+	// AttrLabel is the caller-given label (a module's WithLabel option),
+	// used instead of names, keys or IDs, which never appear in attributes.
+	AttrLabel = "redkit.label"
+	// AttrReplayed is true when an earlier call had already applied the
+	// operation and its first result was returned.
+	AttrReplayed = "redkit.replayed"
+	// AttrErrorType is the OpenTelemetry semantic-convention key End sets
+	// on a failed span; its value comes from ErrorType.
+	AttrErrorType = "error.type"
+)
+
+// Providers holds the telemetry providers a module was configured with.
+// A nil field means the global provider (otel.GetTracerProvider or
+// otel.GetMeterProvider), looked up when TracerFor or MeterFor is called,
+// so a program that installs its SDK before creating redkit values needs
+// no options at all. The zero value is ready to use.
+type Providers struct {
+	Tracer trace.TracerProvider
+	Meter  metric.MeterProvider
+}
+
+// TracerFor returns the tracer for an instrumentation scope, normally the
+// module's import path (its ScopeName constant).
+func (p Providers) TracerFor(scope string) trace.Tracer {
+	return p.tracerProvider().Tracer(scope)
+}
+
+// MeterFor returns the meter for an instrumentation scope, normally the
+// module's import path (its ScopeName constant).
+func (p Providers) MeterFor(scope string) metric.Meter {
+	return p.meterProvider().Meter(scope)
+}
+
+func (p Providers) tracerProvider() trace.TracerProvider {
+	if p.Tracer != nil {
+		return p.Tracer
+	}
+	return otel.GetTracerProvider()
+}
+
+func (p Providers) meterProvider() metric.MeterProvider {
+	if p.Meter != nil {
+		return p.Meter
+	}
+	return otel.GetMeterProvider()
+}
+
+// Start starts an internal span named spanName (e.g. "stock.deduct") as a
+// child of any span in ctx. A non-empty label is recorded as AttrLabel.
+// A nil tracer means the global provider's tracer for this package.
+// Finish the span with End.
+func Start(ctx context.Context, t trace.Tracer, spanName, label string) (context.Context, trace.Span) {
+	if t == nil {
+		t = otel.GetTracerProvider().Tracer(ScopeName)
+	}
+	if label == "" {
+		return t.Start(ctx, spanName, trace.WithSpanKind(trace.SpanKindInternal))
+	}
+	return t.Start(ctx, spanName, trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(attribute.String(AttrLabel, label)))
+}
+
+// End records the outcome and ends the span.
+//
+// A non-empty outcome is set as AttrOutcome. A non-nil err marks the span
+// as failed: status Error and AttrErrorType set to ErrorType(err). The
+// error's message is not recorded, because wrapped messages carry names
+// and IDs. Business refusals (sold out, insufficient funds, a lost race)
+// are outcomes, not errors: callers pass them with err == nil.
+func End(span trace.Span, outcome string, err error) {
+	if outcome != "" {
+		span.SetAttributes(attribute.String(AttrOutcome, outcome))
+	}
+	if err != nil {
+		typ := ErrorType(err)
+		span.SetAttributes(attribute.String(AttrErrorType, typ))
+		span.SetStatus(codes.Error, typ)
+	}
+	span.End()
+}
+
+// maxErrorText bounds the sentinel text ErrorType returns; longer texts
+// are reported by their Go type instead.
+const maxErrorText = 80
+
+// ErrorType returns a short, low-cardinality description of err for the
+// error.type attribute ("" for nil):
+//
+//   - "context.Canceled" or "context.DeadlineExceeded" when the innermost
+//     error is one;
+//   - for a Redis error reply, "redis " followed by its error code
+//     ("redis NOSCRIPT", "redis ERR"; "redis nil" for redis.Nil);
+//   - the text of the innermost error when it is a sentinel made by
+//     errors.New ("stock: sold out"); for errors joined with errors.Join
+//     the first branch is followed;
+//   - otherwise the Go type of the innermost error ("*net.OpError").
+//
+// Sentinel texts must therefore not contain names, keys or IDs; errors
+// that carry such data are typed errors or wrap a sentinel with %w.
+func ErrorType(err error) string {
+	if err == nil {
+		return ""
+	}
+	leaf := innermost(err)
+	switch leaf {
+	case context.Canceled:
+		return "context.Canceled"
+	case context.DeadlineExceeded:
+		return "context.DeadlineExceeded"
+	}
+	if code, ok := redisErrorCode(leaf); ok {
+		return "redis " + code
+	}
+	typ := fmt.Sprintf("%T", leaf)
+	if typ == "*errors.errorString" {
+		if msg := leaf.Error(); msg != "" && len(msg) <= maxErrorText {
+			return msg
+		}
+	}
+	return typ
+}
+
+// innermost follows Unwrap (the first branch of a multi-error) to the
+// error that wraps nothing.
+func innermost(err error) error {
+	for range 64 { // bounded: a cyclic Unwrap chain must not hang End
+		switch e := err.(type) {
+		case interface{ Unwrap() error }:
+			next := e.Unwrap()
+			if next == nil {
+				return err
+			}
+			err = next
+		case interface{ Unwrap() []error }:
+			errs := e.Unwrap()
+			if len(errs) == 0 || errs[0] == nil {
+				return err
+			}
+			err = errs[0]
+		default:
+			return err
+		}
+	}
+	return err
+}

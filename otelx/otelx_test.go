@@ -1,0 +1,228 @@
+package otelx_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/redkit-go/redkit/otelx"
+)
+
+var errSoldOut = errors.New("stock: sold out")
+
+func newRecorder() (*tracetest.SpanRecorder, *sdktrace.TracerProvider) {
+	rec := tracetest.NewSpanRecorder()
+	return rec, sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+}
+
+// useGlobal installs tp and mp as the global providers for one test.
+func useGlobal(t *testing.T, tp trace.TracerProvider, mp *sdkmetric.MeterProvider) {
+	oldT, oldM := otel.GetTracerProvider(), otel.GetMeterProvider()
+	if tp != nil {
+		otel.SetTracerProvider(tp)
+	}
+	if mp != nil {
+		otel.SetMeterProvider(mp)
+	}
+	t.Cleanup(func() {
+		otel.SetTracerProvider(oldT)
+		otel.SetMeterProvider(oldM)
+	})
+}
+
+func attrs(kvs []attribute.KeyValue) map[string]string {
+	m := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		m[string(kv.Key)] = kv.Value.Emit()
+	}
+	return m
+}
+
+func TestProviders_TracerFor_defaultsToGlobal(t *testing.T) {
+	p := otelx.Providers{} // created before the global provider is installed
+	global, tp := newRecorder()
+	useGlobal(t, tp, nil)
+
+	_, span := p.TracerFor("scope-a").Start(t.Context(), "op")
+	span.End()
+
+	ended := global.Ended()
+	require.Len(t, ended, 1)
+	require.Equal(t, "scope-a", ended[0].InstrumentationScope().Name)
+}
+
+func TestProviders_TracerFor_explicitWinsOverGlobal(t *testing.T) {
+	global, gtp := newRecorder()
+	useGlobal(t, gtp, nil)
+	own, otp := newRecorder()
+
+	_, span := otelx.Providers{Tracer: otp}.TracerFor("scope-b").Start(t.Context(), "op")
+	span.End()
+
+	require.Len(t, own.Ended(), 1)
+	require.Empty(t, global.Ended())
+}
+
+func collect(t *testing.T, r *sdkmetric.ManualReader) map[string]metricdata.Metrics {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, r.Collect(t.Context(), &rm))
+	out := map[string]metricdata.Metrics{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			out[sm.Scope.Name+"/"+m.Name] = m
+		}
+	}
+	return out
+}
+
+func TestProviders_MeterFor_defaultsToGlobal(t *testing.T) {
+	p := otelx.Providers{}
+	reader := sdkmetric.NewManualReader()
+	useGlobal(t, nil, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+
+	c, err := p.MeterFor("scope-c").Int64Counter("redkit.test.ops")
+	require.NoError(t, err)
+	c.Add(t.Context(), 3)
+
+	got := collect(t, reader)
+	require.Contains(t, got, "scope-c/redkit.test.ops")
+}
+
+func TestProviders_MeterFor_explicitWinsOverGlobal(t *testing.T) {
+	global := sdkmetric.NewManualReader()
+	useGlobal(t, nil, sdkmetric.NewMeterProvider(sdkmetric.WithReader(global)))
+	own := sdkmetric.NewManualReader()
+
+	p := otelx.Providers{Meter: sdkmetric.NewMeterProvider(sdkmetric.WithReader(own))}
+	c, err := p.MeterFor("scope-d").Int64Counter("redkit.test.ops")
+	require.NoError(t, err)
+	c.Add(t.Context(), 1)
+
+	require.Contains(t, collect(t, own), "scope-d/redkit.test.ops")
+	require.NotContains(t, collect(t, global), "scope-d/redkit.test.ops")
+}
+
+func TestStart_label(t *testing.T) {
+	rec, tp := newRecorder()
+	tr := tp.Tracer("test")
+
+	_, span := otelx.Start(t.Context(), tr, "stock.deduct", "checkout")
+	otelx.End(span, "ok", nil)
+	_, span = otelx.Start(t.Context(), tr, "stock.deduct", "")
+	otelx.End(span, "ok", nil)
+
+	ended := rec.Ended()
+	require.Len(t, ended, 2)
+	require.Equal(t, "stock.deduct", ended[0].Name())
+	require.Equal(t, trace.SpanKindInternal, ended[0].SpanKind())
+	require.Equal(t, "checkout", attrs(ended[0].Attributes())[otelx.AttrLabel])
+	require.NotContains(t, attrs(ended[1].Attributes()), otelx.AttrLabel)
+}
+
+func TestStart_childOfContextSpan(t *testing.T) {
+	rec, tp := newRecorder()
+	tr := tp.Tracer("test")
+
+	ctx, parent := tr.Start(t.Context(), "request")
+	_, span := otelx.Start(ctx, tr, "lock.acquire", "")
+	otelx.End(span, "ok", nil)
+	parent.End()
+
+	ended := rec.Ended()
+	require.Len(t, ended, 2)
+	require.Equal(t, parent.SpanContext().SpanID(), ended[0].Parent().SpanID())
+}
+
+func TestEnd_refusalIsOutcomeNotError(t *testing.T) {
+	rec, tp := newRecorder()
+	_, span := otelx.Start(t.Context(), tp.Tracer("test"), "stock.deduct", "")
+	otelx.End(span, "sold_out", nil)
+
+	s := rec.Ended()[0]
+	require.Equal(t, "sold_out", attrs(s.Attributes())[otelx.AttrOutcome])
+	require.Equal(t, codes.Unset, s.Status().Code)
+	require.NotContains(t, attrs(s.Attributes()), otelx.AttrErrorType)
+}
+
+func TestEnd_errorSetsStatusAndTypeWithoutMessage(t *testing.T) {
+	rec, tp := newRecorder()
+	_, span := otelx.Start(t.Context(), tp.Tracer("test"), "stock.deduct", "")
+	otelx.End(span, "error", fmt.Errorf("deduct shop-7/sku-1: %w", errSoldOut))
+
+	s := rec.Ended()[0]
+	a := attrs(s.Attributes())
+	require.Equal(t, codes.Error, s.Status().Code)
+	require.Equal(t, "stock: sold out", a[otelx.AttrErrorType])
+	require.Equal(t, "error", a[otelx.AttrOutcome])
+	require.Empty(t, s.Events(), "the error message must not be recorded as an event")
+	require.NotContains(t, s.Status().Description, "sku-1")
+	for _, v := range a {
+		require.NotContains(t, v, "sku-1")
+	}
+	require.True(t, s.EndTime().After(s.StartTime()) || s.EndTime().Equal(s.StartTime()))
+}
+
+func TestEnd_emptyOutcomeSetsNoAttribute(t *testing.T) {
+	rec, tp := newRecorder()
+	_, span := otelx.Start(t.Context(), tp.Tracer("test"), "x", "")
+	otelx.End(span, "", nil)
+	require.NotContains(t, attrs(rec.Ended()[0].Attributes()), otelx.AttrOutcome)
+}
+
+type limitError struct{ Buyer string }
+
+func (e *limitError) Error() string { return "stock: buyer " + e.Buyer + " over limit" }
+
+func TestErrorType(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	long := errors.New(strings.Repeat("x", 200))
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"nil", nil, ""},
+		{"sentinel", errSoldOut, "stock: sold out"},
+		{"wrapped sentinel", fmt.Errorf("deduct sku-9: %w", errSoldOut), "stock: sold out"},
+		{"joined takes first branch", errors.Join(errSoldOut, io(t)), "stock: sold out"},
+		{"typed error by type, not text", fmt.Errorf("a: %w", &limitError{Buyer: "alice"}), "*otelx_test.limitError"},
+		{"canceled", fmt.Errorf("acquire: %w", ctx.Err()), "context.Canceled"},
+		{"deadline", fmt.Errorf("acquire: %w", context.DeadlineExceeded), "context.DeadlineExceeded"},
+		{"net error by type", &net.OpError{Op: "dial", Err: long}, "*errors.errorString"},
+		{"long text by type", long, "*errors.errorString"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, otelx.ErrorType(tt.err))
+		})
+	}
+}
+
+func io(t *testing.T) error {
+	t.Helper()
+	return errors.New("io: read failed")
+}
+
+type cyclic struct{}
+
+func (c *cyclic) Error() string { return "cyclic" }
+func (c *cyclic) Unwrap() error { return c }
+
+func TestErrorType_cyclicUnwrapEnds(t *testing.T) {
+	require.Equal(t, "*otelx_test.cyclic", otelx.ErrorType(&cyclic{}))
+}

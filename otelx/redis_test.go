@@ -1,0 +1,128 @@
+package otelx_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/codes"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/redkit-go/redkit/otelx"
+	"github.com/redkit-go/redkit/redistest"
+)
+
+// spanText is everything a span carries that an exporter would send.
+func spanText(s sdktrace.ReadOnlySpan) string {
+	var b strings.Builder
+	b.WriteString(s.Name() + "\n" + s.Status().Description + "\n")
+	for _, kv := range s.Attributes() {
+		b.WriteString(string(kv.Key) + "=" + kv.Value.Emit() + "\n")
+	}
+	for _, ev := range s.Events() {
+		b.WriteString(ev.Name + "\n")
+		for _, kv := range ev.Attributes {
+			b.WriteString(string(kv.Key) + "=" + kv.Value.Emit() + "\n")
+		}
+	}
+	return b.String()
+}
+
+func TestInstrumentRedis_neverRecordsArguments(t *testing.T) {
+	const secret = "s3cr3t-value-9f1c"
+	const key = "otelx-test:secret-key-77ab"
+	s := redistest.New(t, redistest.Options{})
+	rdb := s.Client()
+	rec, tp := newRecorder()
+	require.NoError(t, otelx.InstrumentRedis(rdb, otelx.Providers{Tracer: tp}))
+	ctx := t.Context()
+
+	require.NoError(t, rdb.Set(ctx, key, secret, 0).Err())
+	require.Equal(t, secret, rdb.Get(ctx, key).Val())
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, key+"-h", "field", secret)
+		p.Incr(ctx, key+"-n")
+		return nil
+	})
+	require.NoError(t, err)
+	require.NoError(t, rdb.Eval(ctx, "return ARGV[1]", []string{key}, secret).Err())
+	// Error replies can quote the arguments.
+	err = rdb.Do(ctx, "NOSUCHCOMMAND", secret).Err()
+	require.ErrorContains(t, err, secret, "the server should echo the argument for this test to mean anything")
+	err = rdb.Eval(ctx, "return redis.error_reply('bad ' .. ARGV[1])", []string{key}, secret).Err()
+	require.ErrorContains(t, err, secret)
+
+	spans := rec.Ended()
+	require.GreaterOrEqual(t, len(spans), 6)
+	var sawError bool
+	for _, sp := range spans {
+		text := spanText(sp)
+		require.NotContains(t, text, secret, "span %q leaks an argument", sp.Name())
+		require.NotContains(t, text, "secret-key-77ab", "span %q leaks a key", sp.Name())
+		require.NotContains(t, text, "db.statement")
+		if sp.Status().Code == codes.Error {
+			sawError = true
+			require.Equal(t, "redis ERR", attrs(sp.Attributes())[otelx.AttrErrorType])
+		}
+	}
+	require.True(t, sawError, "failed commands are still marked as errors")
+}
+
+func TestInstrumentRedis_tracesCommandsAndPipelines(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	rdb := s.Client()
+	rec, tp := newRecorder()
+	require.NoError(t, otelx.InstrumentRedis(rdb, otelx.Providers{Tracer: tp}))
+	ctx := t.Context()
+
+	require.NoError(t, rdb.Incr(ctx, "otelx-test:n").Err())
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Incr(ctx, "otelx-test:n")
+		p.Incr(ctx, "otelx-test:n")
+		return nil
+	})
+	require.NoError(t, err)
+
+	names := map[string]bool{}
+	for _, sp := range rec.Ended() {
+		names[sp.Name()] = true
+		if sp.Name() == "incr" {
+			require.Equal(t, "redis", attrs(sp.Attributes())["db.system"])
+		}
+	}
+	require.True(t, names["incr"], "got spans %v", names)
+	require.True(t, names["redis.pipeline incr"], "got spans %v", names)
+}
+
+func TestInstrumentRedis_metrics(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	rdb := s.Client()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	require.NoError(t, otelx.InstrumentRedis(rdb, otelx.Providers{Meter: mp}))
+
+	require.NoError(t, rdb.Ping(t.Context()).Err())
+
+	got := collect(t, reader)
+	require.Contains(t, got, "github.com/redis/go-redis/extra/redisotel/db.client.connections.use_time")
+}
+
+func TestInstrumentRedis_defaultsToGlobal(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	rdb := s.Client()
+	rec, tp := newRecorder()
+	reader := sdkmetric.NewManualReader()
+	useGlobal(t, tp, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+
+	require.NoError(t, otelx.InstrumentRedis(rdb, otelx.Providers{}))
+	require.NoError(t, rdb.Ping(t.Context()).Err())
+
+	require.NotEmpty(t, rec.Ended())
+	require.Contains(t, collect(t, reader), "github.com/redis/go-redis/extra/redisotel/db.client.connections.use_time")
+}
+
+func TestInstrumentRedis_nilClient(t *testing.T) {
+	require.Error(t, otelx.InstrumentRedis(nil, otelx.Providers{}))
+}
