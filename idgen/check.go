@@ -1,0 +1,31 @@
+package idgen
+
+import (
+	"context"
+
+	"github.com/redkit-go/redkit/internal/server"
+)
+
+// Report, Finding and Severity describe the server settings Check rates.
+type (
+	Report   = server.Report
+	Finding  = server.Finding
+	Severity = server.Severity
+)
+
+// Severities of a Finding, lowest first.
+const (
+	SeverityUnknown  = server.SeverityUnknown
+	SeverityOK       = server.SeverityOK
+	SeverityWarning  = server.SeverityWarning
+	SeverityCritical = server.SeverityCritical
+)
+
+// Check reports server settings that can make the counter go backwards and
+// so let two processes be handed the same range: a restart without AOF
+// (appendonly no, appendfsync other than always) or an eviction policy other
+// than noeviction. See the package documentation for what happens then.
+func (s *Sequence) Check(ctx context.Context) (Report, error) { return server.Check(ctx, s.c.rdb) }
+
+// Check reports risky server settings; see Sequence.Check.
+func (s *Segment) Check(ctx context.Context) (Report, error) { return server.Check(ctx, s.c.rdb) }

@@ -1,0 +1,130 @@
+package idgen
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redkit-go/redkit/internal/keys"
+	"github.com/redkit-go/redkit/internal/retry"
+	"github.com/redkit-go/redkit/internal/script"
+	"github.com/redkit-go/redkit/internal/server"
+	"github.com/redkit-go/redkit/internal/valid"
+)
+
+//go:embed scripts/reserve.lua
+var reserveSrc string
+
+var reserveScript = script.New(reserveSrc)
+
+// replicaProbeTTL is how long the replica count of a counter's primary is
+// cached. Any failed write drops the cached value.
+const replicaProbeTTL = time.Minute
+
+// counter is one Redis counter shared by Sequence and Segment: it reserves
+// ranges above a floor and, when the primary has replicas, waits for one of
+// them to acknowledge each reservation.
+type counter struct {
+	rdb     redis.UniversalClient
+	key     string
+	ackWait time.Duration
+
+	mu       sync.Mutex
+	replicas int
+	probedAt time.Duration // mono() of the last probe; 0 = never
+}
+
+func counterKey(prefix, name string) string {
+	return keys.Space{Prefix: prefix, Module: "idgen", Version: 1}.Key(keys.Group(name), "seq", name)
+}
+
+func newCounter(rdb redis.UniversalClient, name string, cfg *config) (*counter, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalid)
+	}
+	if err := valid.Name("name", name); err != nil {
+		return nil, err
+	}
+	if err := cfg.validateCounter(); err != nil {
+		return nil, err
+	}
+	return &counter{rdb: rdb, key: counterKey(cfg.prefix, name), ackWait: cfg.replicaAckWait}, nil
+}
+
+// reserve reserves step values above floor and returns the last one.
+func (c *counter) reserve(ctx context.Context, step, floor int64) (int64, error) {
+	replicas, err := c.replicaCount(ctx)
+	if err != nil {
+		return 0, err
+	}
+	ack := script.Ack{}
+	if replicas > 0 {
+		ack = script.Ack{Replicas: 1, Timeout: c.ackWait, Required: true}
+	}
+	cmd, _, err := script.RunAck(ctx, c.rdb, ack, reserveScript, []string{c.key}, step, floor)
+	if err != nil {
+		c.forgetReplicas()
+		return 0, scriptError(err)
+	}
+	last, err := cmd.Int64()
+	if err != nil {
+		return 0, err
+	}
+	if last-step < floor || last > maxCounterValue {
+		return 0, fmt.Errorf("idgen: reserve returned %d for step %d above %d", last, step, floor)
+	}
+	return last, nil
+}
+
+func scriptError(err error) error {
+	msg := err.Error()
+	switch {
+	case strings.HasPrefix(msg, "IDGEN_EXHAUSTED"):
+		return ErrExhausted
+	case strings.HasPrefix(msg, "IDGEN_NOTINT"):
+		return errors.New("idgen: counter key does not hold an integer")
+	}
+	return err
+}
+
+func (c *counter) replicaCount(ctx context.Context) (int, error) {
+	c.mu.Lock()
+	n, at := c.replicas, c.probedAt
+	c.mu.Unlock()
+	now := mono()
+	if at != 0 && now-at < replicaProbeTTL {
+		return n, nil
+	}
+	n, err := server.Replicas(ctx, c.rdb, c.key)
+	if err != nil {
+		if retry.Ambiguous(err) || retry.Retryable(err) {
+			return 0, fmt.Errorf("idgen: probe replicas: %w", err)
+		}
+		// The server hides its replication state (a managed service, an
+		// embedded test server): nothing to wait for that we could count.
+		n = 0
+	}
+	c.mu.Lock()
+	c.replicas, c.probedAt = n, now
+	c.mu.Unlock()
+	return n, nil
+}
+
+func (c *counter) forgetReplicas() {
+	c.mu.Lock()
+	c.probedAt = 0
+	c.mu.Unlock()
+}
+
+// processStart anchors mono.
+var processStart = time.Now()
+
+// mono returns the time elapsed on the monotonic clock since the package was
+// loaded; it is never 0.
+func mono() time.Duration { return time.Since(processStart) + 1 }

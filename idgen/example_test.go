@@ -1,0 +1,86 @@
+package idgen_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/redkit-go/redkit/idgen"
+	"github.com/redkit-go/redkit/redistest"
+)
+
+func ExampleNewSequence() {
+	ctx := context.Background()
+	srv, err := redistest.Start(ctx, redistest.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Close()
+
+	seq, err := idgen.NewSequence(srv.Client(), "fence-demo")
+	if err != nil {
+		panic(err)
+	}
+	for i := 0; i < 3; i++ {
+		id, err := seq.Next(ctx)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(id)
+	}
+	// Output:
+	// 1
+	// 2
+	// 3
+}
+
+func ExampleNewSegment() {
+	ctx := context.Background()
+	srv, err := redistest.Start(ctx, redistest.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Close()
+
+	seg, err := idgen.NewSegment(srv.Client(), "order-no", idgen.WithMinStep(1000))
+	if err != nil {
+		panic(err)
+	}
+	defer seg.Close()
+	a, _ := seg.Next(ctx) // fetches the range 1..1000
+	b, _ := seg.Next(ctx) // served from memory
+	fmt.Println(a, b, seg.Runway() >= 998)
+	// Output: 1 2 true
+}
+
+func ExampleNewLeasedSnowflake() {
+	ctx := context.Background()
+	srv, err := redistest.Start(ctx, redistest.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Close()
+
+	sf, err := idgen.NewLeasedSnowflake(ctx, srv.Client(), "checkout")
+	if err != nil {
+		panic(err)
+	}
+	defer sf.Close()
+	id, err := sf.Next(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("node", sf.Node(), "node bits", id.SnowflakeNode())
+	// Output: node 0 node bits 0
+}
+
+func ExampleID_MarshalJSON() {
+	b, _ := json.Marshal(map[string]idgen.ID{"id": 1234567890123456789})
+	fmt.Println(string(b))
+	var v struct{ ID idgen.ID }
+	_ = json.Unmarshal([]byte(`{"ID": 42}`), &v) // unquoted numbers are accepted too
+	fmt.Println(v.ID, idgen.ID(42).Base32())
+	// Output:
+	// {"id":"1234567890123456789"}
+	// 42 000000000001A
+}

@@ -1,0 +1,302 @@
+package idgen
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redkit-go/redkit/internal/keys"
+	"github.com/redkit-go/redkit/internal/script"
+	"github.com/redkit-go/redkit/internal/valid"
+)
+
+var (
+	//go:embed scripts/lease_common.lua
+	leaseCommonSrc string
+	//go:embed scripts/lease_acquire.lua
+	acquireSrc    string
+	acquireScript = script.New(leaseCommonSrc + acquireSrc)
+	//go:embed scripts/lease_renew.lua
+	renewSrc    string
+	renewScript = script.New(leaseCommonSrc + renewSrc)
+)
+
+// leaseRetention is how long the node table outlives its last write. Its
+// high-water marks only matter to a clock behind them, never by that much.
+const leaseRetention = 24 * time.Hour
+
+// nodeLease keeps a Snowflake's node leased: renewal every TTL/3 in one
+// goroutine, re-leasing after a loss, release on close.
+type nodeLease struct {
+	s      *Snowflake
+	rdb    redis.UniversalClient
+	key    string
+	ttl    time.Duration
+	margin time.Duration // Next stops this long before the lease could expire
+	cfg    config
+	tel    *leaseTelemetry
+	life   context.Context // cancelled by close: ends renewal and any wait
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu    sync.Mutex // guards owner and node
+	owner string
+	node  int64
+
+	// issued bounds the timestamps of IDs issued under earlier tenures, so a
+	// new tenure stays above them even if the table lost its high-water
+	// marks (deleted, or a failover lost writes). Used by the renewal goroutine only.
+	issued int64
+}
+
+func nodeTableKey(prefix, service string) string {
+	return keys.Space{Prefix: prefix, Module: "idgen", Version: 1}.Key(keys.Group(service), "nodes", service)
+}
+
+// NewLeasedSnowflake returns a generator whose node ID (0..1023) is leased
+// from Redis for service: a free node is taken atomically, renewed in the
+// background every TTL/3 and released by Close.
+//
+// The lease keeps a high-water time per node: a bound on the timestamps of
+// every ID the node has issued. A new holder issues IDs only above it: if its
+// clock is behind, it waits (up to WithMaxClockWait, bounded by ctx) and
+// otherwise fails with an error wrapping ErrClockBehind, so a restart on a
+// clock that went backwards never reissues IDs.
+//
+// If renewal fails, Next returns ErrLeaseLost from TTL − TTL/10 after the
+// last successful renewal was sent, that is before the lease can have expired
+// in Redis; renewal keeps being retried, and once it succeeds (or a new node is
+// leased, when another process took this one) Next recovers by itself.
+//
+// Errors: ErrInvalid for bad arguments (nothing is written), ErrNoFreeNode
+// when all 1,024 nodes are leased, ErrClockBehind, or the Redis error.
+//
+// Options used: WithKeyPrefix, WithLeaseTTL, WithMaxClockWait, WithClock,
+// WithTracerProvider, WithMeterProvider, WithLabel.
+func NewLeasedSnowflake(ctx context.Context, rdb redis.UniversalClient, service string, opts ...Option) (*Snowflake, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalid)
+	}
+	if err := valid.Name("service", service); err != nil {
+		return nil, err
+	}
+	cfg := newConfig(opts)
+	if err := cfg.validateLease(); err != nil {
+		return nil, err
+	}
+	s, err := newSnowflake(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	tel, err := newLeaseTelemetry(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	l := &nodeLease{
+		s: s, rdb: rdb, key: nodeTableKey(cfg.prefix, service),
+		ttl: cfg.leaseTTL, margin: cfg.leaseTTL / 10, cfg: cfg, tel: tel,
+		done: make(chan struct{}),
+	}
+	l.life, l.cancel = context.WithCancel(context.Background())
+	t, err := l.acquire(ctx)
+	if err != nil {
+		l.cancel()
+		return nil, err
+	}
+	s.lease = l
+	s.t.Store(t)
+	go l.run()
+	return s, nil
+}
+
+func newOwner() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// acquire leases a node and waits until the clock has passed its high-water mark.
+func (l *nodeLease) acquire(ctx context.Context) (*tenure, error) {
+	ctx, span := l.tel.start(ctx, "idgen.lease.acquire")
+	t, err := l.acquireNode(ctx)
+	l.tel.end(ctx, span, "acquire", false, err)
+	return t, err
+}
+
+func (l *nodeLease) acquireNode(ctx context.Context) (*tenure, error) {
+	owner := newOwner()
+	sent := l.s.nowMs()
+	res, err := acquireScript.Run(ctx, l.rdb, []string{l.key},
+		owner, l.ttl.Milliseconds(), sent, leaseRetention.Milliseconds()).Int64Slice()
+	if err != nil {
+		return nil, fmt.Errorf("idgen: lease node: %w", err)
+	}
+	if len(res) != 2 {
+		return nil, fmt.Errorf("idgen: lease node: unexpected reply %v", res)
+	}
+	node, start := res[0], res[1]
+	if node < 0 {
+		return nil, ErrNoFreeNode
+	}
+	start = max(start, l.issued)
+	l.mu.Lock()
+	l.owner, l.node = owner, node
+	l.mu.Unlock()
+	if behind := start + 1 - l.s.nowMs(); behind > 0 {
+		wait := time.Duration(behind) * time.Millisecond
+		if err := l.waitClock(ctx, start+1, wait); err != nil {
+			_ = l.release(0) // never used: give it back at once
+			return nil, err
+		}
+		// The wait may have outlasted the lease: renew it before use.
+		sent = l.s.nowMs()
+		ok, err := l.renew(ctx, l.ttl)
+		if err != nil || !ok {
+			return nil, errors.Join(ErrLeaseLost, err)
+		}
+	}
+	return newTenure(node, start, sent+(l.ttl-l.margin).Milliseconds()), nil
+}
+
+// waitClock waits until the generator's clock reaches ms, if that takes at
+// most the max clock wait.
+func (l *nodeLease) waitClock(ctx context.Context, ms int64, behind time.Duration) error {
+	if behind > l.cfg.maxClockWait {
+		l.tel.clockBehind(ctx, "failed")
+		return fmt.Errorf("%w by %v (max wait %v)", ErrClockBehind, behind, l.cfg.maxClockWait)
+	}
+	l.tel.clockBehind(ctx, "waited")
+	timer := time.NewTimer(behind)
+	defer timer.Stop()
+	for l.s.nowMs() < ms {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", ErrClockBehind, ctx.Err())
+		case <-timer.C:
+			timer.Reset(time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// renew extends the lease; ok is false when this owner no longer holds the node.
+func (l *nodeLease) renew(ctx context.Context, ttl time.Duration) (ok bool, err error) {
+	return l.renewScript(ctx, ttl, l.s.nowMs())
+}
+
+func (l *nodeLease) renewScript(ctx context.Context, ttl time.Duration, ms int64) (ok bool, err error) {
+	l.mu.Lock()
+	owner, node := l.owner, l.node
+	l.mu.Unlock()
+	n, err := renewScript.Run(ctx, l.rdb, []string{l.key},
+		owner, ttl.Milliseconds(), ms, leaseRetention.Milliseconds(), node).Int64()
+	return n == 1, err
+}
+
+// release gives the node back, recording lastMs (the highest timestamp
+// issued on it, 0 if none) as its high-water mark.
+func (l *nodeLease) release(lastMs int64) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	ctx, span := l.tel.start(ctx, "idgen.lease.release")
+	_, err := l.renewScript(ctx, 0, max(lastMs, 0))
+	l.tel.end(ctx, span, "release", false, err)
+	if err != nil {
+		return fmt.Errorf("idgen: release node: %w", err)
+	}
+	return nil
+}
+
+// run renews the lease until close, and leases a new node after a loss.
+func (l *nodeLease) run() {
+	defer close(l.done)
+	interval := l.ttl / 3
+	retry := min(interval, 200*time.Millisecond)
+	timer := time.NewTimer(interval)
+	defer timer.Stop()
+	for {
+		select {
+		case <-l.life.Done():
+			return
+		case <-timer.C:
+		}
+		timer.Reset(l.step(interval, retry))
+	}
+}
+
+// step makes one renewal (or re-lease) attempt and returns the delay to the next.
+func (l *nodeLease) step(interval, retry time.Duration) time.Duration {
+	t := l.s.t.Load()
+	if t.node < 0 { // lost earlier: lease a new node
+		return l.reacquire(retry)
+	}
+	ctx, cancel := context.WithTimeout(l.life, interval)
+	defer cancel()
+	ctx, span := l.tel.start(ctx, "idgen.lease.renew")
+	sent := l.s.nowMs()
+	ok, err := l.renew(ctx, l.ttl)
+	switch {
+	case err != nil:
+		l.tel.end(ctx, span, "renew", false, err)
+		l.tel.renewFailed(ctx)
+		return retry
+	case !ok:
+		l.tel.end(ctx, span, "renew", true, nil)
+		l.tel.renewFailed(ctx)
+		old := l.s.t.Swap(newTenure(-1, 0, 0)) // Next fails closed at once
+		l.issued = max(l.issued, retire(old))
+		return l.reacquire(retry)
+	}
+	l.tel.end(ctx, span, "renew", false, nil)
+	until := sent + (l.ttl - l.margin).Milliseconds()
+	for {
+		cur := t.until.Load()
+		if until <= cur || t.until.CompareAndSwap(cur, until) {
+			return interval
+		}
+	}
+}
+
+// reacquire leases a new node after the old one was taken.
+func (l *nodeLease) reacquire(retry time.Duration) time.Duration {
+	ctx, cancel := context.WithTimeout(l.life, l.ttl/3+l.cfg.maxClockWait)
+	defer cancel()
+	t, err := l.acquire(ctx)
+	if err != nil {
+		return retry
+	}
+	l.s.t.Store(t)
+	return l.ttl / 3
+}
+
+// close stops renewal, makes Next return ErrClosed and releases the node.
+func (l *nodeLease) close(closed *tenure) error {
+	l.cancel()
+	<-l.done
+	held := l.s.t.Swap(closed)
+	l.tel.close()
+	if held.node < 0 {
+		return nil
+	}
+	err := l.release(retire(held))
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w (the lease expires by itself)", err)
+	}
+	return err
+}
+
+// retire ends a tenure that is no longer current and returns a bound on the
+// timestamps of every ID issued under it. After until is 0, a Next either
+// made its change to state visible to the Load below or will see until == 0
+// and fail.
+func retire(t *tenure) int64 {
+	t.until.Store(0)
+	return t.state.Load() >> stepBits
+}

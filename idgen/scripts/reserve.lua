@@ -1,0 +1,34 @@
+-- Reserves the range [last-step+1, last] of an ID counter, always above a floor.
+-- KEYS[1]  the counter: a string holding an integer (absent = 0)
+-- ARGV[1]  step: how many values to reserve, 1..2^53-1
+-- ARGV[2]  floor: the highest value the caller has issued (0 if none); when the
+--          counter is behind it (a failover lost writes, the key was deleted or
+--          restored from an old backup) the counter is first moved up to it
+-- Reply:   last, the highest value of the range
+--          error "IDGEN_EXHAUSTED" when last would pass 2^53-1
+--          error "IDGEN_NOTINT" when the key holds anything but an integer within ±(2^53-1)
+local max = 9007199254740991
+local step = tonumber(ARGV[1])
+local floor = tonumber(ARGV[2])
+if not step or step < 1 or step > max or step % 1 ~= 0 then
+  return redis.error_reply('ERR idgen: step out of range')
+end
+if not floor or floor < 0 or floor > max or floor % 1 ~= 0 then
+  return redis.error_reply('ERR idgen: floor out of range')
+end
+local cur = 0
+local raw = redis.call('GET', KEYS[1])
+if raw then
+  cur = tonumber(raw)
+  if not cur or cur % 1 ~= 0 or cur < -max or cur > max or not string.match(raw, '^%-?%d+$') then
+    return redis.error_reply('IDGEN_NOTINT counter does not hold an integer')
+  end
+end
+local base = cur
+if floor > base then base = floor end
+if base > max - step then
+  return redis.error_reply('IDGEN_EXHAUSTED counter would pass 2^53-1')
+end
+local last = base + step
+redis.call('INCRBY', KEYS[1], last - cur)
+return last

@@ -1,0 +1,268 @@
+package idgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Segment hands out values of a Redis counter from ranges it reserves with
+// one round trip each (Meituan Leaf's segment mode, without a database).
+//
+// Values are unique across every Segment and Sequence sharing the name, and
+// increasing within one Segment: each value is larger than every value the
+// Segment returned before it was requested. They are not in global order
+// across processes, and values reserved but never handed out (the rest of a
+// range when a process stops) are skipped.
+//
+// Ranges: the first one has the min step. When a fifth (20%) of the current
+// range is used, the next one is reserved in the background (the double
+// buffer), sized so it lasts about 10 seconds at the rate observed on the
+// current one, between WithMinStep and WithMaxStep (growing at once, shrinking
+// at most by half per range). A goroutine exists only while a fetch is in
+// flight; Close cancels and waits for it.
+//
+// Faults: while Redis is unreachable a Segment serves what it holds (its
+// runway, see Runway); once that is spent Next returns an error wrapping
+// ErrUnavailable, without waiting past ctx, and the next successful fetch
+// ends the outage. After a failed fetch the next one is attempted no sooner
+// than a backoff (20ms doubling to 1s) later; Next returns ErrUnavailable at
+// once in between.
+//
+// A Segment never hands out a value at or below one it already holds: each
+// fetch passes the highest value it has reserved, and a counter found behind
+// it is moved up first (see the package documentation).
+type Segment struct {
+	cur atomic.Pointer[segRange] // hot: read by every Next
+	_   [56]byte
+
+	c      *counter
+	cfg    config
+	tel    *segTelemetry
+	life   context.Context // cancelled by Close; bounds the background fetch
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	runway atomic.Int64 // size of the buffered range, for Runway
+
+	mu       sync.Mutex
+	next     *segRange // the buffered range, nil if none
+	fetching *fetchCall
+	closed   bool
+	step     int64
+	floor    int64 // highest value reserved so far
+	backoff  time.Duration
+	retryAt  time.Duration // mono() before which no fetch starts after a failure
+	lastErr  error
+	empty    segRange // exhausted sentinel: the initial and the closed state
+}
+
+// segRange is a reserved range [first, last]. next is the last value handed
+// out; next+1 is the next one.
+type segRange struct {
+	next    atomic.Int64
+	first   int64
+	last    int64
+	trigger int64         // handing out this value starts the prefetch
+	since   time.Duration // mono() when the range became current
+	_       [24]byte
+}
+
+type fetchCall struct {
+	done chan struct{}
+	err  error
+}
+
+var _ Generator = (*Segment)(nil)
+
+// NewSegment returns a Segment over the counter named name (the same counter
+// a Sequence of that name uses). It validates its arguments and sends nothing
+// to Redis: the first range is fetched by the first Next. Errors wrap ErrInvalid.
+//
+// Options used: WithKeyPrefix, WithMinStep, WithMaxStep, WithFetchTimeout,
+// WithReplicaAckTimeout, WithTracerProvider, WithMeterProvider, WithLabel.
+func NewSegment(rdb redis.UniversalClient, name string, opts ...Option) (*Segment, error) {
+	cfg := newConfig(opts)
+	c, err := newCounter(rdb, name, &cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Segment{c: c, cfg: cfg, step: cfg.minStep}
+	s.life, s.cancel = context.WithCancel(context.Background())
+	s.cur.Store(&s.empty)
+	s.tel, err = newSegTelemetry(&cfg, s)
+	if err != nil {
+		s.cancel()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Next returns the next value. It waits for Redis only when the values in
+// memory are spent; ctx bounds that wait. It returns ErrUnavailable (wrapping
+// the cause) when no value can be had, and ErrClosed after Close.
+func (s *Segment) Next(ctx context.Context) (ID, error) {
+	r := s.cur.Load()
+	if v := r.next.Add(1); v <= r.last {
+		if v == r.trigger {
+			s.prefetch(r)
+		}
+		return ID(v), nil
+	}
+	return s.refill(ctx)
+}
+
+// Runway returns how many values the Segment can hand out without Redis.
+func (s *Segment) Runway() int64 {
+	r := s.cur.Load()
+	n := max(r.last-r.next.Load(), 0)
+	return n + s.runway.Load()
+}
+
+// Close stops the background fetch, waits for it and makes Next return
+// ErrClosed. Values held in memory are dropped (they are never reissued). It
+// is safe to call more than once.
+func (s *Segment) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.next = nil
+	s.runway.Store(0)
+	s.cur.Store(&s.empty)
+	s.cancel()
+	s.mu.Unlock()
+	s.wg.Wait()
+	s.tel.close()
+	return nil
+}
+
+func (s *Segment) prefetch(r *segRange) {
+	s.mu.Lock()
+	s.prefetchLocked(r)
+	s.mu.Unlock()
+}
+
+func (s *Segment) prefetchLocked(r *segRange) {
+	if s.closed || s.next != nil || s.fetching != nil || s.cur.Load() != r || mono() < s.retryAt {
+		return
+	}
+	s.adapt(r.trigger-r.first+1, mono()-r.since)
+	s.startFetchLocked()
+}
+
+// adapt sizes the next range from used values over elapsed time.
+func (s *Segment) adapt(used int64, elapsed time.Duration) {
+	elapsed = max(elapsed, time.Millisecond)
+	want := float64(used) * float64(rangeTarget) / float64(elapsed)
+	next := s.cfg.maxStep
+	if want < float64(next) {
+		next = max(int64(want), s.step/2)
+	}
+	s.step = min(max(next, s.cfg.minStep), s.cfg.maxStep)
+}
+
+func (s *Segment) startFetchLocked() *fetchCall {
+	fc := &fetchCall{done: make(chan struct{})}
+	s.fetching = fc
+	s.wg.Add(1)
+	go s.fetch(fc, s.step, s.floor)
+	return fc
+}
+
+func (s *Segment) fetch(fc *fetchCall, step, floor int64) {
+	defer s.wg.Done()
+	ctx, cancel := context.WithTimeout(s.life, s.cfg.fetchTimeout)
+	start := time.Now()
+	ctx, span := s.tel.startFetch(ctx)
+	last, err := s.c.reserve(ctx, step, floor)
+	s.tel.endFetch(ctx, span, start, step, err)
+	cancel()
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fetching = nil
+	fc.err = err
+	defer close(fc.done)
+	if err != nil {
+		s.lastErr = err
+		s.backoff = min(max(2*s.backoff, 20*time.Millisecond), time.Second)
+		s.retryAt = mono() + s.backoff
+		return
+	}
+	s.lastErr, s.backoff, s.retryAt = nil, 0, 0
+	s.floor = last
+	if s.closed {
+		return
+	}
+	r := &segRange{first: last - step + 1, last: last}
+	r.next.Store(r.first - 1)
+	r.trigger = r.first + max(step/prefetchFraction, 1) - 1
+	s.next = r
+	s.runway.Store(step)
+}
+
+func (s *Segment) unavailable(err error) error {
+	if errors.Is(err, ErrExhausted) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// refill is Next's slow path: switch to the buffered range, or fetch one and
+// wait for it.
+func (s *Segment) refill(ctx context.Context) (ID, error) {
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return 0, ErrClosed
+		}
+		r := s.cur.Load()
+		if v := r.next.Add(1); v <= r.last {
+			if v == r.trigger {
+				s.prefetchLocked(r)
+			}
+			s.mu.Unlock()
+			return ID(v), nil
+		}
+		if n := s.next; n != nil {
+			s.next = nil
+			s.runway.Store(0)
+			n.since = mono()
+			s.cur.Store(n)
+			s.mu.Unlock()
+			continue
+		}
+		fc := s.fetching
+		if fc == nil {
+			if mono() < s.retryAt {
+				err := s.lastErr
+				s.mu.Unlock()
+				return 0, s.unavailable(err)
+			}
+			if r != &s.empty {
+				s.adapt(r.last-r.first+1, mono()-r.since)
+			}
+			fc = s.startFetchLocked()
+		}
+		s.mu.Unlock()
+		select {
+		case <-fc.done:
+			if fc.err != nil {
+				if s.life.Err() != nil {
+					return 0, ErrClosed
+				}
+				return 0, s.unavailable(fc.err)
+			}
+		case <-ctx.Done():
+			return 0, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+		}
+	}
+}

@@ -1,0 +1,340 @@
+package idgen_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bwmarrin/snowflake"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redkit-go/redkit/idgen"
+	"github.com/redkit-go/redkit/redistest"
+)
+
+func TestSnowflake_Next_bwmarrinLayout(t *testing.T) {
+	sf, err := idgen.NewSnowflake(777)
+	require.NoError(t, err)
+	defer sf.Close()
+	before := time.Now().UnixMilli()
+	id, err := sf.Next(t.Context())
+	require.NoError(t, err)
+	after := time.Now().UnixMilli()
+	sid := id.Snowflake()
+	require.Equal(t, int64(777), sid.Node())
+	require.GreaterOrEqual(t, sid.Time(), before-1)
+	require.LessOrEqual(t, sid.Time(), after+1)
+	parsed, err := snowflake.ParseString(id.String())
+	require.NoError(t, err)
+	require.Equal(t, sid, parsed)
+	require.Equal(t, int64(777), sf.Node())
+}
+
+func TestSnowflake_Next_uniqueIncreasing_ConcurrentSafe(t *testing.T) {
+	sf, err := idgen.NewSnowflake(1)
+	require.NoError(t, err)
+	defer sf.Close()
+	all := drain(t, []idgen.Generator{sf}, 8, 25_000) // 200,000 IDs: > 4,096 per ms, so sequences run out
+	requireUnique(t, all)
+	for _, v := range all {
+		require.Equal(t, int64(1), idgen.ID(v).SnowflakeNode())
+	}
+}
+
+// A clock that jumps backwards (a wall-clock step seen by a custom time
+// source) makes Next wait for it to catch up, never repeat an ID.
+func TestSnowflake_Next_clockJumpsBack_noDuplicate(t *testing.T) {
+	var offset atomic.Int64
+	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	sf, err := idgen.NewSnowflake(3, idgen.WithClock(clock))
+	require.NoError(t, err)
+	var ids []int64
+	for i := 0; i < 20_000; i++ {
+		if i == 10_000 {
+			offset.Store(int64(-30 * time.Millisecond))
+		}
+		id, err := sf.Next(t.Context())
+		require.NoError(t, err)
+		ids = append(ids, id.Int64())
+	}
+	requireIncreasing(t, ids)
+	require.NoError(t, sf.Close())
+	_, err = sf.Next(t.Context())
+	require.ErrorIs(t, err, idgen.ErrClosed)
+}
+
+func TestSnowflake_new_badNode(t *testing.T) {
+	for _, n := range []int64{-1, 1024, 1 << 40} {
+		_, err := idgen.NewSnowflake(n)
+		require.ErrorIs(t, err, idgen.ErrInvalid, n)
+	}
+	_, err := idgen.NewSnowflake(1023)
+	require.NoError(t, err)
+}
+
+func nodeTable(service string) string { return "redkit:idgen:v1:{" + service + "}:nodes:" + service }
+
+func TestLeasedSnowflake_concurrentStarters_distinctNodes(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	rdb := s.Client()
+	const n = 64
+	gens := make([]*idgen.Snowflake, n)
+	var wg sync.WaitGroup
+	for i := range gens {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sf, err := idgen.NewLeasedSnowflake(t.Context(), rdb, "checkout")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			gens[i] = sf
+		}()
+	}
+	wg.Wait()
+	nodes := map[int64]bool{}
+	var all []int64
+	for _, sf := range gens {
+		require.NotNil(t, sf)
+		nodes[sf.Node()] = true
+		for j := 0; j < 100; j++ {
+			id, err := sf.Next(t.Context())
+			require.NoError(t, err)
+			require.Equal(t, sf.Node(), id.SnowflakeNode())
+			all = append(all, id.Int64())
+		}
+	}
+	require.Len(t, nodes, n)
+	requireUnique(t, all)
+	for _, sf := range gens {
+		require.NoError(t, sf.Close())
+	}
+	require.Equal(t, int64(n), rdb.HLen(t.Context(), nodeTable("checkout")).Val())
+	ttl := rdb.PTTL(t.Context(), nodeTable("checkout")).Val()
+	require.Greater(t, ttl, time.Hour, "the table is retained, with a TTL")
+}
+
+func TestLeasedSnowflake_fullTable_thenClockBehind(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	rdb := s.Client()
+	ctx := t.Context()
+	gens := make([]*idgen.Snowflake, 1024)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1) - 1; i < 1024; i = next.Add(1) - 1 {
+				sf, err := idgen.NewLeasedSnowflake(ctx, rdb, "full", idgen.WithLeaseTTL(time.Hour))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				gens[i] = sf
+			}
+		}()
+	}
+	wg.Wait()
+	defer func() {
+		var wg sync.WaitGroup
+		for _, sf := range gens {
+			if sf != nil {
+				wg.Go(func() { _ = sf.Close() })
+			}
+		}
+		wg.Wait()
+	}()
+	require.False(t, t.Failed())
+	_, err := idgen.NewLeasedSnowflake(ctx, rdb, "full")
+	require.ErrorIs(t, err, idgen.ErrNoFreeNode)
+
+	// One process issues IDs, then stops: its node is the only free one.
+	old := gens[500]
+	var last idgen.ID
+	for i := 0; i < 10; i++ {
+		last, err = old.Next(ctx)
+		require.NoError(t, err)
+	}
+	node := old.Node()
+	require.NoError(t, old.Close())
+	gens[500] = nil
+
+	// A restart whose clock is 10s behind the node's high-water mark refuses.
+	behind := func(d time.Duration) func() time.Time { return func() time.Time { return time.Now().Add(-d) } }
+	_, err = idgen.NewLeasedSnowflake(ctx, rdb, "full", idgen.WithClock(behind(10*time.Second)))
+	require.ErrorIs(t, err, idgen.ErrClockBehind)
+	_, err = idgen.NewLeasedSnowflake(ctx, rdb, "full", idgen.WithClock(behind(10*time.Second)),
+		idgen.WithMaxClockWait(0))
+	require.ErrorIs(t, err, idgen.ErrClockBehind)
+
+	// One 300ms behind waits for its clock, then never goes below the old IDs.
+	sf, err := idgen.NewLeasedSnowflake(ctx, rdb, "full", idgen.WithClock(behind(300*time.Millisecond)))
+	require.NoError(t, err)
+	gens[500] = sf
+	require.Equal(t, node, sf.Node())
+	id, err := sf.Next(ctx)
+	require.NoError(t, err)
+	require.Greater(t, id, last)
+}
+
+func TestLeasedSnowflake_restartClockBehind_picksSafeNode(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	rdb := s.Client()
+	a, err := idgen.NewLeasedSnowflake(t.Context(), rdb, "svc")
+	require.NoError(t, err)
+	_, err = a.Next(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, int64(0), a.Node())
+	require.NoError(t, a.Close())
+
+	// The restarted process is 10s behind: node 0's IDs are ahead of its
+	// clock, so it leases a node that never issued later IDs.
+	b, err := idgen.NewLeasedSnowflake(t.Context(), rdb, "svc",
+		idgen.WithClock(func() time.Time { return time.Now().Add(-10 * time.Second) }))
+	require.NoError(t, err)
+	defer b.Close()
+	require.Equal(t, int64(1), b.Node())
+
+	// A process with a correct clock reuses node 0.
+	c, err := idgen.NewLeasedSnowflake(t.Context(), rdb, "svc")
+	require.NoError(t, err)
+	defer c.Close()
+	require.Equal(t, int64(0), c.Node())
+}
+
+func TestLeasedSnowflake_pausedRedis_ErrLeaseLostBeforeExpiry(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	rdb := s.Client(func(o *redis.Options) { o.MaxRetries = -1 })
+	const ttl = time.Second
+	sf, err := idgen.NewLeasedSnowflake(t.Context(), rdb, "paused", idgen.WithLeaseTTL(ttl))
+	require.NoError(t, err)
+	defer sf.Close()
+	var ids []int64
+	for i := 0; i < 100; i++ {
+		id, err := sf.Next(t.Context())
+		require.NoError(t, err)
+		ids = append(ids, id.Int64())
+	}
+
+	require.NoError(t, s.Pause())
+	paused := time.Now()
+	// Every renewal the server processed was before paused, so the lease
+	// expires in Redis by paused+ttl: no ID may be issued by a call that
+	// starts after that.
+	expiresNoSoonerThan := paused.Add(ttl)
+	var lost error
+	for lost == nil {
+		start := time.Now()
+		id, err := sf.Next(t.Context())
+		if err != nil {
+			lost = err
+			break
+		}
+		if !start.Before(expiresNoSoonerThan) {
+			t.Fatalf("ID issued after the lease could have expired")
+		}
+		ids = append(ids, id.Int64())
+		time.Sleep(time.Millisecond)
+	}
+	require.ErrorIs(t, lost, idgen.ErrLeaseLost)
+	require.NoError(t, s.Resume())
+	require.Eventually(t, func() bool {
+		id, err := sf.Next(t.Context())
+		if err != nil {
+			return false
+		}
+		ids = append(ids, id.Int64())
+		return true
+	}, 30*time.Second, 10*time.Millisecond)
+	requireUnique(t, ids)
+}
+
+func TestLeasedSnowflake_takenOver_releasesAndRecovers(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	rdb := s.Client()
+	sf, err := idgen.NewLeasedSnowflake(t.Context(), rdb, "stolen", idgen.WithLeaseTTL(time.Second))
+	require.NoError(t, err)
+	defer sf.Close()
+	first, err := sf.Next(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, int64(0), sf.Node())
+	// Another owner holds node 0 now (its lease was taken after expiry).
+	far := time.Now().Add(time.Hour).UnixMilli()
+	require.NoError(t, rdb.HSet(t.Context(), nodeTable("stolen"), "0",
+		"ffffffffffffffff|"+itoa(far)+"|0|0").Err())
+	// The next renewal finds the node taken: Next fails closed (briefly)
+	// and the generator moves to node 1 by itself.
+	var id idgen.ID
+	require.Eventually(t, func() bool {
+		id, err = sf.Next(t.Context())
+		if err != nil {
+			assert.ErrorIs(t, err, idgen.ErrLeaseLost)
+			return false
+		}
+		return id.SnowflakeNode() == 1
+	}, 30*time.Second, time.Millisecond)
+	require.Equal(t, int64(1), sf.Node())
+	require.NotEqual(t, first, id)
+}
+
+func TestLeasedSnowflake_Close_releases(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	rdb := s.Client()
+	a, err := idgen.NewLeasedSnowflake(context.Background(), rdb, "rel")
+	require.NoError(t, err)
+	_, err = a.Next(t.Context())
+	require.NoError(t, err)
+	require.NoError(t, a.Close())
+	require.NoError(t, a.Close())
+	_, err = a.Next(t.Context())
+	require.ErrorIs(t, err, idgen.ErrClosed)
+	v := rdb.HGet(t.Context(), nodeTable("rel"), "0").Val()
+	require.Regexp(t, `^\|0\|\d+\|\d+$`, v, "released, high-water kept")
+}
+
+// The node table disappears (FLUSHALL, a failover that lost it): the
+// generator re-leases, possibly the same node with no high-water mark, and
+// still never repeats an ID.
+func TestLeasedSnowflake_tableLost_neverRepeats(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	rdb := s.Client()
+	// A clock 1000 times slow: the re-lease happens within the millisecond
+	// of the last IDs issued before it.
+	start := time.Now()
+	slow := func() time.Time { return start.Add(time.Since(start) / 1000) }
+	sf, err := idgen.NewLeasedSnowflake(t.Context(), rdb, "flushed", idgen.WithLeaseTTL(time.Second),
+		idgen.WithClock(slow))
+	require.NoError(t, err)
+	defer sf.Close()
+	var ids []int64
+	for i := 0; i < 1000; i++ {
+		id, err := sf.Next(t.Context())
+		require.NoError(t, err)
+		ids = append(ids, id.Int64())
+	}
+	require.NoError(t, rdb.FlushAll(t.Context()).Err())
+	// Keep issuing while the next renewal finds the lease gone and re-leases.
+	require.Eventually(t, func() bool {
+		released := rdb.Exists(t.Context(), nodeTable("flushed")).Val() == 1
+		id, err := sf.Next(t.Context())
+		if err != nil {
+			assert.ErrorIs(t, err, idgen.ErrLeaseLost)
+			return false
+		}
+		ids = append(ids, id.Int64())
+		return released
+	}, 30*time.Second, 10*time.Millisecond)
+	for i := 0; i < 1000; i++ {
+		id, err := sf.Next(t.Context())
+		require.NoError(t, err)
+		ids = append(ids, id.Int64())
+	}
+	require.Equal(t, int64(0), sf.Node(), "the same node again")
+	requireIncreasing(t, ids)
+}
