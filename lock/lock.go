@@ -1,0 +1,527 @@
+package lock
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mathrand "math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redkit-go/redkit/internal/keys"
+	"github.com/redkit-go/redkit/internal/retry"
+	"github.com/redkit-go/redkit/internal/script"
+	"github.com/redkit-go/redkit/internal/valid"
+)
+
+var (
+	//go:embed scripts/acquire.lua
+	acquireSrc string
+	//go:embed scripts/extend.lua
+	extendSrc string
+	//go:embed scripts/release.lua
+	releaseSrc string
+	//go:embed scripts/common.lua
+	commonLua string
+
+	acquireScript = newLockScript(acquireSrc)
+	extendScript  = newLockScript(extendSrc)
+	releaseScript = newLockScript(releaseSrc)
+)
+
+// newLockScript returns a lock script with the shared functions of
+// scripts/common.lua prepended.
+func newLockScript(src string) *script.Script { return script.New(commonLua + src) }
+
+// Client makes mutexes on one Redis deployment (a single server, a
+// primary with replicas behind Sentinel, or a Cluster). It owns the process's
+// release-notification subscriber and the watchdogs of its leases; Close
+// stops them. A Client is safe for concurrent use; make one per process and
+// deployment.
+type Client struct {
+	rdb     redis.UniversalClient
+	cfg     config
+	space   keys.Space
+	sharded bool // Cluster: SPUBLISH/SSUBSCRIBE
+	hub     *hub
+	renewer *renewer
+	tel     *telemetry
+
+	mu     sync.Mutex
+	leases map[*Lease]struct{}
+	closed bool
+
+	beforeSubscribe func() // test hook
+}
+
+// New returns a Client using rdb. rdb stays owned by the caller: Close does
+// not close it. An invalid option is reported by every call of the Client.
+func New(rdb redis.UniversalClient, opts ...Option) *Client {
+	cfg := newConfig()
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	c := &Client{
+		rdb:    rdb,
+		cfg:    cfg,
+		space:  keys.Space{Prefix: cfg.prefix, Module: "lock", Version: 1},
+		leases: make(map[*Lease]struct{}),
+	}
+	_, c.sharded = rdb.(*redis.ClusterClient)
+	c.hub = newHub(rdb)
+	c.renewer = newRenewer(c)
+	c.tel = newTelemetry(cfg)
+	return c
+}
+
+// Close stops the Client's background work and waits for it: the release
+// subscriber and the watchdog of every lease still held. Those leases are not
+// released in Redis (they end at their TTL); their Context is cancelled with
+// cause ErrClosed. Later calls return ErrClosed. Close does not close the
+// go-redis client. It is safe to call more than once.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	leases := make([]*Lease, 0, len(c.leases))
+	for l := range c.leases {
+		leases = append(leases, l)
+	}
+	clear(c.leases)
+	c.mu.Unlock()
+	c.hub.close()
+	c.renewer.close()
+	for _, l := range leases {
+		l.end(ErrClosed)
+	}
+	return nil
+}
+
+func (c *Client) track(l *Lease) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	c.leases[l] = struct{}{}
+	return nil
+}
+
+func (c *Client) forget(l *Lease) {
+	c.mu.Lock()
+	delete(c.leases, l)
+	c.mu.Unlock()
+}
+
+// Do acquires the mutex name (waiting as Mutex.Acquire does), runs fn while
+// holding it and releases it. fn's context ends when ctx ends or the lease
+// is lost, whichever comes first. Do returns fn's error; when fn succeeded
+// but the lease was lost before the release, it returns the loss
+// (ErrLeaseExpired, ErrLeaseTaken, ErrRenewFailed): fn may then have run
+// without exclusion.
+func (c *Client) Do(ctx context.Context, name string, fn func(ctx context.Context, l *Lease) error, opts ...Option) error {
+	l, err := c.Mutex(name, opts...).Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	fctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })
+	ferr := fn(fctx, l)
+	stop()
+	cancel(nil)
+	lost := l.Err()
+	rerr := l.Release(ctx)
+	switch {
+	case ferr != nil:
+		return ferr
+	case lost != nil:
+		return lost
+	default:
+		return rerr
+	}
+}
+
+// kind is what makes a resource a mutex or a semaphore: its scripts.
+type kind struct {
+	acquire, extend, release *script.Script
+	// withdraw: a waiter that gives up runs the release script, which
+	// clears what its attempts left behind (an RWMutex writer's mark).
+	withdraw bool
+	// targeted: release messages name the waiter to wake (fair mode), and
+	// waiters keep their place with heartbeats.
+	targeted bool
+	// broadcast: a release wakes every local waiter, not just the first
+	// (RWMutex: readers and writers wait on one channel, and many readers
+	// may get in at once).
+	broadcast bool
+}
+
+var (
+	//go:embed scripts/fair_acquire.lua
+	fairAcquireSrc string
+	//go:embed scripts/fair_release.lua
+	fairReleaseSrc string
+
+	mutexKind     = &kind{acquire: acquireScript, extend: extendScript, release: releaseScript}
+	fairMutexKind = &kind{
+		acquire:  newLockScript(fairAcquireSrc),
+		extend:   extendScript,
+		release:  newLockScript(fairReleaseSrc),
+		withdraw: true,
+		targeted: true,
+	}
+)
+
+// resource is a named lockable thing: a mutex or a semaphore. It does the
+// acquiring, waiting and releasing; Lease renews through it.
+type resource struct {
+	c           *Client
+	cfg         config
+	kind        *kind
+	name        string
+	key         string   // the key holding the owner(s); extend's KEYS[i]
+	acquireKeys []string // KEYS of the acquire script
+	extraArgs   []any    // acquire ARGV after owner and TTL
+	releaseKeys []string // release KEYS after the key and the tombstone
+	channel     string
+	peers       []*resource // Redlock: the same lock on each independent master
+	policy      retry.Policy
+	err         error
+}
+
+func (c *Client) resource(k *kind, kindName, name string, opts []Option) *resource {
+	cfg := c.cfg
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	r := &resource{c: c, cfg: cfg, kind: k, name: name, err: cfg.err, policy: retry.DefaultPolicy()}
+	if r.err == nil {
+		r.err = valid.Name("lock name", name)
+	}
+	if r.err == nil {
+		g := keys.Group(name)
+		r.key = c.space.Key(g, kindName, name)
+		r.acquireKeys = []string{r.key}
+		r.channel = c.space.Key(g, "wake", kindName, name)
+	}
+	return r
+}
+
+// Mutex is a named lock. It is a factory: each successful Acquire or
+// TryAcquire returns a new *Lease, and one Mutex may be shared by any number
+// of goroutines.
+type Mutex struct{ r *resource }
+
+// Mutex returns the mutex called name: 1–128 bytes of A-Z a-z 0-9 . _ - :
+// with at most one '/'. In "group/name" the part before '/' is the hash tag,
+// so locks of one group share a Cluster slot (and are renewed together);
+// a name without '/' is its own group. opts override the Client's options
+// for this mutex (WithTTL, WithWatchdog, WithMaxHold, WithPolling,
+// WithReleaseTimeout, WithReplicaAck). An invalid name or option is
+// returned by Acquire and TryAcquire, which then write nothing.
+func (c *Client) Mutex(name string, opts ...Option) *Mutex {
+	r := c.resource(mutexKind, "mutex", name, opts)
+	if r.err == nil {
+		g := keys.Group(name)
+		r.acquireKeys = append(r.acquireKeys, c.space.Key(g, "token", name))
+		if r.cfg.fair {
+			r.kind = fairMutexKind
+			r.releaseKeys = []string{c.space.Key(g, "queue", name), c.space.Key(g, "beats", name)}
+			r.acquireKeys = append(r.acquireKeys, r.releaseKeys...)
+			r.extraArgs = []any{FairEviction.Milliseconds()}
+		}
+	}
+	return &Mutex{r: r}
+}
+
+// Name returns the mutex's name.
+func (m *Mutex) Name() string { return m.r.name }
+
+// TryAcquire takes the lock if it is free and returns ErrNotAcquired at once
+// if another owner holds it. One round trip (more only when a reply is lost
+// and the same acquire is re-sent).
+func (m *Mutex) TryAcquire(ctx context.Context) (*Lease, error) { return m.r.tryAcquire(ctx) }
+
+// Acquire takes the lock, waiting until it is free or ctx ends. It is woken
+// by the holder's release (a notification on the lock's channel), and
+// otherwise tries again when the holder's TTL would have run out, so a
+// crashed holder or a lost notification delays it by at most one TTL. When
+// ctx ends first the error matches both ErrNotAcquired and ctx.Err().
+func (m *Mutex) Acquire(ctx context.Context) (*Lease, error) { return m.r.acquire(ctx) }
+
+func (r *resource) tombstone(owner string) string {
+	return r.c.space.Key(keys.Group(r.name), "rel", r.name, owner)
+}
+
+func (r *resource) tryAcquire(ctx context.Context) (l *Lease, err error) {
+	if err := r.ready(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	ctx, span := r.c.tel.start(ctx, "lock.acquire")
+	defer func() { r.c.tel.acquired(ctx, span, start, err) }()
+	l, _, err = r.attempt(ctx, newOwner(), false)
+	if err != nil {
+		return nil, err
+	}
+	if l == nil {
+		return nil, ErrNotAcquired
+	}
+	return l, nil
+}
+
+func (r *resource) acquire(ctx context.Context) (l *Lease, err error) {
+	if err := r.ready(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	ctx, span := r.c.tel.start(ctx, "lock.acquire")
+	defer func() { r.c.tel.acquired(ctx, span, start, err) }()
+	// One owner ID for the whole call: an attempt whose reply was lost is
+	// recognised by a later attempt instead of blocking everyone until TTL.
+	owner := newOwner()
+	// A subscription already listening before the first attempt (other
+	// local waiters) makes the retry after joining unnecessary: a release
+	// after that attempt reaches this process's waiters anyway (in fair
+	// mode, a message naming this owner before it joined is kept for it).
+	var since *chanState
+	if r.cfg.pollMin == 0 {
+		since = r.c.hub.listening(r.channel)
+	}
+	l, pttl, err := r.attempt(ctx, owner, true)
+	if l != nil || err != nil {
+		return l, r.waitErr(ctx, err)
+	}
+	var (
+		w          *waiter
+		continuous bool
+	)
+	if f := r.c.beforeSubscribe; f != nil {
+		f()
+	}
+	if r.cfg.pollMin == 0 {
+		// Subscribe before the next attempt: a release after that attempt
+		// is then certain to wake us.
+		w, continuous, err = r.c.hub.join(ctx, r.channel, r.kind.broadcast, owner, since)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, ErrClosed) {
+				return nil, r.waitErr(ctx, err)
+			}
+			w = nil // no notifications: fall back to the TTL cap
+		}
+		defer w.leave()
+	}
+	if r.kind.withdraw {
+		defer func() {
+			if l == nil {
+				r.abandon(ctx, owner)
+			}
+		}()
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for n := 0; ; n++ {
+		if w == nil || n > 0 || continuous {
+			timer.Reset(r.waitFor(n, pttl))
+			select {
+			case <-w.woken():
+			case <-timer.C:
+			case <-r.c.hub.done:
+				return nil, ErrClosed
+			case <-ctx.Done():
+				return nil, errors.Join(ErrNotAcquired, ctx.Err())
+			}
+		}
+		l, pttl, err = r.attempt(ctx, owner, true)
+		if l != nil || err != nil {
+			return l, r.waitErr(ctx, err)
+		}
+	}
+}
+
+// waitFor is the longest wait before attempt n+1: the holder's remaining TTL
+// (plus a millisecond for Redis's expiry to pass), and in polling mode a
+// jittered backoff.
+func (r *resource) waitFor(n int, pttl time.Duration) time.Duration {
+	if pttl <= 0 {
+		pttl = r.cfg.ttl
+	}
+	d := pttl + time.Millisecond
+	if r.kind.targeted {
+		d = min(d, FairHeartbeat) // keep our place in the queue
+	}
+	if r.cfg.pollMin > 0 {
+		b := r.cfg.pollMin
+		for i := 0; i < n && b < r.cfg.pollMax; i++ {
+			b *= 2
+		}
+		b = min(b, r.cfg.pollMax)
+		d = min(d, b/2+mathrand.N(b/2+1))
+	}
+	return d
+}
+
+func (r *resource) waitErr(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil {
+		return errors.Join(ErrNotAcquired, ctx.Err())
+	}
+	return err
+}
+
+func (r *resource) ready() error {
+	if r.err != nil {
+		return r.err
+	}
+	r.c.mu.Lock()
+	closed := r.c.closed
+	r.c.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// attempt makes one acquire attempt (waiting: the caller will wait if it
+// fails, which an RWMutex writer and a fair-mode waiter announce). It
+// returns the lease, or how long the current holders still hold it.
+func (r *resource) attempt(ctx context.Context, owner string, waiting bool) (*Lease, time.Duration, error) {
+	if r.peers != nil {
+		return r.attemptQuorum(ctx, owner)
+	}
+	ok, n, start, err := r.acquireOnce(ctx, owner, waiting)
+	if err != nil || !ok {
+		return nil, time.Duration(n) * time.Millisecond, err
+	}
+	return r.newLease(ctx, owner, uint64(n), start)
+}
+
+// newLease registers and starts the lease of a successful acquire.
+func (r *resource) newLease(ctx context.Context, owner string, token uint64, start time.Time) (*Lease, time.Duration, error) {
+	l := newLease(r, owner, token, start)
+	if err := r.c.track(l); err != nil {
+		r.abandon(ctx, owner)
+		return nil, 0, err
+	}
+	l.start()
+	return l, 0, nil
+}
+
+// acquireOnce runs the acquire script (re-sent with the same owner ID when
+// the reply is lost): acquired and the token, or not and the holders'
+// remaining milliseconds. start is when the attempt that answered was sent.
+// When the outcome stays unknown, or a required replica ack was not
+// reached, it removes whatever the attempt may have created, so no lock is
+// left held by nobody.
+func (r *resource) acquireOnce(ctx context.Context, owner string, waiting bool) (ok bool, n int64, start time.Time, err error) {
+	var (
+		res    []any
+		ackErr error
+	)
+	ttl := strconv.FormatInt(r.cfg.ttl.Milliseconds(), 10)
+	err = retry.Do(ctx, r.policy, func(ctx context.Context, _ int) error {
+		start = time.Now()
+		args := append([]any{owner, ttl}, r.extraArgs...)
+		if r.kind.withdraw {
+			args = append(args, strconv.FormatBool(waiting))
+		}
+		cmd, _, err := script.RunAck(ctx, r.c.rdb, r.cfg.ack, r.kind.acquire, r.acquireKeys, args...)
+		ackErr = nil
+		if errors.Is(err, ErrReplicaAck) {
+			ackErr = err
+		}
+		res, err = cmd.Slice()
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, retry.ErrUnknownOutcome) || retry.Ambiguous(err) {
+			r.abandon(ctx, owner)
+		}
+		return false, 0, start, fmt.Errorf("lock: acquire %s: %w", r.name, err)
+	}
+	if ok, n, err = parsePair(res); err != nil {
+		return false, 0, start, fmt.Errorf("lock: acquire %s: %w", r.name, err)
+	}
+	if !ok {
+		r.c.tel.contention.Add(ctx, 1, r.c.tel.attrs)
+		return false, n, start, nil
+	}
+	if ackErr != nil {
+		// Too few replicas have the lock to survive a failover: give it up.
+		r.abandon(ctx, owner)
+		return false, 0, start, fmt.Errorf("lock: acquire %s: %w", r.name, ackErr)
+	}
+	return true, n, start, nil
+}
+
+// abandon deletes the lock if an attempt with an unknown outcome took it.
+func (r *resource) abandon(ctx context.Context, owner string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.releaseTimeout)
+	defer cancel()
+	_, _ = r.release(rctx, owner)
+}
+
+// release runs the release script: 1 released, 0 expired, 2 held by another.
+func (r *resource) release(ctx context.Context, owner string) (int64, error) {
+	if r.peers != nil {
+		return r.releaseQuorum(ctx, owner)
+	}
+	spub := "0"
+	if r.c.sharded {
+		spub = "1"
+	}
+	var status int64
+	err := retry.Do(ctx, r.policy, func(ctx context.Context, _ int) error {
+		var err error
+		keys := append([]string{r.key, r.tombstone(owner)}, r.releaseKeys...)
+		status, err = r.kind.release.Run(ctx, r.c.rdb, keys,
+			owner, releaseTombstoneTTL.Milliseconds(), r.channel, spub).Int64()
+		return err
+	})
+	return status, err
+}
+
+// extend runs the extend script for one lease: 1 extended, 0 expired, 2 taken.
+func (r *resource) extend(ctx context.Context, owner string, ttl time.Duration) (int64, error) {
+	if r.peers != nil {
+		return r.extendQuorum(ctx, owner, ttl)
+	}
+	res, err := r.kind.extend.Run(ctx, r.c.rdb, []string{r.key}, owner, ttl.Milliseconds()).Int64Slice()
+	if err != nil {
+		return 0, err
+	}
+	if len(res) != 1 {
+		return 0, errUnexpectedReply
+	}
+	return res[0], nil
+}
+
+func parsePair(res []any) (bool, int64, error) {
+	if len(res) != 2 {
+		return false, 0, fmt.Errorf("unexpected reply %v", res)
+	}
+	ok, ok1 := res[0].(int64)
+	n, ok2 := res[1].(int64)
+	if !ok1 || !ok2 {
+		return false, 0, fmt.Errorf("unexpected reply %v", res)
+	}
+	return ok == 1, n, nil
+}
+
+// newOwner returns a random 128-bit owner ID as 32 hex characters.
+func newOwner() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand.Read's contract)
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,548 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redkit-go/redkit/lock"
+	"github.com/stretchr/testify/require"
+)
+
+// newLocks returns a Client on the shared server with a key prefix of its
+// own, closed at the end of the test.
+func newLocks(t testing.TB, rdb redis.UniversalClient, opts ...lock.Option) *lock.Client {
+	opts = append([]lock.Option{lock.WithKeyPrefix(testPrefix(t))}, opts...)
+	c := lock.New(rdb, opts...)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// eventually polls cond until it holds or 20s pass.
+func eventually(t testing.TB, cond func() bool, msg string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting: %s", msg)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func keyGone(t testing.TB, rdb redis.UniversalClient, key string) func() bool {
+	return func() bool {
+		n, err := rdb.Exists(context.Background(), key).Result()
+		require.NoError(t, err)
+		return n == 0
+	}
+}
+
+func TestMutex_TryAcquire_heldByOther(t *testing.T) {
+	rdb := sharedClient(t)
+	locks := newLocks(t, rdb)
+	ctx := t.Context()
+	m := locks.Mutex("orders/nightly")
+
+	l, err := m.TryAcquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, l.Err())
+	require.Equal(t, "orders/nightly", l.Fence().Name)
+	require.NotZero(t, l.Fence().Token)
+
+	l2, err := m.TryAcquire(ctx)
+	require.ErrorIs(t, err, lock.ErrNotAcquired)
+	require.Nil(t, l2)
+
+	require.NoError(t, l.Release(ctx))
+	require.ErrorIs(t, l.Err(), lock.ErrReleased)
+	require.ErrorIs(t, context.Cause(l.Context()), lock.ErrReleased)
+	select {
+	case <-l.Done():
+	default:
+		t.Fatal("Done not closed after Release")
+	}
+	require.True(t, keyGone(t, rdb, m.LockKey())())
+
+	l3, err := m.TryAcquire(ctx)
+	require.NoError(t, err)
+	require.Greater(t, l3.Fence().Token, l.Fence().Token)
+	require.NoError(t, l3.Release(ctx))
+}
+
+func TestMutex_keySchema(t *testing.T) {
+	locks := lock.New(sharedClient(t), lock.WithKeyPrefix("app"))
+	defer locks.Close()
+	m := locks.Mutex("shop-7/payout")
+	require.Equal(t, "app:lock:v1:{shop-7}:mutex:shop-7/payout", m.LockKey())
+	require.Equal(t, "app:lock:v1:{shop-7}:token:shop-7/payout", m.CounterKey())
+	require.Equal(t, "app:lock:v1:{shop-7}:wake:mutex:shop-7/payout", m.Channel())
+	require.Equal(t, "redkit:lock:v1:{nightly}:mutex:nightly", lock.New(sharedClient(t)).Mutex("nightly").LockKey())
+}
+
+func TestMutex_Acquire_ctxEnds(t *testing.T) {
+	locks := newLocks(t, sharedClient(t))
+	m := locks.Mutex("busy", lock.WithTTL(time.Minute))
+	l, err := m.TryAcquire(t.Context())
+	require.NoError(t, err)
+	defer l.Release(t.Context())
+
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	l2, err := m.Acquire(ctx)
+	require.Nil(t, l2)
+	require.ErrorIs(t, err, lock.ErrNotAcquired)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+
+	ctx, cancel = context.WithCancel(t.Context())
+	cancel()
+	_, err = m.Acquire(ctx)
+	require.ErrorIs(t, err, lock.ErrNotAcquired)
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+// TestMutex_Acquire_wokenByRelease: the holder's TTL is longer than the
+// waiter's context, so the waiter can only get the lock through the release
+// notification.
+func TestMutex_Acquire_wokenByRelease(t *testing.T) {
+	locks := newLocks(t, sharedClient(t))
+	m := locks.Mutex("handoff", lock.WithTTL(time.Minute))
+	held, err := m.TryAcquire(t.Context())
+	require.NoError(t, err)
+
+	got := waitFor(m)
+	eventually(t, func() bool { return subscribers(t, locks, m) == 1 }, "waiter subscribed")
+	require.NoError(t, held.Release(t.Context()))
+	require.NoError(t, <-got)
+}
+
+func subscribers(t testing.TB, _ *lock.Client, m *lock.Mutex) int64 {
+	return numSub(t, m.Channel())
+}
+
+func numSub(t testing.TB, channel string) int64 {
+	n, err := sharedClient(t).PubSubNumSub(context.Background(), channel).Result()
+	require.NoError(t, err)
+	return n[channel]
+}
+
+// TestMutex_Acquire_releaseBeforeSubscribe: the release is published after
+// the waiter's first attempt failed but before it subscribed; the attempt it
+// makes right after subscribing takes the lock (the TTL is far longer than
+// the waiter's context).
+func TestMutex_Acquire_releaseBeforeSubscribe(t *testing.T) {
+	locks := newLocks(t, sharedClient(t))
+	m := locks.Mutex("early-release", lock.WithTTL(time.Minute))
+	held, err := m.TryAcquire(t.Context())
+	require.NoError(t, err)
+	released := false
+	locks.SetBeforeSubscribe(func() {
+		if !released {
+			released = true
+			require.NoError(t, held.Release(context.Background()))
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	l, err := m.Acquire(ctx)
+	require.NoError(t, err)
+	require.True(t, released)
+	require.Greater(t, l.Fence().Token, held.Fence().Token)
+	require.NoError(t, l.Release(ctx))
+}
+
+// TestMutex_Acquire_lostNotification: the holder dies without releasing (no
+// message at all) and the subscriber connection is killed meanwhile; the
+// waiter still gets the lock when the holder's TTL runs out.
+func TestMutex_Acquire_lostNotification(t *testing.T) {
+	rdb := sharedClient(t)
+	locks := newLocks(t, rdb)
+	m := locks.Mutex("crashed-holder", lock.WithTTL(time.Second), lock.WithWatchdog(false))
+	held, err := m.TryAcquire(t.Context())
+	require.NoError(t, err)
+	got := waitFor(m)
+	eventually(t, func() bool { return subscribers(t, locks, m) == 1 }, "waiter subscribed")
+	require.NoError(t, shared.KillPubSubClients(t.Context()))
+	require.NoError(t, <-got)
+	require.ErrorIs(t, held.Release(t.Context()), lock.ErrLeaseExpired)
+}
+
+// TestMutex_Acquire_afterSubscriberKilled: the pub/sub connection is killed
+// while a waiter waits; the subscriber reconnects and the release still
+// wakes the waiter (the holder's TTL is longer than the waiter's context).
+func TestMutex_Acquire_afterSubscriberKilled(t *testing.T) {
+	rdb := sharedClient(t)
+	locks := newLocks(t, rdb)
+	m := locks.Mutex("killed-sub", lock.WithTTL(time.Minute))
+	held, err := m.TryAcquire(t.Context())
+	require.NoError(t, err)
+	got := waitFor(m)
+	eventually(t, func() bool { return subscribers(t, locks, m) == 1 }, "waiter subscribed")
+	require.NoError(t, shared.KillPubSubClients(t.Context()))
+	eventually(t, func() bool { return subscribers(t, locks, m) == 1 }, "subscriber back")
+	require.NoError(t, held.Release(t.Context()))
+	require.NoError(t, <-got)
+}
+
+func TestMutex_Acquire_polling(t *testing.T) {
+	rdb := sharedClient(t)
+	locks := newLocks(t, rdb, lock.WithPolling(time.Millisecond, 20*time.Millisecond))
+	m := locks.Mutex("polled", lock.WithTTL(time.Minute))
+	held, err := m.TryAcquire(t.Context())
+	require.NoError(t, err)
+	got := waitFor(m)
+	time.Sleep(50 * time.Millisecond)
+	require.Zero(t, subscribers(t, locks, m), "polling mode does not subscribe")
+	require.NoError(t, held.Release(t.Context()))
+	require.NoError(t, <-got)
+}
+
+func TestMutex_Release_byNonOwner(t *testing.T) {
+	rdb := sharedClient(t)
+	locks := newLocks(t, rdb)
+	ctx := t.Context()
+	m := locks.Mutex("guarded", lock.WithTTL(time.Minute))
+	l, err := m.TryAcquire(ctx)
+	require.NoError(t, err)
+
+	status, err := m.ReleaseAs(ctx, lock.NewOwner())
+	require.NoError(t, err)
+	require.EqualValues(t, 2, status, "held by another")
+	status, err = m.ExtendAs(ctx, lock.NewOwner(), time.Hour)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, status, "held by another")
+	v, err := rdb.Get(ctx, m.LockKey()).Result()
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(v, l.Owner()+":"), "the lock still belongs to its owner")
+	pttl, err := rdb.PTTL(ctx, m.LockKey()).Result()
+	require.NoError(t, err)
+	require.LessOrEqual(t, pttl, time.Minute, "a foreign extend changed nothing")
+	require.NoError(t, l.Release(ctx))
+}
+
+// TestMutex_Release_afterTakeover: a lease that expired while another owner
+// took the lock cannot release the new owner's lock.
+func TestMutex_Release_afterTakeover(t *testing.T) {
+	rdb := sharedClient(t)
+	locks := newLocks(t, rdb)
+	ctx := t.Context()
+	m := locks.Mutex("takeover", lock.WithTTL(50*time.Millisecond), lock.WithWatchdog(false))
+	old, err := m.TryAcquire(ctx)
+	require.NoError(t, err)
+	eventually(t, keyGone(t, rdb, m.LockKey()), "lock expired")
+	cur, err := m.Acquire(ctx)
+	require.NoError(t, err)
+	<-old.Done()
+	require.ErrorIs(t, old.Err(), lock.ErrLeaseExpired, "the local deadline ended the old lease")
+	require.ErrorIs(t, old.Release(ctx), lock.ErrLeaseTaken)
+	require.ErrorIs(t, old.Release(ctx), lock.ErrLeaseTaken, "same result again")
+	v, err := rdb.Get(ctx, m.LockKey()).Result()
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(v, cur.Owner()+":"))
+	require.NoError(t, cur.Extend(ctx), "the new lease is intact")
+	require.NoError(t, cur.Release(ctx))
+}
+
+func TestMutex_Release_afterExpiry(t *testing.T) {
+	rdb := sharedClient(t)
+	locks := newLocks(t, rdb)
+	m := locks.Mutex("expiring", lock.WithTTL(30*time.Millisecond), lock.WithWatchdog(false))
+	l, err := m.TryAcquire(t.Context())
+	require.NoError(t, err)
+	eventually(t, keyGone(t, rdb, m.LockKey()), "lock expired")
+	require.ErrorIs(t, l.Release(t.Context()), lock.ErrLeaseExpired)
+	require.ErrorIs(t, l.Err(), lock.ErrLeaseExpired)
+}
+
+func TestLease_Extend_neverRecreates(t *testing.T) {
+	rdb := sharedClient(t)
+	locks := newLocks(t, rdb)
+	ctx := t.Context()
+	m := locks.Mutex("lapsed", lock.WithTTL(30*time.Millisecond), lock.WithWatchdog(false))
+	l, err := m.TryAcquire(ctx)
+	require.NoError(t, err)
+	eventually(t, keyGone(t, rdb, m.LockKey()), "lock expired")
+
+	status, err := m.ExtendAs(ctx, l.Owner(), time.Minute)
+	require.NoError(t, err)
+	require.EqualValues(t, 0, status, "expired")
+	require.True(t, keyGone(t, rdb, m.LockKey())(), "extend did not re-create the key")
+	<-l.Done()
+	require.ErrorIs(t, l.Extend(ctx), lock.ErrLeaseExpired)
+	require.True(t, keyGone(t, rdb, m.LockKey())(), "extend did not re-create the key")
+}
+
+func TestLease_Extend(t *testing.T) {
+	rdb := sharedClient(t)
+	locks := newLocks(t, rdb)
+	ctx := t.Context()
+	m := locks.Mutex("manual", lock.WithTTL(2*time.Second), lock.WithWatchdog(false))
+	l, err := m.TryAcquire(ctx)
+	require.NoError(t, err)
+	before := l.Until()
+	require.True(t, before.Before(time.Now().Add(2*time.Second)))
+	require.NoError(t, l.Extend(ctx))
+	require.True(t, l.Until().After(before), "Until moves forward")
+	require.NoError(t, l.Release(ctx))
+	require.ErrorIs(t, l.Extend(ctx), lock.ErrReleased)
+}
+
+// TestMutex_Acquire_resent: an acquire re-sent with the same owner ID (its
+// first reply lost) succeeds with the same token instead of waiting for
+// itself.
+func TestMutex_Acquire_resent(t *testing.T) {
+	rdb := sharedClient(t)
+	locks := newLocks(t, rdb)
+	ctx := t.Context()
+	m := locks.Mutex("resent", lock.WithWatchdog(false))
+	owner := lock.NewOwner()
+	first, _, err := m.AttemptAs(ctx, owner)
+	require.NoError(t, err)
+	require.NotNil(t, first)
+	again, _, err := m.AttemptAs(ctx, owner)
+	require.NoError(t, err)
+	require.NotNil(t, again, "the re-sent acquire recognises its owner ID")
+	require.Equal(t, first.Fence(), again.Fence())
+	other, pttl, err := m.AttemptAs(ctx, lock.NewOwner())
+	require.NoError(t, err)
+	require.Nil(t, other)
+	require.Greater(t, pttl, time.Duration(0))
+	require.NoError(t, again.Release(ctx))
+}
+
+// TestLease_Release_resent: a release re-sent after it took effect reports
+// "released", not "expired".
+func TestLease_Release_resent(t *testing.T) {
+	rdb := sharedClient(t)
+	locks := newLocks(t, rdb)
+	ctx := t.Context()
+	m := locks.Mutex("rel-resent")
+	l, err := m.TryAcquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+	status, err := m.ReleaseAs(ctx, l.Owner())
+	require.NoError(t, err)
+	require.EqualValues(t, 1, status, "released")
+	status, err = m.ReleaseAs(ctx, lock.NewOwner())
+	require.NoError(t, err)
+	require.EqualValues(t, 0, status, "another owner's release finds nothing")
+}
+
+func TestLease_Release_cancelledContext(t *testing.T) {
+	rdb := sharedClient(t)
+	locks := newLocks(t, rdb)
+	m := locks.Mutex("deferred")
+	l, err := m.TryAcquire(t.Context())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	require.NoError(t, l.Release(ctx))
+	require.True(t, keyGone(t, rdb, m.LockKey())())
+}
+
+func TestFence_tokensStrictlyIncrease_ConcurrentSafe(t *testing.T) {
+	rdb := sharedClient(t)
+	locks := newLocks(t, rdb)
+	m := locks.Mutex("tokens")
+	var (
+		mu     sync.Mutex
+		tokens []uint64
+		wg     sync.WaitGroup
+	)
+	for range 4 {
+		wg.Go(func() {
+			for range 25 {
+				l, err := m.Acquire(t.Context())
+				if !assertNoError(t, err) {
+					return
+				}
+				mu.Lock()
+				tokens = append(tokens, l.Fence().Token)
+				mu.Unlock()
+				assertNoError(t, l.Release(t.Context()))
+			}
+		})
+	}
+	wg.Wait()
+	require.Len(t, tokens, 100)
+	for i := 1; i < len(tokens); i++ {
+		require.Greater(t, tokens[i], tokens[i-1], "tokens in acquisition order strictly increase")
+	}
+	// The counter outlives the lock key.
+	require.True(t, keyGone(t, rdb, m.LockKey())())
+	n, err := rdb.Get(t.Context(), m.CounterKey()).Uint64()
+	require.NoError(t, err)
+	require.Equal(t, tokens[len(tokens)-1], n)
+}
+
+func assertNoError(t testing.TB, err error) bool {
+	t.Helper()
+	if err != nil {
+		t.Errorf("unexpected error: %v", err)
+		return false
+	}
+	return true
+}
+
+// TestMutex_MutualExclusion_ConcurrentSafe: goroutines on two Clients (as
+// two processes would) increment a counter with GET then SET under the lock;
+// no update is lost.
+func TestMutex_MutualExclusion_ConcurrentSafe(t *testing.T) {
+	rdb := sharedClient(t)
+	prefix := testPrefix(t)
+	clients := twoClients(t, prefix)
+	counter := prefix + ":counter"
+	const workers, rounds = 8, 40
+	var wg sync.WaitGroup
+	for i := range workers {
+		m := clients[i%2].Mutex("counter")
+		wg.Go(func() {
+			for range rounds {
+				l, err := m.Acquire(t.Context())
+				if !assertNoError(t, err) {
+					return
+				}
+				n, err := rdb.Get(t.Context(), counter).Int()
+				if errors.Is(err, redis.Nil) {
+					err = nil
+				}
+				assertNoError(t, err)
+				time.Sleep(time.Duration(i%3) * 100 * time.Microsecond)
+				assertNoError(t, rdb.Set(t.Context(), counter, n+1, 0).Err())
+				assertNoError(t, l.Release(t.Context()))
+			}
+		})
+	}
+	wg.Wait()
+	n, err := rdb.Get(t.Context(), counter).Int()
+	require.NoError(t, err)
+	require.Equal(t, workers*rounds, n, "no lost updates")
+}
+
+func TestLease_watchdogKeepsLease(t *testing.T) {
+	rdb := sharedClient(t)
+	locks := newLocks(t, rdb)
+	m := locks.Mutex("renewed", lock.WithTTL(time.Second))
+	l, err := m.TryAcquire(t.Context())
+	require.NoError(t, err)
+	first := l.Until()
+	time.Sleep(2500 * time.Millisecond)
+	require.NoError(t, l.Err())
+	require.True(t, l.Until().After(first.Add(time.Second)), "renewed")
+	v, err := rdb.Get(t.Context(), m.LockKey()).Result()
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(v, l.Owner()+":"))
+	require.NoError(t, l.Release(t.Context()))
+}
+
+func TestLease_maxHold(t *testing.T) {
+	rdb := sharedClient(t)
+	locks := newLocks(t, rdb)
+	m := locks.Mutex("bounded", lock.WithTTL(200*time.Millisecond), lock.WithMaxHold(time.Second))
+	l, err := m.TryAcquire(t.Context())
+	require.NoError(t, err)
+	first := l.Until()
+	select {
+	case <-l.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("lease outlived its max hold")
+	}
+	require.ErrorIs(t, l.Err(), lock.ErrLeaseExpired)
+	require.True(t, l.Until().After(first), "it was renewed before the bound")
+	eventually(t, keyGone(t, rdb, m.LockKey()), "the lock expires in Redis too")
+	require.ErrorIs(t, l.Release(t.Context()), lock.ErrLeaseExpired)
+}
+
+func TestClient_Do(t *testing.T) {
+	rdb := sharedClient(t)
+	locks := newLocks(t, rdb)
+	var key string
+	err := locks.Do(t.Context(), "job", func(ctx context.Context, l *lock.Lease) error {
+		require.NoError(t, ctx.Err())
+		require.NotZero(t, l.Fence().Token)
+		key = locks.Mutex("job").LockKey()
+		n, err := rdb.Exists(ctx, key).Result()
+		require.EqualValues(t, 1, n)
+		return err
+	})
+	require.NoError(t, err)
+	require.True(t, keyGone(t, rdb, key)())
+
+	boom := errors.New("boom")
+	require.ErrorIs(t, locks.Do(t.Context(), "job", func(context.Context, *lock.Lease) error { return boom }), boom)
+
+	// fn's context ends when the lease is lost.
+	err = locks.Do(t.Context(), "job", func(ctx context.Context, l *lock.Lease) error {
+		<-ctx.Done()
+		return nil
+	}, lock.WithTTL(30*time.Millisecond), lock.WithWatchdog(false))
+	require.ErrorIs(t, err, lock.ErrLeaseExpired)
+}
+
+func TestClient_Close(t *testing.T) {
+	rdb := sharedClient(t)
+	locks := lock.New(rdb, lock.WithKeyPrefix(testPrefix(t)))
+	m := locks.Mutex("closing", lock.WithTTL(time.Minute))
+	l, err := m.TryAcquire(t.Context())
+	require.NoError(t, err)
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := m.Acquire(context.Background())
+		waiting <- err
+	}()
+	eventually(t, func() bool { return subscribers(t, locks, m) == 1 }, "waiter subscribed")
+	require.NoError(t, locks.Close())
+	require.ErrorIs(t, <-waiting, lock.ErrClosed)
+	require.ErrorIs(t, l.Err(), lock.ErrClosed)
+	_, err = m.TryAcquire(t.Context())
+	require.ErrorIs(t, err, lock.ErrClosed)
+	require.NoError(t, locks.Close())
+	require.NoError(t, l.Release(t.Context()), "the lock itself is still released")
+}
+
+func TestLease_nil(t *testing.T) {
+	var l *lock.Lease
+	require.ErrorIs(t, l.Release(t.Context()), lock.ErrNotAcquired)
+	require.ErrorIs(t, l.Extend(t.Context()), lock.ErrNotAcquired)
+	require.ErrorIs(t, l.Err(), lock.ErrNotAcquired)
+	require.Zero(t, l.Fence())
+	require.Zero(t, l.Until())
+	<-l.Done()
+	<-l.Context().Done()
+}
+
+func TestMutex_badInput(t *testing.T) {
+	rdb := sharedClient(t)
+	prefix := testPrefix(t)
+	locks := lock.New(rdb, lock.WithKeyPrefix(prefix))
+	defer locks.Close()
+	ctx := t.Context()
+	for _, name := range []string{"", "a b", "{tag}", "a/b/c", "/a", "a/", "x*", strings.Repeat("n", 129), "é"} {
+		_, err := locks.Mutex(name).TryAcquire(ctx)
+		require.ErrorIs(t, err, lock.ErrInvalid, "name %q", name)
+		_, err = locks.Mutex(name).Acquire(ctx)
+		require.ErrorIs(t, err, lock.ErrInvalid, "name %q", name)
+	}
+	for _, opt := range []lock.Option{
+		lock.WithTTL(0), lock.WithTTL(-time.Second), lock.WithTTL(5 * time.Millisecond), lock.WithTTL(25 * time.Hour),
+		lock.WithMaxHold(-1), lock.WithPolling(0, time.Second), lock.WithPolling(time.Second, time.Millisecond),
+		lock.WithReleaseTimeout(0), lock.WithKeyPrefix("a:b"), lock.WithKeyPrefix(""),
+		lock.WithReplicaAck(0, time.Second), lock.WithRequiredReplicaAck(1, 0),
+	} {
+		_, err := locks.Mutex("ok", opt).TryAcquire(ctx)
+		require.ErrorIs(t, err, lock.ErrInvalid)
+		err = locks.Do(ctx, "ok", func(context.Context, *lock.Lease) error { return nil }, opt)
+		require.ErrorIs(t, err, lock.ErrInvalid)
+	}
+	_, err := lock.New(rdb, lock.WithKeyPrefix("{x}")).Mutex("ok").TryAcquire(ctx)
+	require.ErrorIs(t, err, lock.ErrInvalid)
+	_, err = locks.Mutex(strings.Repeat("n", 128), nil).TryAcquire(ctx)
+	require.NoError(t, err, "128 bytes is allowed; nil options are ignored")
+	keys, err := rdb.Keys(ctx, prefix+":*").Result()
+	require.NoError(t, err)
+	require.Len(t, keys, 2, "only the valid mutex wrote (its lock and counter): %v", keys)
+}

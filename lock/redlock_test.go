@@ -1,0 +1,131 @@
+package lock_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redkit-go/redkit/lock"
+	"github.com/redkit-go/redkit/redistest"
+	"github.com/stretchr/testify/require"
+)
+
+func redlockMasters(t *testing.T, n int) ([]*redistest.Server, []redis.UniversalClient) {
+	var (
+		servers []*redistest.Server
+		clients []redis.UniversalClient
+	)
+	for range n {
+		s := redistest.New(t, redistest.Options{})
+		servers = append(servers, s)
+		clients = append(clients, s.Client(func(o *redis.Options) { o.MaxRetries = -1 }))
+	}
+	return servers, clients
+}
+
+func TestRedlock_quorum(t *testing.T) {
+	servers, clients := redlockMasters(t, 3)
+	rl := lock.NewRedlock(clients, lock.WithKeyPrefix(testPrefix(t)), lock.WithTTL(5*time.Second))
+	defer rl.Close()
+	ctx := t.Context()
+	m := rl.Mutex("report")
+
+	l, err := m.TryAcquire(ctx)
+	require.NoError(t, err)
+	require.Zero(t, l.Fence().Token, "Redlock leases have no fence")
+	_, err = m.TryAcquire(ctx)
+	require.ErrorIs(t, err, lock.ErrNotAcquired)
+	require.NoError(t, l.Extend(ctx))
+	require.NoError(t, l.Release(ctx))
+
+	// One master down: a majority is still reachable.
+	require.NoError(t, servers[2].Kill())
+	l, err = m.TryAcquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, l.Extend(ctx))
+	require.NoError(t, l.Release(ctx))
+
+	// Two down: no majority; the error says why and nothing stays held.
+	require.NoError(t, servers[1].Kill())
+	_, err = m.TryAcquire(ctx)
+	require.Error(t, err)
+	require.NotErrorIs(t, err, lock.ErrNotAcquired)
+	n, err := clients[0].DBSize(ctx).Result()
+	require.NoError(t, err)
+	lockKeys, err := clients[0].Keys(ctx, "*redlock:report").Result()
+	require.NoError(t, err)
+	require.Empty(t, lockKeys, "the minority lock was given back (%d keys)", n)
+}
+
+// TestRedlock_leaseLostWithMajority: when a majority of masters lose the
+// lock, the next renewal ends the lease.
+func TestRedlock_leaseLostWithMajority(t *testing.T) {
+	_, clients := redlockMasters(t, 3)
+	rl := lock.NewRedlock(clients, lock.WithKeyPrefix(testPrefix(t)), lock.WithTTL(300*time.Millisecond))
+	defer rl.Close()
+	ctx := t.Context()
+	l, err := rl.Mutex("fragile").TryAcquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, clients[0].FlushAll(ctx).Err())
+	require.NoError(t, clients[1].FlushAll(ctx).Err())
+	select {
+	case <-l.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("lease survived losing its majority")
+	}
+	require.ErrorIs(t, l.Err(), lock.ErrLeaseExpired)
+}
+
+// TestRedlock_ConcurrentSafe: goroutines on two Redlocks over the same
+// masters never hold the lock together.
+func TestRedlock_ConcurrentSafe(t *testing.T) {
+	_, clients := redlockMasters(t, 3)
+	prefix := testPrefix(t)
+	a := lock.NewRedlock(clients, lock.WithKeyPrefix(prefix))
+	b := lock.NewRedlock(clients, lock.WithKeyPrefix(prefix))
+	defer a.Close()
+	defer b.Close()
+	var (
+		inside int32
+		bad    atomic.Int32
+	)
+	done := make(chan struct{})
+	for i := range 4 {
+		rl := a
+		if i%2 == 1 {
+			rl = b
+		}
+		m := rl.Mutex("shared")
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for range 10 {
+				l, err := m.Acquire(context.Background())
+				if !assertNoError(t, err) {
+					return
+				}
+				if !casInside(&inside) {
+					bad.Add(1)
+				}
+				time.Sleep(time.Millisecond)
+				leaveInside(&inside)
+				assertNoError(t, l.Release(context.Background()))
+			}
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+	require.Zero(t, bad.Load())
+}
+
+func TestRedlock_badInput(t *testing.T) {
+	rl := lock.NewRedlock(nil)
+	defer rl.Close()
+	_, err := rl.Mutex("x").TryAcquire(t.Context())
+	require.ErrorIs(t, err, lock.ErrInvalid)
+}
+
+func casInside(p *int32) bool { return atomic.CompareAndSwapInt32(p, 0, 1) }
+func leaveInside(p *int32)    { atomic.StoreInt32(p, 0) }

@@ -1,0 +1,75 @@
+package lock
+
+import (
+	"context"
+	_ "embed"
+
+	"github.com/redkit-go/redkit/internal/keys"
+)
+
+var (
+	//go:embed scripts/rw_acquire_w.lua
+	rwAcquireWSrc string
+	//go:embed scripts/rw_acquire_r.lua
+	rwAcquireRSrc string
+	//go:embed scripts/rw_release_w.lua
+	rwReleaseWSrc string
+
+	rwWriterKind = &kind{
+		acquire:   newLockScript(rwAcquireWSrc),
+		extend:    extendScript,
+		release:   newLockScript(rwReleaseWSrc),
+		withdraw:  true,
+		broadcast: true,
+	}
+	rwReaderKind = &kind{
+		acquire:   newLockScript(rwAcquireRSrc),
+		extend:    semaphoreKind.extend,
+		release:   semaphoreKind.release,
+		broadcast: true,
+	}
+)
+
+// RWMutex is a named readers–writer lock: any number of readers, or one
+// writer. It prefers writers: once a writer waits, new readers wait too, so
+// a steady stream of readers cannot starve writers. Write leases carry
+// fencing tokens (strictly increasing per name, like a Mutex's); read leases
+// carry none (Token 0). Leases have the Mutex lease lifecycle.
+type RWMutex struct{ w, r *resource }
+
+// RWMutex returns the readers–writer lock called name (same grammar as
+// Mutex names; a separate lock from a Mutex of the same name). Options as
+// for Mutex.
+func (c *Client) RWMutex(name string, opts ...Option) *RWMutex {
+	w := c.resource(rwWriterKind, "rw", name, opts)
+	r := c.resource(rwReaderKind, "rwr", name, opts)
+	if w.err == nil {
+		g := keys.Group(name)
+		mark := c.space.Key(g, "rww", name)
+		w.acquireKeys = []string{w.key, r.key, mark, c.space.Key(g, "rwtoken", name)}
+		w.releaseKeys = []string{mark}
+		r.acquireKeys = []string{r.key, w.key, mark}
+		r.channel = w.channel
+	}
+	return &RWMutex{w: w, r: r}
+}
+
+// Name returns the lock's name.
+func (m *RWMutex) Name() string { return m.w.name }
+
+// TryAcquire takes the lock for writing if nobody holds it, and returns
+// ErrNotAcquired at once otherwise.
+func (m *RWMutex) TryAcquire(ctx context.Context) (*Lease, error) { return m.w.tryAcquire(ctx) }
+
+// Acquire takes the lock for writing, waiting until the writer and all
+// readers have released it (or their leases expired) or ctx ends. While it
+// waits, new readers wait too.
+func (m *RWMutex) Acquire(ctx context.Context) (*Lease, error) { return m.w.acquire(ctx) }
+
+// TryAcquireRead takes the lock for reading unless a writer holds it or
+// waits for it, and returns ErrNotAcquired at once otherwise.
+func (m *RWMutex) TryAcquireRead(ctx context.Context) (*Lease, error) { return m.r.tryAcquire(ctx) }
+
+// AcquireRead takes the lock for reading, waiting while a writer holds it or
+// waits for it, until ctx ends.
+func (m *RWMutex) AcquireRead(ctx context.Context) (*Lease, error) { return m.r.acquire(ctx) }

@@ -1,0 +1,162 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/redkit-go/redkit/otelx"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// ScopeName is the instrumentation scope of this package's spans and
+// metrics.
+const ScopeName = "github.com/redkit-go/redkit/lock"
+
+// WithTracerProvider sets the provider of the lock.acquire, lock.release and
+// lock.renew spans (default: the global provider). Only on New; nil is
+// ignored.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return optionFunc(func(c *config) {
+		if tp != nil {
+			c.providers.Tracer = tp
+		}
+	})
+}
+
+// WithMeterProvider sets the provider of the lock metrics (default: the
+// global provider). Only on New; nil is ignored.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) {
+		if mp != nil {
+			c.providers.Meter = mp
+		}
+	})
+}
+
+// WithLabel sets a low-cardinality label recorded as redkit.label on spans
+// and metrics (default none), for telling lock uses apart without putting
+// lock names, owner IDs or tokens in telemetry, which this package never
+// does. Only on New.
+func WithLabel(label string) Option {
+	return optionFunc(func(c *config) { c.label = label })
+}
+
+// Outcomes recorded as redkit.outcome.
+const (
+	outcomeOK          = "ok"
+	outcomeNotAcquired = "not_acquired"
+	outcomeExpired     = "expired"
+	outcomeTaken       = "taken"
+	outcomeRenewFailed = "renew_failed"
+	outcomeError       = "error"
+)
+
+type telemetry struct {
+	tracer     trace.Tracer
+	label      string
+	attrs      metric.MeasurementOption            // label only
+	outcomes   map[string]metric.MeasurementOption // label and outcome, built once
+	wait       metric.Float64Histogram
+	hold       metric.Float64Histogram
+	lost       metric.Int64Counter
+	contention metric.Int64Counter
+}
+
+func newTelemetry(cfg config) *telemetry {
+	t := &telemetry{tracer: cfg.providers.TracerFor(ScopeName), label: cfg.label}
+	var attrs []attribute.KeyValue
+	if cfg.label != "" {
+		attrs = append(attrs, attribute.String(otelx.AttrLabel, cfg.label))
+	}
+	t.attrs = metric.WithAttributes(attrs...)
+	t.outcomes = make(map[string]metric.MeasurementOption)
+	for _, o := range []string{outcomeOK, outcomeNotAcquired, outcomeExpired, outcomeTaken, outcomeRenewFailed, outcomeError} {
+		t.outcomes[o] = metric.WithAttributes(append([]attribute.KeyValue{attribute.String(otelx.AttrOutcome, o)}, attrs...)...)
+	}
+	m := cfg.providers.MeterFor(ScopeName)
+	// Instrument creation only fails on invalid names; the no-op instruments
+	// returned alongside the error keep working.
+	t.wait, _ = m.Float64Histogram("redkit.lock.wait.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time from the start of an acquire to its end, by outcome."))
+	t.hold, _ = m.Float64Histogram("redkit.lock.hold.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time a lease was held, from its acquire to its release or loss."))
+	t.lost, _ = m.Int64Counter("redkit.lock.lost", metric.WithUnit("{lease}"),
+		metric.WithDescription("Leases lost before their release, by reason."))
+	t.contention, _ = m.Int64Counter("redkit.lock.contention", metric.WithUnit("{attempt}"),
+		metric.WithDescription("Acquire attempts that found the lock held by another owner."))
+	return t
+}
+
+func (t *telemetry) start(ctx context.Context, span string) (context.Context, trace.Span) {
+	return otelx.Start(ctx, t.tracer, span, t.label)
+}
+
+func (t *telemetry) withOutcome(outcome string) metric.MeasurementOption { return t.outcomes[outcome] }
+
+// acquired records the end of an acquire that began at start.
+func (t *telemetry) acquired(ctx context.Context, span trace.Span, start time.Time, err error) {
+	outcome := acquireOutcome(err)
+	t.wait.Record(ctx, time.Since(start).Seconds(), t.withOutcome(outcome))
+	if outcome == outcomeNotAcquired {
+		err = nil // a lost race is an outcome, not a failure
+	}
+	otelx.End(span, outcome, err)
+}
+
+func acquireOutcome(err error) string {
+	switch {
+	case err == nil:
+		return outcomeOK
+	case errors.Is(err, ErrNotAcquired):
+		return outcomeNotAcquired
+	default:
+		return outcomeError
+	}
+}
+
+// ended records a lease's end: its hold time and, unless it was released
+// or its Client closed, the loss.
+func (t *telemetry) ended(acquired time.Time, cause error) {
+	ctx := context.Background()
+	t.hold.Record(ctx, time.Since(acquired).Seconds(), t.attrs)
+	if r := lossReason(cause); r != "" {
+		t.lost.Add(ctx, 1, t.withOutcome(r))
+	}
+}
+
+func lossReason(cause error) string {
+	switch {
+	case errors.Is(cause, ErrRenewFailed):
+		return outcomeRenewFailed
+	case errors.Is(cause, ErrLeaseTaken):
+		return outcomeTaken
+	case errors.Is(cause, ErrLeaseExpired):
+		return outcomeExpired
+	default:
+		return ""
+	}
+}
+
+func releaseOutcome(err error) string {
+	switch {
+	case err == nil:
+		return outcomeOK
+	case errors.Is(err, ErrLeaseExpired):
+		return outcomeExpired
+	case errors.Is(err, ErrLeaseTaken):
+		return outcomeTaken
+	default:
+		return outcomeError
+	}
+}
+
+// renewOutcome names the result of one round of renewals.
+func renewOutcome(err error) string {
+	if err != nil {
+		return outcomeError
+	}
+	return outcomeOK
+}
