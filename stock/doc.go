@@ -1,2 +1,163 @@
-// Package stock is part of redkit.
+// Package stock is flash-sale inventory on Redis that never oversells, never
+// deducts an order twice and keeps an audit trail of every change.
+//
+//	inv := stock.New(rdb) // any redis.UniversalClient: single node, failover, Cluster
+//	defer inv.Close()
+//	err := inv.Create(ctx, "shop-7/sku-1", 100, stock.WithBuyerLimit(2))
+//	res, err := inv.Deduct(ctx, stock.Order{ID: orderID, Buyer: userID,
+//		Items: []stock.Item{{SKU: "shop-7/sku-1", Qty: 1}}})
+//	switch {
+//	case errors.Is(err, stock.ErrSoldOut), errors.Is(err, stock.ErrBuyerLimit):
+//		// a business refusal: tell the buyer
+//	case errors.Is(err, stock.ErrUnknownOutcome):
+//		// the reply was lost: call Deduct again with the same order
+//	}
+//
+// # Guarantees
+//
+// Every change is one Lua script that checks its input, reads all the state it
+// needs and only then writes, so a change is applied whole or not at all:
+//
+//   - No oversell: a deduction succeeds only if every item has enough
+//     available units; the levels never go below zero.
+//   - All or nothing: the items of an order are sold together or not at all.
+//   - Per-buyer limit (WithBuyerLimit): a buyer never holds more than the
+//     limit of a SKU, counting units reserved for and sold to them; cancel,
+//     expiry and refund give the allowance back.
+//   - At most once per operation ID: Deduct, Reserve, Restock and WriteOff
+//     (and Confirm, Cancel and Refund of an order) store their decision, success or refusal, under the caller's operation ID. Calling
+//     again with the same ID and fields returns the stored decision with
+//     Result.Replayed set and changes nothing; the same ID with other fields
+//     fails with a *ConflictError; a refused operation stays refused even if
+//     stock arrives later. go-redis re-sends a command after a read timeout
+//     by default, and this package retries a lost reply itself (WithRetry,
+//     default 3 attempts), always with the same ID, so neither can apply an
+//     operation twice. Result.Replayed is true only when an earlier call had
+//     decided the operation, never because of this package's own retries.
+//   - A definite answer or ErrUnknownOutcome: when the retries run out
+//     without a reply, the error wraps ErrUnknownOutcome; calling again with
+//     the same ID tells what happened.
+//   - Nothing resets levels: a SKU is created once (Create again with the
+//     same settings is a no-op) and changed only by relative, idempotent
+//     operations. An absolute "set stock to N" re-sent after some sales would
+//     oversell, so there is none.
+//   - Audit trail: every change appends a journal entry (operation ID, kind,
+//     deltas and the levels after it) in the same script, so the journal
+//     never misses or duplicates a change. Audit checks the identity
+//     initial + restocked - written_off = available + reserved + sold -
+//     refunded and replays the journal from the last checkpoint.
+//
+// # Reservations
+//
+// Reserve holds units until a deadline on the Redis server's clock (never
+// the caller's); Confirm sells all or part of them (the rest goes back),
+// Cancel returns them, Refund returns sold units once. Each is idempotent:
+// Confirm and Cancel of the same order are stored transitions, not repeated
+// effects. A Cancel that arrives before its Reserve leaves a tombstone, so
+// the late Reserve is refused with ErrCancelled. Confirm after the deadline
+// fails with ErrHoldExpired. Expired holds go back to available lazily, at
+// the next Deduct or Reserve of the SKU, and through a background reclaimer
+// (WithReclaimInterval, stopped by Close); correctness never depends on the
+// reclaimer's timing. Level reports expired holds as reserved until one of
+// those has run.
+//
+// # Hot SKUs: buckets
+//
+// WithBuckets(b) at Create splits a SKU into b buckets on different hash
+// tags ({g}, {g#1}, ..., {g#b-1}), so on a Cluster one SKU's sales spread over
+// several nodes. A buyer's orders always go to their home bucket, a hash of
+// the buyer ID, so the per-buyer limit is checked in one script and a retry
+// never lands elsewhere. A bucket that runs short is refilled from the others
+// by transfers (out of one bucket, into the other, then the out-record is
+// deleted); transfers between two buckets are numbered and applied in order,
+// so each is credited exactly once however often it is finished; an order is refused as sold out
+// only after every other bucket was asked and transfers left in flight by a
+// crashed caller were finished. Audit counts units in flight. Clients learn
+// the bucket count once per SKU: a script refuses a call routed with the
+// wrong count and names the right one. A SKU split into buckets must be the
+// only item of its orders; restocks and write-offs go to the bucket of their
+// operation ID (a write-off takes from that bucket only); Level, Audit,
+// Checkpoint, Trim, Reclaim, CloseSKU and Consume cover every bucket, and
+// Journal reads bucket 0.
+//
+// # Fences, replicas, batches, telemetry
+//
+// WithFence makes a write conditional on a lock.Lease's fence: the script
+// refuses a token older than one already seen in the SKUs' slot group
+// (ErrStaleFence), so a holder whose lock expired cannot write after its
+// successor. WithReplicaAck(n, timeout) pipelines WAIT with every write on
+// the connection to the primary that owns the SKU (the right node on a
+// Cluster); fewer acknowledgements return ErrReplicaAck alongside a valid
+// Result, because the write did happen. DeductBatch sends many orders in one
+// pipeline with the same guarantees per order. Spans are named stock.<op>
+// with redkit.outcome and redkit.replayed; the counter
+// redkit.stock.operations counts operations by outcome; SKUs, IDs, buyers
+// and quantities never appear in telemetry (see WithLabel).
+//
+// Consume hands the journal to a service (to persist it in a database, say)
+// through a Redis consumer group: at least once, in order per SKU, with
+// entries a crashed consumer left unacknowledged taken over after MinIdle.
+//
+// Bad input (malformed names, quantities outside 1..2^53-1, more than
+// MaxItems items, SKUs of different slot groups) is refused with ErrInvalid
+// or ErrCrossGroup before anything is sent to Redis.
+//
+// # Retention: the idempotency window
+//
+// OPERATION MARKERS EXPIRE AFTER THE IDEMPOTENCY WINDOW (WithIdempotencyWindow,
+// default 24h). A retry after the window is a NEW operation: an order ID
+// re-sent after 24h is deducted again. Keep retries of one operation within
+// the window, and use order IDs that are never reused.
+//
+// Reservation markers are kept for the hold's TTL plus the window; a marker
+// touched by Confirm, Cancel or Refund is kept for a window from then. Refund
+// needs the order's marker: it works within the window after the order was
+// placed or confirmed.
+//
+// Journals grow until trimmed: Checkpoint appends an entry carrying the
+// levels, and Trim deletes the entries before the last checkpoint, except
+// those a consumer group (Consume) has not yet acknowledged. Per-buyer
+// counters live as long as the buyer holds units of the SKU. A transfer
+// between buckets keeps an out-record until it finishes. SKU hashes live until deleted by
+// the operator. Nothing else is kept.
+//
+// # What survives which fault
+//
+//   - Lost replies, timeouts, connection resets, go-redis re-sends: nothing
+//     is applied twice; the caller gets the first decision or
+//     ErrUnknownOutcome (resolved by calling again with the same ID).
+//   - A Redis crash with appendonly yes and appendfsync always: every
+//     acknowledged operation survives the restart. With appendfsync everysec
+//     about the last second of acknowledged operations can be lost; with AOF
+//     off, everything since the last snapshot. Check reports these settings.
+//   - Failover to a replica: writes not yet replicated are lost, including
+//     their markers, so a retry of such an operation is applied again on the
+//     new primary (it is then applied once there). WithReplicaAck narrows
+//     this to writes the call was told were not acknowledged.
+//   - maxmemory-policy other than noeviction: Redis may evict SKUs, markers
+//     or journals. Check reports it as critical.
+//
+// # Slot groups and keys
+//
+// A SKU "group/name" belongs to slot group "group"; a SKU without '/' is its
+// own group. All keys of a group share one hash tag, so one script can touch
+// them on a Redis Cluster; the SKUs of one order must share a group
+// (ErrCrossGroup otherwise). Keys, with <p> the key prefix (WithKeyPrefix,
+// default "redkit") and {g} the group:
+//
+//	<p>:stock:v1:{g}:sku:<sku>      hash: levels, counters, settings
+//	<p>:stock:v1:{g}:buyers:<sku>   hash: units per buyer (SKUs with a limit)
+//	<p>:stock:v1:{g}:journal:<sku>  stream: one entry per change
+//	<p>:stock:v1:{g}:holds:<sku>    sorted set: reservation deadlines
+//	<p>:stock:v1:{g}:op:<op ID>     hash: an operation's decision (expires)
+//
+// A SKU split into buckets has those keys (markers included: an order's
+// marker lives in its buyer's home bucket) under each bucket's tag {g#k},
+// plus per bucket:
+//
+//	<p>:stock:v1:{g#k}:transfers:<sku>  hash: transfers out, not yet finished,
+//	                                    and the last number given to each bucket
+//
+// The scripts are in the scripts directory of the module (also returned by
+// Scripts); each file's header documents its KEYS, ARGV and reply.
 package stock

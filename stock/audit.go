@@ -1,0 +1,213 @@
+package stock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// AuditReport is what Audit found for one SKU. Problems is empty when every
+// check passed.
+type AuditReport struct {
+	SKU string
+	// Supply = Initial + Restocked - WrittenOff, from the SKU's counters.
+	Initial, Restocked, WrittenOff, Supply int64
+	Levels                                 Levels
+	// InFlight counts units moving between buckets of a SKU split into
+	// buckets (0 otherwise).
+	InFlight int64
+	// Checkpoint is the ID of the journal entry the replay started from
+	// ("" when there is none and the replay started at the SKU's creation).
+	Checkpoint string
+	// Entries is the number of journal entries replayed.
+	Entries  int
+	Problems []string
+}
+
+// OK reports whether the audit found nothing wrong.
+func (r AuditReport) OK() bool { return len(r.Problems) == 0 }
+
+func (r *AuditReport) problem(format string, a ...any) {
+	r.Problems = append(r.Problems, fmt.Sprintf(format, a...))
+}
+
+const auditPage = 1000
+
+// Audit checks sku's books and reports what differs:
+//
+//   - the identity initial + restocked - written_off = available + reserved
+//   - sold - refunded (+ units in flight between buckets);
+//   - each journal entry since the last checkpoint: the levels before it plus
+//     its deltas equal the levels it records, and those satisfy the
+//     identity;
+//   - the journal's last levels equal the SKU's current levels.
+//
+// The counters and the journal position are read in one atomic step; entries
+// appended afterwards are not part of the audit. A SKU split into buckets is
+// audited bucket by bucket (each bucket's supply also counts the units moved
+// in and out), and the identity is checked over all buckets plus the units
+// in flight; those are read one bucket after the other, so the sum is exact
+// only while no order or transfer of the SKU runs. An error is returned only
+// when the audit could not run (ErrNotFound, I/O).
+func (inv *Inventory) Audit(ctx context.Context, sku string) (AuditReport, error) {
+	g, err := inv.checkSKU(sku)
+	if err != nil {
+		return AuditReport{}, err
+	}
+	tags, err := inv.tags(ctx, g, sku)
+	if err != nil {
+		return AuditReport{}, fmt.Errorf("stock: audit %s: %w", sku, err)
+	}
+	if len(tags) == 1 {
+		return inv.auditBucket(ctx, g, sku)
+	}
+	total := AuditReport{SKU: sku}
+	for k, t := range tags {
+		r, err := inv.auditBucket(ctx, t, sku)
+		if err != nil {
+			return AuditReport{}, err
+		}
+		total.Initial += r.Initial
+		total.Restocked += r.Restocked
+		total.WrittenOff += r.WrittenOff
+		total.Levels = total.Levels.add(r.Levels)
+		total.Entries += r.Entries
+		if k == 0 {
+			total.Checkpoint = r.Checkpoint
+		}
+		for _, p := range r.Problems {
+			total.problem("bucket %d: %s", k, p)
+		}
+	}
+	if total.InFlight, err = inv.inFlight(ctx, tags, sku); err != nil {
+		return AuditReport{}, fmt.Errorf("stock: audit %s: %w", sku, err)
+	}
+	total.Supply = total.Initial + total.Restocked - total.WrittenOff
+	if got := units(total.Levels) + total.InFlight; got != total.Supply {
+		total.problem("supply %d, but available + reserved + sold - refunded + in flight = %d over all buckets", total.Supply, got)
+	}
+	return total, nil
+}
+
+// auditBucket audits one bucket (the whole SKU when it has one): its own
+// counters, with moved counting units transferred in minus out, and its
+// journal.
+func (inv *Inventory) auditBucket(ctx context.Context, tag, sku string) (AuditReport, error) {
+	skuKey, journal := inv.skuKey(tag, sku), inv.journalKey(tag, sku)
+	// A concurrent Trim may delete the checkpoint's predecessors while the
+	// journal is paged; start over (rarely) when the start moved.
+	for attempt := 0; ; attempt++ {
+		var h *redis.SliceCmd
+		var last *redis.XMessageSliceCmd
+		_, err := inv.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			h = p.HMGet(ctx, skuKey, "initial", "restocked", "written_off", "supply",
+				"available", "reserved", "sold", "refunded", "ckpt", "moved")
+			last = p.XRevRangeN(ctx, journal, "+", "-", 1)
+			return nil
+		})
+		if err != nil {
+			return AuditReport{}, fmt.Errorf("stock: audit %s: %w", sku, err)
+		}
+		v := h.Val()
+		if v[0] == nil {
+			return AuditReport{}, fmt.Errorf("stock: audit %s: %w", sku, ErrNotFound)
+		}
+		n := func(i int) int64 { s, _ := v[i].(string); x, _ := strconv.ParseInt(s, 10, 64); return x }
+		r := AuditReport{SKU: sku, Initial: n(0), Restocked: n(1), WrittenOff: n(2), Supply: n(3),
+			Levels: Levels{Available: n(4), Reserved: n(5), Sold: n(6), Refunded: n(7)}}
+		r.Checkpoint, _ = v[8].(string)
+		moved := n(9)
+		end := ""
+		if msgs := last.Val(); len(msgs) > 0 {
+			end = msgs[0].ID
+		}
+		trimmed, err := inv.replay(ctx, journal, end, &r)
+		if err != nil {
+			return AuditReport{}, fmt.Errorf("stock: audit %s: %w", sku, err)
+		}
+		if trimmed {
+			if attempt < 3 {
+				continue
+			}
+			r.problem("journal trimmed past checkpoint %s during the audit", r.Checkpoint)
+		}
+		if want := r.Initial + r.Restocked - r.WrittenOff + moved; r.Supply != want {
+			r.problem("supply %d, but initial %d + restocked %d - written off %d + moved in %d = %d",
+				r.Supply, r.Initial, r.Restocked, r.WrittenOff, moved, want)
+		}
+		if got := units(r.Levels); got != r.Supply {
+			r.problem("supply %d, but available + reserved + sold - refunded = %d", r.Supply, got)
+		}
+		return r, nil
+	}
+}
+
+func units(l Levels) int64 { return l.Available + l.Reserved + l.Sold - l.Refunded }
+
+// replay walks the journal from r.Checkpoint (or the start) to end and
+// records what differs in r. moved reports that the start was trimmed away
+// during the walk.
+func (inv *Inventory) replay(ctx context.Context, journal, end string, r *AuditReport) (moved bool, err error) {
+	var lv Levels
+	var supply int64
+	start, first := "-", true
+	if r.Checkpoint != "" {
+		start = r.Checkpoint
+	}
+	for end != "" {
+		msgs, err := inv.rdb.XRangeN(ctx, journal, start, end, auditPage).Result()
+		if err != nil {
+			return false, err
+		}
+		for _, m := range msgs {
+			e := parseEntry(m)
+			if first {
+				first = false
+				switch {
+				case r.Checkpoint != "" && (e.ID != r.Checkpoint || e.Kind != KindCheckpoint):
+					return true, nil
+				case r.Checkpoint != "":
+					lv, supply = e.After, e.Supply
+				case e.Kind != KindCreate:
+					r.problem("journal starts with %s entry %s, not with the creation", e.Kind, e.ID)
+					lv, supply = e.After, e.Supply
+					continue
+				}
+			}
+			r.Entries++
+			if e.Kind != KindCheckpoint || e.ID != r.Checkpoint {
+				lv = Levels{lv.Available + e.Delta.Available, lv.Reserved + e.Delta.Reserved,
+					lv.Sold + e.Delta.Sold, lv.Refunded + e.Delta.Refunded}
+				supply += e.SupplyDelta
+			}
+			if lv != e.After || supply != e.Supply {
+				r.problem("entry %s (%s %s): recorded levels %+v supply %d, replay gives %+v supply %d",
+					e.ID, e.Kind, e.Op, e.After, e.Supply, lv, supply)
+				lv, supply = e.After, e.Supply
+			}
+			if units(e.After) != e.Supply {
+				r.problem("entry %s (%s %s): levels %+v do not add up to supply %d", e.ID, e.Kind, e.Op, e.After, e.Supply)
+			}
+		}
+		if len(msgs) < auditPage {
+			break
+		}
+		start = "(" + msgs[len(msgs)-1].ID
+	}
+	switch {
+	case first && r.Checkpoint != "":
+		return true, nil
+	case end == "":
+		r.problem("journal is empty")
+		return false, nil
+	case first:
+		r.problem("journal entries up to %s vanished during the audit", end)
+		return false, nil
+	}
+	if lv != r.Levels || supply != r.Supply {
+		r.problem("journal ends at levels %+v supply %d, the SKU has %+v supply %d", lv, supply, r.Levels, r.Supply)
+	}
+	return false, nil
+}

@@ -1,0 +1,252 @@
+package stock
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redkit-go/redkit/internal/retry"
+)
+
+// MaxBuckets is the most buckets a SKU can be split into.
+const MaxBuckets = 64
+
+// maxRoutingRounds bounds the script calls of one order: learning the
+// bucket count, then refilling a short bucket a few times.
+const maxRoutingRounds = 5
+
+// WithBuckets splits a hot SKU into b buckets (default 1, at most 64) on
+// different hash tags, so that on a Cluster its sales spread over several
+// nodes. A buyer always buys from their home bucket (a hash of the buyer ID),
+// so the per-buyer limit is still checked in one script and a retry never
+// moves to another bucket. A bucket that runs short is refilled from the
+// others by idempotent transfers; an order is refused as sold out only when
+// no other bucket could give units. A SKU split into buckets must be the
+// only item of its orders. The count is fixed at Create.
+func WithBuckets(b int) SKUOption { return skuOptionFunc(func(c *skuConfig) { c.buckets = b }) }
+
+// bucketTag is the hash tag of bucket k of a SKU in group g: g itself for
+// bucket 0, "g#k" otherwise ('#' never occurs in a valid name, so no user
+// group collides with it).
+func bucketTag(g string, k int) string {
+	if k == 0 {
+		return g
+	}
+	return g + "#" + strconv.Itoa(k)
+}
+
+// home is the bucket of id among b; the scripts compute the same hash.
+func home(id string, b int) int {
+	var h uint32
+	for i := 0; i < len(id); i++ {
+		h = h*31 + uint32(id[i])
+	}
+	return int(h % uint32(b))
+}
+
+// bucketsOf returns the cached bucket count of sku (1 when unknown: the
+// scripts refuse a call routed with a wrong count and say the right one).
+func (inv *Inventory) bucketsOf(sku string) int {
+	if v, ok := inv.buckets.Load(sku); ok {
+		return v.(int)
+	}
+	return 1
+}
+
+func (inv *Inventory) learnBuckets(sku, count string) {
+	if b, err := strconv.Atoi(count); err == nil && b >= 1 && b <= MaxBuckets {
+		inv.buckets.Store(sku, b)
+	}
+}
+
+// lookupBuckets returns sku's bucket count, reading it from bucket 0 when
+// it is not cached.
+func (inv *Inventory) lookupBuckets(ctx context.Context, g, sku string) (int, error) {
+	if v, ok := inv.buckets.Load(sku); ok {
+		return v.(int), nil
+	}
+	v, err := inv.rdb.HMGet(ctx, inv.skuKey(g, sku), "available", "buckets").Result()
+	if err != nil {
+		return 0, err
+	}
+	if v[0] == nil {
+		return 0, ErrNotFound
+	}
+	b := 1
+	if s, ok := v[1].(string); ok {
+		b, _ = strconv.Atoi(s)
+	}
+	inv.buckets.Store(sku, b)
+	return b, nil
+}
+
+// tags returns the hash tags of every bucket of sku.
+func (inv *Inventory) tags(ctx context.Context, g, sku string) ([]string, error) {
+	b, err := inv.lookupBuckets(ctx, g, sku)
+	if err != nil {
+		return nil, err
+	}
+	t := make([]string, b)
+	for k := range t {
+		t[k] = bucketTag(g, k)
+	}
+	return t, nil
+}
+
+func (inv *Inventory) transfersKey(t, sku string) string { return inv.space.Key(t, "transfers", sku) }
+
+// refill moves up to want units into bucket to of sku from the other
+// buckets, first finishing transfers a crashed caller left in flight. It
+// returns the units moved.
+func (inv *Inventory) refill(ctx context.Context, sku string, want int64, to int) (int64, error) {
+	g, err := inv.checkSKU(sku)
+	if err != nil {
+		return 0, err
+	}
+	tags, err := inv.tags(ctx, g, sku)
+	if err != nil {
+		return 0, err
+	}
+	moved, err := inv.finishTransfers(ctx, tags, sku, to)
+	if err != nil || moved >= want {
+		return moved, err
+	}
+	for step := 1; step < len(tags) && moved < want; step++ {
+		p := pendingTransfer{from: (to + step) % len(tags), to: to, id: "t-" + retry.Nonce()}
+		if p.qty, p.seq, err = inv.transferOut(ctx, tags[p.from], sku, p.id, want-moved, to); err != nil {
+			return moved, err
+		}
+		if p.qty == 0 {
+			continue
+		}
+		if err := inv.transferIn(ctx, tags, sku, p); err != nil {
+			return moved, err // finished by the next refill
+		}
+		moved += p.qty
+	}
+	return moved, nil
+}
+
+func (inv *Inventory) transferOut(ctx context.Context, from, sku, id string, want int64, to int) (qty, seq int64, err error) {
+	reply, _, err := inv.write(ctx, xferScript,
+		[]string{inv.skuKey(from, sku), inv.journalKey(from, sku), inv.transfersKey(from, sku)},
+		[]any{"out", sku, id, want, to})
+	if err != nil {
+		return 0, 0, err
+	}
+	return num(reply, 0), num(reply, 1), nil
+}
+
+// transferIn credits transfer p to its bucket, first crediting the earlier
+// transfers between the same two buckets when the receiver asks for them,
+// then deletes p's out-record.
+func (inv *Inventory) transferIn(ctx context.Context, tags []string, sku string, p pendingTransfer) error {
+	for attempt := 0; ; attempt++ {
+		reply, _, err := inv.write(ctx, xferScript,
+			[]string{inv.skuKey(tags[p.to], sku), inv.journalKey(tags[p.to], sku)},
+			[]any{"in", sku, p.id, p.qty, p.from, p.seq})
+		if err != nil {
+			return err
+		}
+		if num(reply, 0) >= 0 {
+			break
+		}
+		if attempt > 0 {
+			return fmt.Errorf("stock: transfer %s of %s: an earlier transfer is missing", p.id, sku)
+		}
+		ps, err := inv.pendingTransfers(ctx, tags, sku)
+		if err != nil {
+			return err
+		}
+		for _, q := range ps {
+			if q.from == p.from && q.to == p.to && q.seq < p.seq {
+				if err := inv.transferIn(ctx, tags, sku, q); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return inv.rdb.HDel(ctx, inv.transfersKey(tags[p.from], sku), p.id).Err()
+}
+
+// pendingTransfer is an out-record: units that left bucket from for bucket
+// to as transfer number seq between the two, maybe not yet credited.
+type pendingTransfer struct {
+	from, to int
+	id       string
+	qty, seq int64
+}
+
+// pendingTransfers lists the out-records of every bucket of sku, in order of
+// giving bucket, receiving bucket and number.
+func (inv *Inventory) pendingTransfers(ctx context.Context, tags []string, sku string) ([]pendingTransfer, error) {
+	var out []pendingTransfer
+	for k, t := range tags {
+		m, err := inv.rdb.HGetAll(ctx, inv.transfersKey(t, sku)).Result()
+		if err != nil {
+			return nil, err
+		}
+		for id, v := range m {
+			if strings.HasPrefix(id, "next:") {
+				continue
+			}
+			p := pendingTransfer{from: k, id: id}
+			if _, err := fmt.Sscanf(v, "%d %d %d", &p.qty, &p.to, &p.seq); err != nil || p.to < 0 || p.to >= len(tags) {
+				return nil, fmt.Errorf("stock: malformed transfer %s of %s: %q", id, sku, v)
+			}
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b pendingTransfer) int {
+		return cmp.Or(cmp.Compare(a.from, b.from), cmp.Compare(a.to, b.to), cmp.Compare(a.seq, b.seq))
+	})
+	return out, nil
+}
+
+// finishTransfers credits every transfer still recorded as out and returns
+// the units that were credited now to bucket to.
+func (inv *Inventory) finishTransfers(ctx context.Context, tags []string, sku string, to int) (int64, error) {
+	if len(tags) < 2 {
+		return 0, nil
+	}
+	ps, err := inv.pendingTransfers(ctx, tags, sku)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, p := range ps {
+		if err := inv.transferIn(ctx, tags, sku, p); err != nil {
+			return n, err
+		}
+		if p.to == to {
+			n += p.qty
+		}
+	}
+	return n, nil
+}
+
+// inFlight sums the units of transfers that left a bucket and were not yet
+// credited to another.
+func (inv *Inventory) inFlight(ctx context.Context, tags []string, sku string) (int64, error) {
+	ps, err := inv.pendingTransfers(ctx, tags, sku)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, p := range ps {
+		last, err := inv.rdb.HGet(ctx, inv.skuKey(tags[p.to], sku), "in:"+strconv.Itoa(p.from)).Int64()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return 0, err
+		}
+		if p.seq > last {
+			n += p.qty
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,45 @@
+package stock
+
+import (
+	"context"
+
+	"github.com/redkit-go/redkit/internal/server"
+)
+
+// Report is the result of Check: one finding per risky (or unknown) server
+// setting.
+type (
+	Report   = server.Report
+	Finding  = server.Finding
+	Severity = server.Severity
+)
+
+// Severities of a Finding, lowest first. Unknown means the server did not
+// say (it refused CONFIG GET).
+const (
+	SeverityUnknown  = server.SeverityUnknown
+	SeverityOK       = server.SeverityOK
+	SeverityWarning  = server.SeverityWarning
+	SeverityCritical = server.SeverityCritical
+)
+
+// ErrRiskySettings is wrapped by Report.Err.
+var ErrRiskySettings = server.ErrRiskySettings
+
+// Check inspects the settings of every primary behind the client that decide
+// what a crash or memory pressure can lose, so a service can refuse to start
+// on risky ones:
+//
+//   - maxmemory-policy other than noeviction: Redis may evict SKU hashes,
+//     markers or journals under memory pressure — stock and idempotency are
+//     silently lost;
+//   - appendonly no: a restart loses everything since the last snapshot,
+//     including acknowledged orders;
+//   - appendfsync other than always: a crash (power loss, kill -9 of the
+//     host) can lose up to about a second of acknowledged orders.
+//
+// A server that does not answer CONFIG GET gives findings of unknown
+// severity, not an error.
+func (inv *Inventory) Check(ctx context.Context) (Report, error) {
+	return server.Check(ctx, inv.rdb)
+}

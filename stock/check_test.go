@@ -1,0 +1,29 @@
+package stock_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/redkit-go/redkit/redistest"
+	"github.com/redkit-go/redkit/stock"
+)
+
+func TestInventory_Check(t *testing.T) {
+	risky := redistest.New(t, redistest.Options{MaxmemoryPolicy: "allkeys-lru"})
+	inv := stock.New(risky.Client())
+	rep, err := inv.Check(t.Context())
+	require.NoError(t, err)
+	settings := map[string]stock.Severity{}
+	for _, f := range rep.Findings {
+		settings[f.Setting] = f.Severity
+	}
+	require.Contains(t, settings, "maxmemory-policy")
+	require.Contains(t, settings, "appendonly")
+	require.Equal(t, stock.SeverityCritical, rep.Worst())
+
+	safe := redistest.New(t, redistest.Options{AOF: true, AppendFsync: "always"})
+	rep, err = stock.New(safe.Client()).Check(t.Context())
+	require.NoError(t, err)
+	require.Less(t, rep.Worst(), stock.SeverityWarning, rep.Findings)
+}

@@ -1,0 +1,31 @@
+package stock
+
+import "context"
+
+// TransferOutForTest moves qty units out of bucket from toward bucket to and
+// stops there, as a caller that crashed in the middle of a refill would.
+func (inv *Inventory) TransferOutForTest(ctx context.Context, sku string, from, to int, qty int64) (int64, error) {
+	g, err := inv.checkSKU(sku)
+	if err != nil {
+		return 0, err
+	}
+	x, _, err := inv.transferOut(ctx, bucketTag(g, from), sku, "t-crashed", qty, to)
+	return x, err
+}
+
+// HomeForTest is the bucket of id among b buckets.
+func HomeForTest(id string, b int) int { return home(id, b) }
+
+// TransferInOnlyForTest credits transfer "t-crashed" (number 1 from bucket
+// from) to bucket to and stops before deleting its out-record, as a caller
+// that crashed there would.
+func (inv *Inventory) TransferInOnlyForTest(ctx context.Context, sku string, from, to int, qty int64) error {
+	g, err := inv.checkSKU(sku)
+	if err != nil {
+		return err
+	}
+	t := bucketTag(g, to)
+	_, _, err = inv.write(ctx, xferScript, []string{inv.skuKey(t, sku), inv.journalKey(t, sku)},
+		[]any{"in", sku, "t-crashed", qty, from, 1})
+	return err
+}

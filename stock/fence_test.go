@@ -1,0 +1,89 @@
+package stock_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redkit-go/redkit/lock"
+	"github.com/redkit-go/redkit/redistest"
+	"github.com/redkit-go/redkit/stock"
+)
+
+func TestInventory_WithFence_refusesStaleToken(t *testing.T) {
+	inv, rdb, prefix := newInventory(t)
+	ctx := t.Context()
+	require.NoError(t, inv.Create(ctx, "shop/a", 10))
+	f5 := stock.WithFence(lock.Fence{Name: "restocker", Token: 5})
+	f6 := stock.WithFence(lock.Fence{Name: "restocker", Token: 6})
+
+	_, err := inv.Restock(ctx, "r1", "shop/a", 1, f5)
+	require.NoError(t, err)
+	_, err = inv.Restock(ctx, "r2", "shop/a", 1, f6)
+	require.NoError(t, err)
+	_, err = inv.Restock(ctx, "r3", "shop/a", 1, f5)
+	require.ErrorIs(t, err, stock.ErrStaleFence)
+	_, err = inv.Deduct(ctx, order("o1", "u", "shop/a", 1), f5)
+	require.ErrorIs(t, err, stock.ErrStaleFence)
+	_, err = inv.Reserve(ctx, order("o2", "u", "shop/a", 1), time.Minute, f5)
+	require.ErrorIs(t, err, stock.ErrStaleFence)
+	_, err = inv.Deduct(ctx, order("o3", "u", "shop/a", 1), f6)
+	require.NoError(t, err)
+	require.Equal(t, stock.Levels{Available: 11, Sold: 1}, level(t, inv, "shop/a"))
+
+	// The token lives in the group's slot, at lock.FenceKey.
+	v, err := rdb.Get(ctx, lock.FenceKey(prefix, "shop", "restocker")).Result()
+	require.NoError(t, err)
+	require.Equal(t, "6", v)
+
+	_, err = inv.Deduct(ctx, order("o4", "u", "shop/a", 1), stock.WithFence(lock.Fence{Name: "restocker"}))
+	require.ErrorIs(t, err, stock.ErrInvalid)
+	audited(t, inv, "shop/a")
+}
+
+// A write with WithReplicaAck is acknowledged by the replica; with the
+// replica stopped, the write still happens and the error says so.
+func TestInventory_WithReplicaAck_pair(t *testing.T) {
+	p := redistest.NewPair(t, redistest.Options{})
+	rdb := p.Primary.Client(func(o *redis.Options) { o.ReadTimeout = 5 * time.Second })
+	inv := stock.New(rdb, stock.WithReplicaAck(1, time.Second), stock.WithRetry(stock.RetryPolicy{Attempts: 1}))
+	defer inv.Close()
+	ctx := t.Context()
+	require.NoError(t, inv.Create(ctx, "sku", 10))
+	_, err := inv.Deduct(ctx, order("o1", "u", "sku", 1))
+	require.NoError(t, err)
+	waitFor(t, func() bool {
+		v, err := p.Replica.Client().HGet(ctx, "redkit:stock:v1:{sku}:sku:sku", "sold").Result()
+		return err == nil && v == "1"
+	})
+
+	require.NoError(t, p.Replica.Pause())
+	defer func() { _ = p.Replica.Resume() }()
+	res, err := inv.Deduct(ctx, order("o2", "u", "sku", 1))
+	if !errors.Is(err, stock.ErrReplicaAck) {
+		info, _ := rdb.Info(ctx, "replication").Result()
+		t.Fatalf("deduct with the replica stopped: %v\n%s", err, info)
+	}
+	require.Equal(t, int64(2), res.Levels["sku"].Sold, "the write happened")
+}
+
+func TestInventory_WithReplicaAck_cluster(t *testing.T) {
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3, Replicas: 1})
+	rdb := c.Client(func(o *redis.ClusterOptions) { o.ReadTimeout = 5 * time.Second })
+	inv := stock.New(rdb, stock.WithReplicaAck(1, 2*time.Second))
+	defer inv.Close()
+	ctx := t.Context()
+	for _, g := range []string{"a", "b", "c", "d", "e"} {
+		sku := g + "/sku"
+		require.NoError(t, inv.Create(ctx, sku, 10))
+		_, err := inv.Deduct(ctx, order("o-"+g, "u", sku, 2))
+		require.NoError(t, err, sku)
+		_, err = inv.Reserve(ctx, order("h-"+g, "u", sku, 1), time.Minute)
+		require.NoError(t, err, sku)
+		require.Equal(t, stock.Levels{Available: 7, Reserved: 1, Sold: 2}, level(t, inv, sku))
+		audited(t, inv, sku)
+	}
+}

@@ -1,0 +1,287 @@
+package stock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redkit-go/redkit/internal/valid"
+)
+
+// Journal entry kinds.
+const (
+	KindCreate      = "create"       // the SKU was created; Delta.Available = initial stock
+	KindRestock     = "restock"      // units added
+	KindWriteOff    = "writeoff"     // available units removed
+	KindClose       = "close"        // the SKU was closed; no deltas
+	KindDeduct      = "deduct"       // units sold by Deduct
+	KindReserve     = "reserve"      // units moved to reserved by Reserve
+	KindConfirm     = "confirm"      // held units sold (and the rest returned) by Confirm
+	KindCancel      = "cancel"       // held units returned by Cancel
+	KindExpire      = "expire"       // held units returned after the deadline
+	KindRefund      = "refund"       // sold units returned by Refund
+	KindTransferOut = "transfer_out" // units left this bucket for another
+	KindTransferIn  = "transfer_in"  // units arrived from another bucket
+	KindCheckpoint  = "checkpoint"   // no change; carries the levels so audits start here
+)
+
+// JournalEntry is one change of one SKU, appended by the same script that
+// made the change, so the journal never misses or duplicates one.
+type JournalEntry struct {
+	ID    string // stream entry ID, ordered by time; unique within the SKU's journal
+	Kind  string // one of the Kind constants
+	SKU   string
+	Op    string // the order or operation ID; empty for create, close, checkpoint
+	Buyer string // the buyer, for order kinds
+	// Delta is the change of each level; After the levels right after it.
+	Delta, After Levels
+	// SupplyDelta is the change of supply (initial + restocked - written off,
+	// plus units moved in from other buckets) and Supply its value after.
+	SupplyDelta, Supply int64
+	// Bucket is the bucket whose journal holds the entry (0 unless the SKU is
+	// split into buckets; set by Consume, IDs are unique per bucket).
+	Bucket int
+}
+
+func parseEntry(m redis.XMessage) JournalEntry {
+	s := func(k string) string { v, _ := m.Values[k].(string); return v }
+	n := func(k string) int64 { x, _ := strconv.ParseInt(s(k), 10, 64); return x }
+	return JournalEntry{
+		ID: m.ID, Kind: s("kind"), SKU: s("sku"), Op: s("op"), Buyer: s("buyer"),
+		Delta:       Levels{Available: n("d_avail"), Reserved: n("d_res"), Sold: n("d_sold"), Refunded: n("d_ref")},
+		After:       Levels{Available: n("avail"), Reserved: n("res"), Sold: n("sold"), Refunded: n("ref")},
+		SupplyDelta: n("d_supply"), Supply: n("supply"),
+	}
+}
+
+// Journal returns up to count entries of sku's journal (bucket 0's for a SKU
+// split into buckets; Consume reads them all) with IDs from start on
+// ("" or "-" for the oldest kept; count <= 0 means 100). Page with
+// start = "(" + the last ID returned.
+func (inv *Inventory) Journal(ctx context.Context, sku, start string, count int64) ([]JournalEntry, error) {
+	g, err := inv.checkSKU(sku)
+	if err != nil {
+		return nil, err
+	}
+	if start == "" {
+		start = "-"
+	}
+	if count <= 0 {
+		count = 100
+	}
+	msgs, err := inv.rdb.XRangeN(ctx, inv.journalKey(g, sku), start, "+", count).Result()
+	if err != nil {
+		return nil, fmt.Errorf("stock: journal %s: %w", sku, err)
+	}
+	out := make([]JournalEntry, len(msgs))
+	for i, m := range msgs {
+		out[i] = parseEntry(m)
+	}
+	return out, nil
+}
+
+// Checkpoint appends a checkpoint entry carrying sku's levels and returns its
+// ID. Audits replay the journal from the last checkpoint, and Trim may delete
+// the entries before it. A SKU split into buckets gets a checkpoint in every
+// bucket's journal; the ID returned is bucket 0's.
+func (inv *Inventory) Checkpoint(ctx context.Context, sku string) (string, error) {
+	g, err := inv.checkSKU(sku)
+	if err != nil {
+		return "", err
+	}
+	tags, err := inv.tags(ctx, g, sku)
+	if err != nil {
+		return "", fmt.Errorf("stock: checkpoint %s: %w", sku, err)
+	}
+	var first string
+	for k := len(tags) - 1; k >= 0; k-- {
+		id, err := checkpointScript.Run(ctx, inv.rdb, []string{inv.skuKey(tags[k], sku), inv.journalKey(tags[k], sku)}, sku).Text()
+		switch {
+		case errors.Is(err, redis.Nil):
+			return "", fmt.Errorf("stock: checkpoint %s: %w", sku, ErrNotFound)
+		case err != nil:
+			return "", fmt.Errorf("stock: checkpoint %s: %w", sku, err)
+		}
+		first = id
+	}
+	return first, nil
+}
+
+// Trim deletes the journal entries of sku (of every bucket) that are older
+// than its last checkpoint, except those a consumer group (see Consume) has
+// not yet read or acknowledged. It returns how many entries it deleted.
+func (inv *Inventory) Trim(ctx context.Context, sku string) (int64, error) {
+	g, err := inv.checkSKU(sku)
+	if err != nil {
+		return 0, err
+	}
+	tags, err := inv.tags(ctx, g, sku)
+	if err != nil {
+		return 0, fmt.Errorf("stock: trim %s: %w", sku, err)
+	}
+	var total int64
+	for _, t := range tags {
+		n, err := trimScript.Run(ctx, inv.rdb, []string{inv.skuKey(t, sku), inv.journalKey(t, sku)}).Int64()
+		if err != nil {
+			return total, fmt.Errorf("stock: trim %s: %w", sku, err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// Consumer names a reader of the journals of some SKUs. Entries are read
+// through a Redis consumer group, so several consumers with the same Group
+// share the work and each entry is handled by one of them until
+// acknowledged.
+type Consumer struct {
+	Group string   // consumer group, e.g. "warehouse-db"
+	Name  string   // this consumer within the group, e.g. the host name
+	SKUs  []string // the SKUs whose journals are read
+	// Batch is the most entries handed to the handler at once (default 100).
+	Batch int64
+	// MinIdle is how long an entry delivered to another consumer of the
+	// group stays unacknowledged before this one takes it over (default
+	// 30s): a crashed consumer's entries are not lost.
+	MinIdle time.Duration
+	// Poll is the wait between rounds when no journal had anything new
+	// (default 100ms).
+	Poll time.Duration
+}
+
+// Consume reads the journals of c.SKUs and calls handle with each batch of
+// entries, in journal order per SKU. An entry is acknowledged only after
+// handle returns nil, so every entry is handled at least once: make handle
+// idempotent by (SKU, Bucket, ID): IDs are unique within one journal. Entries this consumer read but did not
+// acknowledge before (a crash) are handed over first. Consume returns when
+// ctx ends (with ctx.Err()) or when handle fails (with its error; the batch
+// stays unacknowledged and is delivered again).
+func (inv *Inventory) Consume(ctx context.Context, c Consumer, handle func(ctx context.Context, entries []JournalEntry) error) error {
+	if err := errors.Join(valid.Name("consumer group", c.Group), valid.Name("consumer name", c.Name)); err != nil {
+		return err
+	}
+	if len(c.SKUs) == 0 {
+		return fmt.Errorf("%w: consumer has no SKUs", ErrInvalid)
+	}
+	if c.Batch <= 0 {
+		c.Batch = 100
+	}
+	if c.MinIdle <= 0 {
+		c.MinIdle = 30 * time.Second
+	}
+	if c.Poll <= 0 {
+		c.Poll = 100 * time.Millisecond
+	}
+	var streams []string
+	bucketOf := map[string]int{} // stream -> bucket
+	for _, sku := range c.SKUs {
+		g, err := inv.checkSKU(sku)
+		if err != nil {
+			return err
+		}
+		tags, err := inv.tags(ctx, g, sku)
+		if errors.Is(err, ErrNotFound) {
+			tags, err = []string{g}, nil // not created yet: its journal will be bucket 0's
+		}
+		if err != nil {
+			return fmt.Errorf("stock: consume %s: %w", sku, err)
+		}
+		for k, t := range tags {
+			s := inv.journalKey(t, sku)
+			streams, bucketOf[s] = append(streams, s), k
+			err = inv.rdb.XGroupCreateMkStream(ctx, s, c.Group, "0").Err()
+			if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+				return fmt.Errorf("stock: consume %s: %w", sku, err)
+			}
+		}
+	}
+	deliver := func(stream string, msgs []redis.XMessage) error {
+		if len(msgs) == 0 {
+			return nil
+		}
+		entries := make([]JournalEntry, len(msgs))
+		ids := make([]string, len(msgs))
+		for i, m := range msgs {
+			entries[i], ids[i] = parseEntry(m), m.ID
+			entries[i].Bucket = bucketOf[stream]
+		}
+		if err := handle(ctx, entries); err != nil {
+			return err
+		}
+		// Handled entries are acknowledged even when ctx ended meanwhile.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		return inv.rdb.XAck(actx, stream, c.Group, ids...).Err()
+	}
+	read := func(stream, from string) (int, error) {
+		res, err := inv.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+			Group: c.Group, Consumer: c.Name, Streams: []string{stream, from}, Count: c.Batch, Block: -1,
+		}).Result()
+		if errors.Is(err, redis.Nil) || err == nil && len(res) == 0 {
+			return 0, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		return len(res[0].Messages), deliver(stream, res[0].Messages)
+	}
+	// First this consumer's own unacknowledged entries, then new ones and
+	// those abandoned by others.
+	for _, s := range streams {
+		for {
+			n, err := read(s, "0")
+			if err != nil {
+				return consumeErr(ctx, err)
+			}
+			if n == 0 {
+				break
+			}
+		}
+	}
+	cursors := make([]string, len(streams))
+	for i := range cursors {
+		cursors[i] = "0-0"
+	}
+	for {
+		busy := false
+		for i, s := range streams {
+			msgs, next, err := inv.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+				Stream: s, Group: c.Group, Consumer: c.Name, MinIdle: c.MinIdle, Start: cursors[i], Count: c.Batch,
+			}).Result()
+			if err != nil {
+				return consumeErr(ctx, err)
+			}
+			cursors[i] = next
+			if err := deliver(s, msgs); err != nil {
+				return consumeErr(ctx, err)
+			}
+			n, err := read(s, ">")
+			if err != nil {
+				return consumeErr(ctx, err)
+			}
+			busy = busy || n > 0 || len(msgs) > 0
+		}
+		if busy {
+			continue
+		}
+		t := time.NewTimer(c.Poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func consumeErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return errors.Join(ctx.Err(), err)
+	}
+	return fmt.Errorf("stock: consume: %w", err)
+}

@@ -1,0 +1,113 @@
+package stock
+
+import (
+	"time"
+
+	"github.com/redkit-go/redkit/internal/keys"
+	"github.com/redkit-go/redkit/internal/retry"
+	"github.com/redkit-go/redkit/internal/script"
+	"github.com/redkit-go/redkit/internal/valid"
+	"github.com/redkit-go/redkit/otelx"
+)
+
+// Option configures an Inventory.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// RetryPolicy bounds how often a write whose reply was lost is sent again
+// (with the same operation ID, so it is applied at most once).
+type RetryPolicy = retry.Policy
+
+type config struct {
+	prefix    string
+	window    time.Duration
+	retry     RetryPolicy
+	ack       script.Ack
+	providers otelx.Providers
+	label     string
+	// reclaimEvery is the reclaimer's period; 0 disables it.
+	reclaimEvery time.Duration
+	err          error // the first invalid option, returned by every call
+}
+
+func newConfig(opts []Option) config {
+	c := config{prefix: keys.DefaultPrefix, window: 24 * time.Hour, retry: retry.DefaultPolicy(),
+		reclaimEvery: time.Second}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
+	}
+	if err := valid.Prefix(c.prefix); err != nil && c.err == nil {
+		c.err = err
+	}
+	if err := valid.Duration("idempotency window", c.window, valid.IdemWindowMin, valid.IdemWindowMax); err != nil && c.err == nil {
+		c.err = err
+	}
+	if c.retry.Attempts < 1 {
+		c.retry.Attempts = 1
+	}
+	return c
+}
+
+// WithKeyPrefix sets the first part of every key (default "redkit"):
+// 1–64 bytes of A-Z a-z 0-9 . _ -. An invalid prefix makes every call
+// return an error wrapping ErrInvalid.
+func WithKeyPrefix(p string) Option { return optionFunc(func(c *config) { c.prefix = p }) }
+
+// WithIdempotencyWindow sets how long an operation's marker is kept
+// (default 24h, allowed 1m–30d). Within the window a repeated operation ID
+// returns the first result; after it, the same ID is a new operation.
+func WithIdempotencyWindow(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.window = d })
+}
+
+// WithRetry sets how a write whose reply was lost or that failed before it
+// ran is retried (default 3 attempts, 10ms–200ms jittered backoff, never
+// past the context's deadline). Attempts 1 disables retrying.
+func WithRetry(p RetryPolicy) Option { return optionFunc(func(c *config) { c.retry = p }) }
+
+// ErrReplicaAck is returned, joined with the operation's own outcome, when
+// WithReplicaAck is set and fewer replicas than asked acknowledged a write in
+// time. The write HAS happened on the primary (the Result is valid); it can
+// be lost if the primary fails before a replica has it.
+var ErrReplicaAck = script.ErrReplicaAck
+
+// WithReplicaAck makes every write wait until n replicas acknowledged it,
+// at most timeout (default: no waiting). WAIT is pipelined with the script on
+// the connection to the primary that owns the SKU's slot, so it counts this
+// write. timeout must be shorter than the client's ReadTimeout.
+func WithReplicaAck(n int, timeout time.Duration) Option {
+	return optionFunc(func(c *config) {
+		c.ack = script.Ack{Replicas: max(n, 0), Timeout: timeout, Required: true}
+	})
+}
+
+// WithReclaimInterval sets how often the background reclaimer returns the
+// units of expired holds of the SKUs this Inventory reserved (default 1s; 0
+// disables it). The reclaimer starts at the first Reserve and stops at
+// Close. Correctness does not depend on it: Deduct and Reserve reclaim
+// expired holds of their SKUs first, and Confirm after the deadline fails.
+func WithReclaimInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.reclaimEvery = max(d, 0) })
+}
+
+// SKUOption configures a SKU at Create.
+type SKUOption interface{ applySKU(*skuConfig) }
+
+type skuOptionFunc func(*skuConfig)
+
+func (f skuOptionFunc) applySKU(c *skuConfig) { f(c) }
+
+type skuConfig struct {
+	limit   int64
+	buckets int
+}
+
+// WithBuyerLimit caps the units of the SKU one buyer may hold reserved or
+// bought at once (default 0: no limit). Cancelled, expired and refunded
+// units count no more.
+func WithBuyerLimit(n int64) SKUOption { return skuOptionFunc(func(c *skuConfig) { c.limit = n }) }

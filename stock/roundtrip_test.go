@@ -1,0 +1,46 @@
+package stock_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/redkit-go/redkit/stock"
+)
+
+// Every write is one round trip once its script is loaded; a fresh server
+// costs one more (NOSCRIPT, then EVAL) on the first call only.
+func TestInventory_oneRoundTripPerOperation(t *testing.T) {
+	_, rdb, prefix := newInventory(t)
+	ctx := t.Context()
+	require.NoError(t, rdb.ScriptFlush(ctx).Err())
+	counted := shared.Client()
+	rt := &roundTrips{}
+	counted.AddHook(rt)
+	inv := stock.New(counted, stock.WithKeyPrefix(prefix), stock.WithReclaimInterval(0))
+	defer inv.Close()
+
+	require.NoError(t, inv.Create(ctx, "sku", 100, stock.WithBuyerLimit(50)))
+	steps := []struct {
+		name string
+		call func() error
+	}{
+		{"deduct", func() error { _, err := inv.Deduct(ctx, order("o1", "u", "sku", 1)); return err }},
+		{"deduct replay", func() error { _, err := inv.Deduct(ctx, order("o1", "u", "sku", 1)); return err }},
+		{"reserve", func() error { _, err := inv.Reserve(ctx, order("o2", "u", "sku", 1), time.Minute); return err }},
+		{"confirm", func() error { _, err := inv.Confirm(ctx, order("o2", "u", "sku", 1)); return err }},
+		{"refund", func() error { _, err := inv.Refund(ctx, order("o1", "u", "sku", 1)); return err }},
+		{"restock", func() error { _, err := inv.Restock(ctx, "r1", "sku", 1); return err }},
+		{"level", func() error { _, err := inv.Level(ctx, "sku"); return err }},
+	}
+	for _, s := range steps {
+		// Load the script (first use), then count a second, identical-shaped call.
+		before := rt.n.Load()
+		require.NoError(t, s.call(), s.name)
+		require.LessOrEqual(t, rt.n.Load()-before, int64(2), s.name)
+		before = rt.n.Load()
+		require.NoError(t, s.call(), s.name)
+		require.Equal(t, int64(1), rt.n.Load()-before, s.name)
+	}
+}

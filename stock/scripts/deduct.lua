@@ -1,0 +1,220 @@
+-- deduct.lua: sell (or reserve) every item of one order, all or nothing,
+-- idempotent by order ID. All keys share the order's slot group {g}. This
+-- file is self-contained so it can be run and benchmarked on its own.
+--
+-- KEYS[1]      operation marker of the order  <p>:stock:v1:{g}:op:<order ID>
+-- then 4 keys per item i = 1..N, j = 1 + 4*(i-1):
+-- KEYS[j+1]    SKU hash (levels and settings)  <p>:stock:v1:{g}:sku:<sku>
+-- KEYS[j+2]    per-buyer units hash            <p>:stock:v1:{g}:buyers:<sku>
+-- KEYS[j+3]    journal stream                  <p>:stock:v1:{g}:journal:<sku>
+-- KEYS[j+4]    reservation deadline index      <p>:stock:v1:{g}:holds:<sku>
+--
+-- ARGV[1]      order ID
+-- ARGV[2]      buyer ID
+-- ARGV[3]      call nonce (same on every retry of one call)
+-- ARGV[4]      idempotency window in milliseconds (marker TTL)
+-- ARGV[5]      hold TTL in milliseconds: 0 sells now (Deduct); > 0 moves the
+--              units to reserved until Confirm, Cancel or the deadline (Reserve)
+-- ARGV[4+2i]   SKU of item i      (ARGV[6], ARGV[8], ...)
+-- ARGV[5+2i]   quantity of item i (ARGV[7], ARGV[9], ...), 1..2^53-1
+-- ARGV[6+2N]   optional: "final" stores "sold_out" for a bucketed SKU instead
+--              of replying "short"
+--
+-- A SKU split into B > 1 buckets (WithBuckets) is served by the buyer's home
+-- bucket, number hash(buyer) mod B with hash = (hash * 31 + byte) mod 2^32;
+-- KEYS are then that bucket's keys, tagged {g#k} (bucket 0 is {g}), and the
+-- SKU must be the order's only item.
+--
+-- Reply: {code, replayed, detail, deadline, a1, r1, s1, f1, a2, r2, s2, f2, ...}
+--   code      "ok" | "sold_out" | "limit" | "closed" | "not_found" | "cancelled"
+--             (a Cancel came first) | "overflow" (a level would pass 2^53-1)
+--             | "conflict" | "invalid" | "again" (expired holds were
+--             reclaimed but more remain and stock was short: nothing decided,
+--             call again with the same arguments) | "short" (a bucket ran
+--             short: nothing decided; refill it, call again) | "buckets"
+--             (KEYS are not the buyer's home bucket; detail = bucket count)
+--   replayed  1 when an earlier call (another nonce) had decided this order
+--   detail    refusal: 1-based index of the refused item; conflict: the
+--             differing field ("kind", "buyer", "items"); invalid: the reason
+--   deadline  reservations: the hold's deadline, Unix ms of the server clock
+--   a r s f   per item, on "ok": available, reserved, sold, refunded right
+--             after the order was first applied
+--
+-- A refusal is stored in the marker like a success, so a refused order stays
+-- refused when retried; a reservation cancelled since its first call is
+-- reported as "cancelled". Holds whose deadline has passed (at most 64 per SKU
+-- per call) are returned to available before the order is judged, so
+-- correctness never waits for the reclaimer.
+--
+-- Marker fields: k kind ("deduct" | "reserve"), b buyer, i items ("sku qty
+-- ..."), n nonce, r code, d detail, l levels, and for reservations s state
+-- ("held" | "confirmed" | "cancelled" | "refunded") and dl deadline.
+-- Hold members: "<qty> <buyer> <order ID>", scored by deadline.
+
+local MAX = 9007199254740991
+local n = (#KEYS - 1) / 4
+local id, buyer, nonce = ARGV[1], ARGV[2], ARGV[3]
+local window, ttl = tonumber(ARGV[4]), tonumber(ARGV[5])
+
+local function int(v, lo)
+  local x = tonumber(v)
+  if x and x == math.floor(x) and x >= lo and x <= MAX then return x end
+  return nil
+end
+local function fmt(x) return string.format('%d', x) end
+
+if n < 1 or n ~= math.floor(n) or (#ARGV ~= 5 + 2 * n and #ARGV ~= 6 + 2 * n) then
+  return {'invalid', 0, 'key or argument count', 0}
+end
+local final = ARGV[6 + 2 * n] == 'final'
+if not int(window, 1) then return {'invalid', 0, 'window', 0} end
+if not int(ttl, 0) then return {'invalid', 0, 'hold ttl', 0} end
+local kind = (ttl > 0) and 'reserve' or 'deduct'
+
+-- The canonical description of the order, compared on every retry.
+local skus, qtys, desc, seen = {}, {}, {}, {}
+for i = 1, n do
+  local sku, q = ARGV[4 + 2 * i], int(ARGV[5 + 2 * i], 1)
+  if not q then return {'invalid', 0, 'quantity of item ' .. i, 0} end
+  if seen[sku] then return {'invalid', 0, 'duplicate sku', 0} end
+  seen[sku] = true
+  skus[i], qtys[i] = sku, q
+  desc[#desc + 1] = sku .. ' ' .. fmt(q)
+end
+desc = table.concat(desc, ' ')
+
+local m = redis.call('HMGET', KEYS[1], 'k', 'b', 'i', 'n', 'r', 'd', 'l', 'dl', 's')
+if m[1] then
+  if m[1] ~= kind then return {'conflict', 0, 'kind', 0} end
+  if m[2] ~= buyer then return {'conflict', 0, 'buyer', 0} end
+  if m[3] ~= desc then return {'conflict', 0, 'items', 0} end
+  -- A reservation cancelled since is reported as cancelled, not as held.
+  if m[9] == 'cancelled' then return {'cancelled', 1, '', tonumber(m[8] or '0')} end
+  local reply = {m[5], (m[4] ~= nonce) and 1 or 0, m[6], tonumber(m[8] or '0')}
+  for v in string.gmatch(m[7], '%S+') do reply[#reply + 1] = tonumber(v) end
+  return reply
+end
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- Read everything and judge before the first write.
+local st = {}
+local code, detail = 'ok', ''
+for i = 1, n do
+  local j = 1 + 4 * (i - 1)
+  local h = redis.call('HMGET', KEYS[j + 1], 'available', 'reserved', 'sold', 'refunded', 'closed', 'limit',
+    'supply', 'buckets', 'bucket')
+  if not h[1] then
+    code, detail = 'not_found', i
+    break
+  end
+  local buckets = tonumber(h[8] or '1')
+  if buckets > 1 then
+    -- A SKU split into buckets: the buyer's home bucket only, alone.
+    if n > 1 then return {'invalid', 0, 'a SKU split into buckets must be alone in its order', 0} end
+    local hash = 0
+    for c = 1, #buyer do hash = (hash * 31 + string.byte(buyer, c)) % 4294967296 end
+    if hash % buckets ~= tonumber(h[9]) then return {'buckets', 0, tostring(buckets), 0} end
+  end
+  local s = {a = tonumber(h[1]), r = tonumber(h[2]), s = tonumber(h[3]), f = tonumber(h[4]),
+             limit = tonumber(h[6]), supply = h[7], had = 0, expired = {}}
+  st[i] = s
+  if s.limit > 0 then s.had = tonumber(redis.call('HGET', KEYS[j + 2], buyer) or '0') end
+  if s.r > 0 then
+    -- Lazy expiry: holds past their deadline count as available again.
+    local due = redis.call('ZRANGEBYSCORE', KEYS[j + 4], '-inf', now, 'LIMIT', 0, 64)
+    s.more = #due == 64
+    for _, member in ipairs(due) do
+      local eq, eb, eid = string.match(member, '^(%d+) (%S+) (%S+)$')
+      eq = tonumber(eq)
+      s.expired[#s.expired + 1] = {member = member, q = eq, buyer = eb, id = eid}
+      s.a, s.r = s.a + eq, s.r - eq
+      if eb == buyer then s.had = s.had - eq end
+    end
+  end
+  if h[5] == '1' then
+    code, detail = 'closed', i
+    break
+  end
+  if s.limit > 0 and s.had + qtys[i] > s.limit then
+    code, detail = 'limit', i
+    break
+  end
+  if s.a < qtys[i] then
+    -- More expired holds than one call reclaims: reclaim these, then let
+    -- the caller call again rather than store a refusal. A bucket that
+    -- runs short asks the caller to refill it from the other buckets.
+    if s.more then code = 'again'
+    elseif buckets > 1 and not final then code = 'short'
+    else code = 'sold_out' end
+    detail = i
+    break
+  end
+  if s.s + qtys[i] > MAX or s.r + qtys[i] > MAX then
+    code, detail = 'overflow', i
+    break
+  end
+end
+detail = tostring(detail)
+
+-- Writes. Expired holds are returned even when the order is refused.
+local levels = {}
+local deadline = 0
+if kind == 'reserve' then deadline = now + ttl end
+for i = 1, #st do
+  local j, s = 1 + 4 * (i - 1), st[i]
+  if #s.expired > 0 then
+    local a, r = s.a, s.r
+    for k = #s.expired, 1, -1 do
+      local e = s.expired[k]
+      a, r = a - e.q, r + e.q
+    end
+    for _, e in ipairs(s.expired) do
+      a, r = a + e.q, r - e.q
+      redis.call('ZREM', KEYS[j + 4], e.member)
+      if s.limit > 0 and redis.call('HINCRBY', KEYS[j + 2], e.buyer, fmt(-e.q)) <= 0 then
+        redis.call('HDEL', KEYS[j + 2], e.buyer)
+      end
+      redis.call('XADD', KEYS[j + 3], '*', 'op', e.id, 'kind', 'expire', 'sku', skus[i], 'buyer', e.buyer,
+        'd_avail', fmt(e.q), 'd_res', fmt(-e.q), 'avail', fmt(a), 'res', fmt(r), 'sold', fmt(s.s),
+        'ref', fmt(s.f), 'supply', s.supply)
+    end
+    if code ~= 'ok' then
+      redis.call('HSET', KEYS[j + 1], 'available', fmt(s.a), 'reserved', fmt(s.r))
+    end
+  end
+  if code == 'ok' then
+    local q = qtys[i]
+    if kind == 'reserve' then
+      s.a, s.r = s.a - q, s.r + q
+      redis.call('ZADD', KEYS[j + 4], deadline, fmt(q) .. ' ' .. buyer .. ' ' .. id)
+    else
+      s.a, s.s = s.a - q, s.s + q
+    end
+    redis.call('HSET', KEYS[j + 1], 'available', fmt(s.a), 'reserved', fmt(s.r), 'sold', fmt(s.s))
+    if s.limit > 0 then redis.call('HINCRBY', KEYS[j + 2], buyer, fmt(q)) end
+    local la, lr, ls, lf = fmt(s.a), fmt(s.r), fmt(s.s), fmt(s.f)
+    if kind == 'reserve' then
+      redis.call('XADD', KEYS[j + 3], '*', 'op', id, 'kind', 'reserve', 'sku', skus[i], 'buyer', buyer,
+        'd_avail', fmt(-q), 'd_res', fmt(q), 'avail', la, 'res', lr, 'sold', ls, 'ref', lf, 'supply', s.supply)
+    else
+      redis.call('XADD', KEYS[j + 3], '*', 'op', id, 'kind', 'deduct', 'sku', skus[i], 'buyer', buyer,
+        'd_avail', fmt(-q), 'd_sold', fmt(q), 'avail', la, 'res', lr, 'sold', ls, 'ref', lf, 'supply', s.supply)
+    end
+    levels[#levels + 1] = la .. ' ' .. lr .. ' ' .. ls .. ' ' .. lf
+  end
+end
+
+if code == 'again' or code == 'short' then return {code, 0, detail, 0} end
+local l = table.concat(levels, ' ')
+redis.call('HSET', KEYS[1], 'k', kind, 'b', buyer, 'i', desc, 'n', nonce, 'r', code, 'd', detail, 'l', l)
+local keep = window
+if kind == 'reserve' then
+  redis.call('HSET', KEYS[1], 's', 'held', 'dl', fmt(deadline))
+  keep = window + ttl
+end
+redis.call('PEXPIRE', KEYS[1], fmt(keep))
+local reply = {code, 0, detail, deadline}
+for v in string.gmatch(l, '%S+') do reply[#reply + 1] = tonumber(v) end
+return reply

@@ -1,0 +1,564 @@
+package stock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redkit-go/redkit/internal/keys"
+	"github.com/redkit-go/redkit/internal/retry"
+	"github.com/redkit-go/redkit/internal/script"
+	"github.com/redkit-go/redkit/internal/valid"
+)
+
+// MaxItems is the largest number of items in one order.
+const MaxItems = 64
+
+// maxAgain bounds the calls one write makes while its script keeps
+// reclaiming batches of expired holds (64 holds per SKU per call).
+const maxAgain = 1000
+
+// Inventory sells units of SKUs kept in Redis. It is safe for concurrent use.
+type Inventory struct {
+	rdb       redis.UniversalClient
+	cfg       config
+	space     keys.Space
+	reclaimer reclaimer
+	tel       *telemetry
+	buckets   sync.Map // SKU -> bucket count, fixed at Create
+}
+
+// New returns an Inventory storing its data through rdb, which may be a
+// single-node, failover or Cluster client. Options are checked here; an
+// invalid one makes every call return an error wrapping ErrInvalid.
+func New(rdb redis.UniversalClient, opts ...Option) *Inventory {
+	cfg := newConfig(opts)
+	return &Inventory{rdb: rdb, cfg: cfg, space: keys.Space{Prefix: cfg.prefix, Module: "stock", Version: 1},
+		tel: newTelemetry(cfg)}
+}
+
+// Close stops the Inventory's background work (the reservation reclaimer)
+// and waits for it. It does not close the Redis client. Close is idempotent;
+// reservations still expire lazily after Close.
+func (inv *Inventory) Close() error {
+	inv.reclaimer.close()
+	return nil
+}
+
+// Levels are the unit counts of a SKU. Available units can be sold; reserved
+// units are held for a pending order; sold counts every unit ever sold;
+// refunded counts sold units that came back (they are available again). So
+// supply = available + reserved + sold - refunded.
+type Levels struct {
+	Available, Reserved, Sold, Refunded int64
+}
+
+// Item is one line of an order.
+type Item struct {
+	SKU string
+	Qty int64
+}
+
+// Order is one purchase: all items or none. ID identifies the order for
+// idempotency: a retry must reuse it with the same buyer and items.
+type Order struct {
+	ID    string
+	Buyer string
+	Items []Item
+}
+
+// Result is the outcome of a write.
+type Result struct {
+	// Replayed is true when an earlier call with the same operation ID had
+	// already decided the operation and this call changed nothing. It is
+	// false when the first decision was made during this call, even if the
+	// call had to retry after a lost reply.
+	Replayed bool
+	// Levels holds, for each SKU the operation changed, its levels right
+	// after the operation was first applied (stored with the operation, so
+	// a replay returns the same numbers). Nil when the operation was refused.
+	Levels map[string]Levels
+	// Deadline is when a reservation's hold expires, on the Redis server's
+	// clock; zero for orders placed with Deduct.
+	Deadline time.Time
+}
+
+func (inv *Inventory) skuKey(g, sku string) string     { return inv.space.Key(g, "sku", sku) }
+func (inv *Inventory) buyersKey(g, sku string) string  { return inv.space.Key(g, "buyers", sku) }
+func (inv *Inventory) journalKey(g, sku string) string { return inv.space.Key(g, "journal", sku) }
+func (inv *Inventory) holdsKey(g, sku string) string   { return inv.space.Key(g, "holds", sku) }
+func (inv *Inventory) opKey(g, id string) string       { return inv.space.Key(g, "op", id) }
+
+func (inv *Inventory) windowMillis() string {
+	return strconv.FormatInt(inv.cfg.window.Milliseconds(), 10)
+}
+
+// checkSKU validates a SKU name and returns its slot group.
+func (inv *Inventory) checkSKU(sku string) (string, error) {
+	if inv.cfg.err != nil {
+		return "", inv.cfg.err
+	}
+	if err := valid.Name("sku", sku); err != nil {
+		return "", err
+	}
+	return keys.Group(sku), nil
+}
+
+// write runs a state-changing script, retrying a lost reply or a command
+// that certainly did not run with identical arguments. With WithReplicaAck,
+// ackErr reports a write that happened but was not acknowledged by enough
+// replicas in time.
+func (inv *Inventory) write(ctx context.Context, s *script.Script, keys []string, args []any) (reply []any, ackErr, err error) {
+	err = retry.Do(ctx, inv.cfg.retry, func(ctx context.Context, _ int) error {
+		// "again": the script reclaimed a batch of expired holds but decided
+		// nothing; the next call sees the units they returned.
+		for range maxAgain {
+			cmd, _, err := script.RunAck(ctx, inv.rdb, inv.cfg.ack, s, keys, args...)
+			ackErr = nil
+			if errors.Is(err, script.ErrReplicaAck) {
+				ackErr, err = err, nil
+			}
+			if err != nil {
+				return err
+			}
+			if reply, err = cmd.Slice(); err != nil || str(reply, 0) != "again" {
+				return err
+			}
+		}
+		return errors.New("stock: too many expired holds to reclaim in one call")
+	})
+	return reply, ackErr, err
+}
+
+// Create creates sku with initial available units (0..2^53-1). Creating a SKU
+// that already exists with the same settings changes nothing and returns nil,
+// so a retried Create is safe; with other settings it returns a
+// *ConflictError. Create never resets the levels of an existing SKU.
+func (inv *Inventory) Create(ctx context.Context, sku string, initial int64, opts ...SKUOption) error {
+	_, err := inv.tel.observe(ctx, "create", func(ctx context.Context) (Result, error) {
+		return Result{}, inv.create(ctx, sku, initial, opts)
+	})
+	return err
+}
+
+func (inv *Inventory) create(ctx context.Context, sku string, initial int64, opts []SKUOption) error {
+	g, err := inv.checkSKU(sku)
+	if err != nil {
+		return err
+	}
+	var sc skuConfig
+	for _, o := range opts {
+		if o != nil {
+			o.applySKU(&sc)
+		}
+	}
+	if initial != 0 {
+		if err := valid.Amount("initial stock", initial); err != nil {
+			return err
+		}
+	}
+	if sc.limit != 0 {
+		if err := valid.Amount("buyer limit", sc.limit); err != nil {
+			return err
+		}
+	}
+	b := sc.buckets
+	if b == 0 {
+		b = 1
+	}
+	if b < 1 || b > MaxBuckets {
+		return fmt.Errorf("%w: %d buckets, want 1..%d", ErrInvalid, b, MaxBuckets)
+	}
+	// A SKU that exists with another bucket count is a conflict, found
+	// before any bucket is written.
+	if have, err := inv.lookupBuckets(ctx, g, sku); err == nil && have != b {
+		return fmt.Errorf("stock: create %s: %w", sku, &ConflictError{ID: sku, Field: "buckets"})
+	} else if err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("stock: create %s: %w", sku, err)
+	}
+	// Bucket 0 last: it is where other calls learn the bucket count, so a
+	// SKU is visible only once every bucket exists.
+	for k := b - 1; k >= 0; k-- {
+		share := initial / int64(b)
+		if k == 0 {
+			share += initial % int64(b)
+		}
+		t := bucketTag(g, k)
+		reply, ackErr, err := inv.write(ctx, createScript, []string{inv.skuKey(t, sku), inv.journalKey(t, sku)},
+			[]any{sku, share, sc.limit, b, k})
+		if err != nil {
+			return fmt.Errorf("stock: create %s: %w", sku, err)
+		}
+		switch code, detail := str(reply, 0), str(reply, 1); code {
+		case "created", "exists":
+			err = ackErr
+		default:
+			err = refusal(code, sku, detail, "")
+		}
+		if err != nil {
+			return fmt.Errorf("stock: create %s: %w", sku, err)
+		}
+	}
+	inv.buckets.Store(sku, b)
+	return nil
+}
+
+// Restock adds qty units to sku's available stock, once per operation ID
+// opID. A closed SKU refuses with ErrClosed.
+func (inv *Inventory) Restock(ctx context.Context, opID, sku string, qty int64, opts ...CallOption) (Result, error) {
+	return inv.tel.observe(ctx, "restock", func(ctx context.Context) (Result, error) {
+		return inv.adjust(ctx, "restock", opID, sku, qty, opts)
+	})
+}
+
+// WriteOff removes qty available units from sku (damaged, lost, returned to
+// the supplier), once per operation ID opID. It refuses with ErrSoldOut when
+// fewer than qty units are available (units of expired holds count once
+// reclaimed; call Reclaim first to include them).
+func (inv *Inventory) WriteOff(ctx context.Context, opID, sku string, qty int64, opts ...CallOption) (Result, error) {
+	return inv.tel.observe(ctx, "writeoff", func(ctx context.Context) (Result, error) {
+		return inv.adjust(ctx, "writeoff", opID, sku, qty, opts)
+	})
+}
+
+func (inv *Inventory) adjust(ctx context.Context, kind, opID, sku string, qty int64, opts []CallOption) (Result, error) {
+	g, err := inv.checkSKU(sku)
+	cc, cerr := newCallConfig(opts)
+	if err == nil {
+		err = errors.Join(valid.Name("operation ID", opID), valid.Amount("quantity", qty), cerr)
+	}
+	if err != nil {
+		return Result{}, fmt.Errorf("stock: %s: %w", kind, err)
+	}
+	nonce := retry.Nonce()
+	var reply []any
+	var ackErr error
+	for round := 0; ; round++ {
+		// A SKU split into buckets: the operation's bucket is hash(op ID).
+		t := bucketTag(g, home(opID, inv.bucketsOf(sku)))
+		s, ks, args := inv.withFence(cc, t, adjustScript,
+			[]string{inv.opKey(t, opID), inv.skuKey(t, sku), inv.journalKey(t, sku)},
+			[]any{opID, sku, kind, qty, nonce, inv.windowMillis()})
+		reply, ackErr, err = inv.write(ctx, s, ks, args)
+		if err != nil {
+			return Result{}, fmt.Errorf("stock: %s %s: %w", kind, opID, err)
+		}
+		if str(reply, 0) != "buckets" || round > 0 {
+			break
+		}
+		inv.learnBuckets(sku, str(reply, 2))
+	}
+	res, err := decode(reply, opID, []string{sku})
+	if err = errors.Join(err, ackErr); err != nil {
+		return res, fmt.Errorf("stock: %s %s: %w", kind, opID, err)
+	}
+	return res, nil
+}
+
+// CloseSKU stops sales, reservations and restocks of sku for good. Holds
+// already taken can still be confirmed or cancelled, and write-offs still
+// work. Closing a closed SKU returns nil.
+func (inv *Inventory) CloseSKU(ctx context.Context, sku string) error {
+	_, err := inv.tel.observe(ctx, "close_sku", func(ctx context.Context) (Result, error) {
+		return Result{}, inv.closeSKU(ctx, sku)
+	})
+	return err
+}
+
+func (inv *Inventory) closeSKU(ctx context.Context, sku string) error {
+	g, err := inv.checkSKU(sku)
+	if err != nil {
+		return err
+	}
+	tags, err := inv.tags(ctx, g, sku)
+	if err != nil {
+		return fmt.Errorf("stock: close %s: %w", sku, err)
+	}
+	for _, t := range tags {
+		err = retry.Do(ctx, inv.cfg.retry, func(ctx context.Context, _ int) error {
+			return closeScript.Run(ctx, inv.rdb, []string{inv.skuKey(t, sku), inv.journalKey(t, sku)}, sku).Err()
+		})
+		if err != nil {
+			return fmt.Errorf("stock: close %s: %w", sku, err)
+		}
+	}
+	return nil
+}
+
+// Level returns the current levels of sku, or ErrNotFound. For a SKU split
+// into buckets it is the sum of the buckets' levels, read one bucket after
+// the other, and units moving between buckets are in none of them.
+func (inv *Inventory) Level(ctx context.Context, sku string) (Levels, error) {
+	g, err := inv.checkSKU(sku)
+	if err != nil {
+		return Levels{}, err
+	}
+	fields := []string{"available", "reserved", "sold", "refunded", "buckets"}
+	v, err := inv.rdb.HMGet(ctx, inv.skuKey(g, sku), fields...).Result()
+	if err != nil {
+		return Levels{}, fmt.Errorf("stock: level %s: %w", sku, err)
+	}
+	if v[0] == nil {
+		return Levels{}, fmt.Errorf("stock: level %s: %w", sku, ErrNotFound)
+	}
+	lv := levelsOf(v)
+	b, _ := strconv.Atoi(fmt.Sprint(v[4]))
+	if b <= 1 {
+		return lv, nil
+	}
+	inv.buckets.Store(sku, b)
+	cmds := make([]*redis.SliceCmd, b)
+	_, err = inv.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for k := 1; k < b; k++ {
+			cmds[k] = p.HMGet(ctx, inv.skuKey(bucketTag(g, k), sku), fields...)
+		}
+		return nil
+	})
+	if err != nil {
+		return Levels{}, fmt.Errorf("stock: level %s: %w", sku, err)
+	}
+	for k := 1; k < b; k++ {
+		lv = lv.add(levelsOf(cmds[k].Val()))
+	}
+	return lv, nil
+}
+
+func levelsOf(v []any) Levels {
+	n := func(i int) int64 { s, _ := v[i].(string); x, _ := strconv.ParseInt(s, 10, 64); return x }
+	return Levels{Available: n(0), Reserved: n(1), Sold: n(2), Refunded: n(3)}
+}
+
+func (l Levels) add(m Levels) Levels {
+	return Levels{l.Available + m.Available, l.Reserved + m.Reserved, l.Sold + m.Sold, l.Refunded + m.Refunded}
+}
+
+// Deduct sells every item of o at once, or none: it fails with an *ItemError
+// wrapping ErrSoldOut, ErrBuyerLimit, ErrClosed or ErrNotFound for the first
+// item that cannot be sold. The decision, success or refusal, is stored under
+// o.ID for the idempotency window: calling Deduct again with the same order
+// returns the same decision with Result.Replayed set, and the same ID with
+// another buyer or other items fails with a *ConflictError.
+//
+// Items may come in any order; each SKU may appear once. All SKUs must be in
+// one slot group (ErrCrossGroup otherwise). When the reply is lost and the
+// retries run out, the error wraps ErrUnknownOutcome: call Deduct again with
+// the same order to learn what happened.
+func (inv *Inventory) Deduct(ctx context.Context, o Order, opts ...CallOption) (Result, error) {
+	return inv.order(ctx, "deduct", deductScript, o, "0", nil, opts)
+}
+
+// order validates o and runs s (deduct.lua or hold.lua) with the keys of
+// o's items and the common arguments, followed by mode and extra.
+func (inv *Inventory) order(ctx context.Context, op string, s *script.Script, o Order, mode string,
+	extra func(items []Item) ([]any, error), opts []CallOption) (Result, error) {
+	return inv.tel.observe(ctx, op, func(ctx context.Context) (Result, error) {
+		return inv.runOrder(ctx, op, s, o, mode, extra, opts)
+	})
+}
+
+// runOrder is order without telemetry.
+func (inv *Inventory) runOrder(ctx context.Context, op string, s *script.Script, o Order, mode string,
+	extra func(items []Item) ([]any, error), opts []CallOption) (Result, error) {
+	c := inv.prepare(op, s, o, mode, extra, opts)
+	if c.err != nil {
+		return Result{}, c.err
+	}
+	for round := 0; ; round++ {
+		reply, ackErr, err := inv.write(ctx, c.script, c.keys, c.args)
+		if err != nil || round >= maxRoutingRounds {
+			return c.finish(reply, ackErr, err)
+		}
+		switch str(reply, 0) {
+		case "buckets":
+			// The SKU is split into buckets and this process did not
+			// know yet: route to the buyer's home bucket.
+			inv.learnBuckets(c.skus[0], str(reply, 2))
+			c = inv.prepare(op, s, o, mode, extra, opts)
+		case "short":
+			// The home bucket ran short: move units from the others, then
+			// try again; the last try decides, sold out or not.
+			moved, err := inv.refill(ctx, c.skus[0], o.Items[0].Qty, home(o.Buyer, inv.bucketsOf(c.skus[0])))
+			if err != nil {
+				return Result{}, fmt.Errorf("stock: %s %s: refill: %w", op, o.ID, err)
+			}
+			if moved == 0 || round >= maxRoutingRounds-2 {
+				c.markFinal()
+			}
+		default:
+			return c.finish(reply, ackErr, err)
+		}
+	}
+}
+
+// orderCall is one script call for an order, built before any I/O.
+type orderCall struct {
+	op, id string
+	script *script.Script
+	keys   []string
+	args   []any
+	skus   []string
+	fenced bool  // the last argument is a fence token
+	err    error // invalid input: nothing may be sent
+}
+
+func (inv *Inventory) prepare(op string, s *script.Script, o Order, mode string,
+	extra func(items []Item) ([]any, error), opts []CallOption) orderCall {
+	c := orderCall{op: op, id: o.ID}
+	g, items, err := inv.checkOrder(o)
+	var more []any
+	if err == nil && extra != nil {
+		more, err = extra(items)
+	}
+	cc, cerr := newCallConfig(opts)
+	if err = errors.Join(err, cerr); err != nil {
+		c.err = fmt.Errorf("stock: %s: %w", op, err)
+		return c
+	}
+	if len(items) == 1 {
+		// A SKU split into buckets is served by the buyer's home bucket.
+		if b := inv.bucketsOf(items[0].SKU); b > 1 {
+			g = bucketTag(g, home(o.Buyer, b))
+		}
+	}
+	ks := make([]string, 1, 1+4*len(items))
+	ks[0] = inv.opKey(g, o.ID)
+	args := make([]any, 5, 5+3*len(items))
+	args[0], args[1], args[2], args[3], args[4] = o.ID, o.Buyer, retry.Nonce(), inv.windowMillis(), mode
+	c.skus = make([]string, len(items))
+	for i, it := range items {
+		c.skus[i] = it.SKU
+		ks = append(ks, inv.skuKey(g, it.SKU), inv.buyersKey(g, it.SKU), inv.journalKey(g, it.SKU), inv.holdsKey(g, it.SKU))
+		args = append(args, it.SKU, it.Qty)
+	}
+	args = append(args, more...)
+	c.script, c.keys, c.args = inv.withFence(cc, g, s, ks, args)
+	c.fenced = cc.fence != nil
+	return c
+}
+
+// markFinal asks deduct.lua to decide even when a bucket is short: the
+// optional "final" argument goes after the items, before a fence token.
+func (c *orderCall) markFinal() {
+	if len(c.args) > 0 && c.args[len(c.args)-1] == "final" || c.fenced && c.args[len(c.args)-2] == "final" {
+		return
+	}
+	if c.fenced {
+		token := c.args[len(c.args)-1]
+		c.args = append(c.args[:len(c.args)-1], "final", token)
+		return
+	}
+	c.args = append(c.args, "final")
+}
+
+// finish turns the script's reply (or the error of the call) into the
+// operation's result.
+func (c orderCall) finish(reply []any, ackErr, err error) (Result, error) {
+	if err != nil {
+		return Result{}, fmt.Errorf("stock: %s %s: %w", c.op, c.id, err)
+	}
+	res, err := decode(reply, c.id, c.skus)
+	if err = errors.Join(err, ackErr); err != nil {
+		return res, fmt.Errorf("stock: %s %s: %w", c.op, c.id, err)
+	}
+	return res, nil
+}
+
+// checkOrder validates o and returns its slot group and its items sorted by
+// SKU (the canonical order the scripts store and compare).
+func (inv *Inventory) checkOrder(o Order) (string, []Item, error) {
+	if inv.cfg.err != nil {
+		return "", nil, inv.cfg.err
+	}
+	if err := errors.Join(valid.Name("order ID", o.ID), valid.Name("buyer", o.Buyer)); err != nil {
+		return "", nil, err
+	}
+	if len(o.Items) == 0 || len(o.Items) > MaxItems {
+		return "", nil, fmt.Errorf("%w: order has %d items, want 1..%d", ErrInvalid, len(o.Items), MaxItems)
+	}
+	items := slices.Clone(o.Items)
+	slices.SortFunc(items, func(a, b Item) int { return cmpString(a.SKU, b.SKU) })
+	g := keys.Group(items[0].SKU)
+	for i, it := range items {
+		if err := errors.Join(valid.Name("sku", it.SKU), valid.Amount("quantity of "+it.SKU, it.Qty)); err != nil {
+			return "", nil, err
+		}
+		if i > 0 && items[i-1].SKU == it.SKU {
+			return "", nil, fmt.Errorf("%w: sku %s appears twice", ErrInvalid, it.SKU)
+		}
+		if keys.Group(it.SKU) != g {
+			return "", nil, fmt.Errorf("%w: %s and %s", ErrCrossGroup, items[0].SKU, it.SKU)
+		}
+	}
+	return g, items, nil
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// decode reads a {code, replayed, detail, deadline, levels...} reply.
+func decode(reply []any, id string, skus []string) (Result, error) {
+	code, detail := str(reply, 0), str(reply, 2)
+	res := Result{Replayed: num(reply, 1) == 1}
+	if ms := num(reply, 3); ms > 0 {
+		res.Deadline = time.UnixMilli(ms)
+	}
+	if code == "ok" {
+		if len(reply) == 4 {
+			return res, nil // an action that changed no level (Cancel of an expired hold)
+		}
+		if len(reply) != 4+4*len(skus) {
+			return res, fmt.Errorf("stock: reply has %d values for %d skus", len(reply), len(skus))
+		}
+		res.Levels = make(map[string]Levels, len(skus))
+		for i, sku := range skus {
+			j := 4 + 4*i
+			res.Levels[sku] = Levels{Available: num(reply, j), Reserved: num(reply, j+1), Sold: num(reply, j+2), Refunded: num(reply, j+3)}
+		}
+		return res, nil
+	}
+	sku := ""
+	if k, err := strconv.Atoi(detail); err == nil && k >= 1 && k <= len(skus) {
+		sku = skus[k-1]
+	}
+	return res, refusal(code, id, detail, sku)
+}
+
+func str(reply []any, i int) string {
+	if i >= len(reply) {
+		return ""
+	}
+	switch v := reply[i].(type) {
+	case string:
+		return v
+	case int64:
+		return strconv.FormatInt(v, 10)
+	}
+	return ""
+}
+
+func num(reply []any, i int) int64 {
+	if i >= len(reply) {
+		return 0
+	}
+	switch v := reply[i].(type) {
+	case int64:
+		return v
+	case string:
+		n, _ := strconv.ParseInt(v, 10, 64)
+		return n
+	}
+	return 0
+}

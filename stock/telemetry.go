@@ -1,0 +1,143 @@
+package stock
+
+import (
+	"context"
+	"errors"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/redkit-go/redkit/otelx"
+)
+
+// ScopeName is the instrumentation scope of this package's spans and
+// metrics.
+const ScopeName = "github.com/redkit-go/redkit/stock"
+
+// WithTracerProvider sets the provider of the stock.* spans (default: the
+// global provider). nil is ignored.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return optionFunc(func(c *config) {
+		if tp != nil {
+			c.providers.Tracer = tp
+		}
+	})
+}
+
+// WithMeterProvider sets the provider of the redkit.stock.* metrics
+// (default: the global provider). nil is ignored.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) {
+		if mp != nil {
+			c.providers.Meter = mp
+		}
+	})
+}
+
+// WithLabel sets a low-cardinality label recorded as redkit.label on spans
+// and metrics (default none), for telling inventories apart. SKUs, order
+// IDs, buyers and quantities never appear in telemetry.
+func WithLabel(label string) Option { return optionFunc(func(c *config) { c.label = label }) }
+
+// telemetry holds the instruments of one Inventory. Spans are named
+// "stock.<operation>" (stock.deduct, stock.reserve, ...) and carry
+// redkit.outcome and redkit.replayed. Metrics:
+//
+//	redkit.stock.operations        {operation}  counter, by operation and outcome
+//	redkit.stock.reclaim.lag       s            histogram: how long past its deadline the
+//	                                            oldest hold of a reclaimer batch was
+//	redkit.stock.reclaim.holds     {hold}       counter of holds the reclaimer returned
+type telemetry struct {
+	tracer    trace.Tracer
+	label     string
+	ops       metric.Int64Counter
+	lag       metric.Float64Histogram
+	reclaimed metric.Int64Counter
+}
+
+func newTelemetry(c config) *telemetry {
+	t := &telemetry{tracer: c.providers.TracerFor(ScopeName), label: c.label}
+	m := c.providers.MeterFor(ScopeName)
+	// Instrument creation fails only on invalid names; the returned no-op
+	// instruments keep working.
+	t.ops, _ = m.Int64Counter("redkit.stock.operations", metric.WithUnit("{operation}"),
+		metric.WithDescription("Stock operations by operation and outcome."))
+	t.lag, _ = m.Float64Histogram("redkit.stock.reclaim.lag", metric.WithUnit("s"),
+		metric.WithDescription("How long past its deadline the oldest expired hold of a reclaimer batch was."))
+	t.reclaimed, _ = m.Int64Counter("redkit.stock.reclaim.holds", metric.WithUnit("{hold}"),
+		metric.WithDescription("Expired holds returned to available by the reclaimer."))
+	return t
+}
+
+// observe runs one operation inside a span and counts its outcome.
+func (t *telemetry) observe(ctx context.Context, op string, fn func(ctx context.Context) (Result, error)) (Result, error) {
+	ctx, span := otelx.Start(ctx, t.tracer, "stock."+op, t.label)
+	res, err := fn(ctx)
+	outcome, failure := outcomeOf(res, err)
+	span.SetAttributes(attribute.Bool(otelx.AttrReplayed, res.Replayed))
+	otelx.End(span, outcome, failure)
+	t.count(ctx, op, outcome)
+	return res, err
+}
+
+func (t *telemetry) count(ctx context.Context, op, outcome string) {
+	attrs := []attribute.KeyValue{attribute.String("redkit.operation", op), attribute.String(otelx.AttrOutcome, outcome)}
+	if t.label != "" {
+		attrs = append(attrs, attribute.String(otelx.AttrLabel, t.label))
+	}
+	t.ops.Add(ctx, 1, metric.WithAttributes(attrs...))
+}
+
+func (t *telemetry) reclaimedBatch(ctx context.Context, res ReclaimResult) {
+	if res.Reclaimed == 0 {
+		return
+	}
+	var opt metric.MeasurementOption = metric.WithAttributes()
+	if t.label != "" {
+		opt = metric.WithAttributes(attribute.String(otelx.AttrLabel, t.label))
+	}
+	t.reclaimed.Add(ctx, int64(res.Reclaimed), opt)
+	t.lag.Record(ctx, res.Lag.Seconds(), opt)
+}
+
+// outcomes, in the order they are tested: business refusals are outcomes,
+// not span errors.
+var outcomes = []struct {
+	err     error
+	outcome string
+}{
+	{ErrSoldOut, "sold_out"},
+	{ErrBuyerLimit, "buyer_limit"},
+	{ErrClosed, "closed"},
+	{ErrNotFound, "not_found"},
+	{ErrConflict, "conflict"},
+	{ErrCancelled, "cancelled"},
+	{ErrHoldExpired, "hold_expired"},
+	{ErrStaleFence, "stale_fence"},
+	{ErrCrossGroup, "invalid"},
+	{ErrInvalid, "invalid"},
+}
+
+// outcomeOf returns the outcome attribute of a call and the error to mark
+// the span with (nil for refusals and replays).
+func outcomeOf(res Result, err error) (string, error) {
+	switch {
+	case errors.Is(err, ErrReplicaAck):
+		return "replica_ack_missing", err
+	case errors.Is(err, ErrUnknownOutcome):
+		return "unknown_outcome", err
+	}
+	for _, o := range outcomes {
+		if errors.Is(err, o.err) {
+			return o.outcome, nil
+		}
+	}
+	switch {
+	case err != nil:
+		return "error", err
+	case res.Replayed:
+		return "replayed", nil
+	}
+	return "ok", nil
+}
