@@ -1,0 +1,290 @@
+package wallet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redkit-go/redkit/internal/keys"
+	"github.com/redkit-go/redkit/internal/retry"
+)
+
+// Journal entry kinds of a transfer across slot groups (besides
+// KindTransferIn on the destination).
+const (
+	KindTransferHold = "transfer_hold" // the amount is held on the source
+	KindTransferVoid = "transfer_void" // the destination refused: the hold is released
+)
+
+// Steps of a transfer across slot groups, in order.
+const (
+	stepBegin  = 1 // source: record + hold (xbegin)
+	stepCredit = 2 // destination: credit or refuse (xcredit)
+	stepFinish = 3 // source: post or release the hold (xfinish)
+	stepClean  = 4 // destination: inbound record expires after the window
+	stepDone   = 5 // source: off the in-flight index, record expires (xdone)
+	allSteps   = stepDone
+)
+
+// crossTransfer moves money between accounts of different slot groups in
+// the steps above, each an idempotent script in one group. stop < allSteps
+// ends it early (a crash, in tests).
+func (l *Ledger) crossTransfer(ctx context.Context, t Transfer, opts []CallOption, stop int) (Result, error) {
+	res := Result{TxID: t.ID}
+	ga := keys.Group(t.From)
+	fenceKeys, fenceArgs, err := l.fence(ga, opts)
+	if err != nil {
+		return res, err
+	}
+	fk := l.accountKeys(t.From)
+	v, err := l.write(ctx, xbeginScript,
+		append([]string{fk[0], fk[1], l.txKey(ga, t.ID), fk[2], fk[3], l.space.Key(ga, "xpend")}, fenceKeys...),
+		append([]any{t.ID, t.From, t.To, strconv.FormatInt(t.Amount, 10), t.Memo, retry.Nonce(),
+			l.cfg.window.Milliseconds()}, fenceArgs...)...)
+	if v == nil {
+		return res, fmt.Errorf("transfer %s: %w", t.ID, err)
+	}
+	beginAck := err
+	r := strs(v)
+	res.Replayed = status(r, 1) == "1"
+	switch status(r, 0) {
+	case "conflict":
+		return res, &ConflictError{ID: t.ID, Field: status(r, 2)}
+	case "pending", "posted", "voided":
+	default:
+		_, rerr := decodePosting("transfer", t.ID, r, &res, t.From, t.To)
+		return res, rerr
+	}
+	r, ackErr, err := l.settle(ctx, t, r, stop)
+	if err != nil {
+		return res, fmt.Errorf("transfer %s: %w", t.ID, err)
+	}
+	if status(r, 0) == "pending" { // stopped early (tests)
+		return res, nil
+	}
+	// A failed clean-up leaves the transfer on the in-flight index, where
+	// Recover finishes it; the caller's transfer is done either way.
+	_ = l.forget(ctx, t, stop)
+	res, err = decodeCross(t, r, res)
+	if ackErr = errors.Join(beginAck, ackErr); err == nil && ackErr != nil {
+		err = fmt.Errorf("transfer %s: %w", t.ID, ackErr)
+	}
+	return res, err
+}
+
+// settle runs steps 2 and 3 of a transfer whose record exists (r is the
+// state reply of xbegin or xfinish) and returns its final state; stop
+// ends it early (tests). ackErr reports replicas that did not acknowledge
+// a step (WithReplicaAck); the steps were applied all the same.
+func (l *Ledger) settle(ctx context.Context, t Transfer, r []string, stop int) (final []string, ackErr, err error) {
+	if status(r, 0) != "pending" || stop <= stepBegin {
+		return r, nil, nil
+	}
+	tk := l.accountKeys(t.To)
+	v, ackErr := l.write(ctx, xcreditScript,
+		[]string{tk[0], tk[1], l.space.Key(keys.Group(t.To), "xin", t.ID), tk[2], tk[3]},
+		t.ID, t.From, t.To, strconv.FormatInt(t.Amount, 10), status(r, 3), t.Memo, l.cfg.window.Milliseconds())
+	if v == nil {
+		return nil, nil, ackErr
+	}
+	c := strs(v)
+	if len(c) != 6 {
+		return nil, nil, fmt.Errorf("unexpected reply %q", c)
+	}
+	if stop <= stepCredit {
+		return r, ackErr, nil
+	}
+	fk := l.accountKeys(t.From)
+	v, err = l.write(ctx, xfinishScript, []string{fk[0], fk[1], l.txKey(keys.Group(t.From), t.ID)},
+		t.ID, c[0], c[1], c[2], c[3], c[4], c[5])
+	if v == nil {
+		return nil, nil, err
+	}
+	if r = strs(v); status(r, 0) == "missing" {
+		return nil, nil, fmt.Errorf("record of %s vanished", t.ID)
+	}
+	return r, errors.Join(ackErr, err), nil
+}
+
+// forget runs steps 4 and 5 of a finished transfer: its records expire
+// after the window and it leaves the in-flight index. stop ends it early.
+func (l *Ledger) forget(ctx context.Context, t Transfer, stop int) error {
+	if stop < stepClean {
+		return nil
+	}
+	err := retry.Do(ctx, l.cfg.policy, func(ctx context.Context, _ int) error {
+		return l.rdb.PExpire(ctx, l.space.Key(keys.Group(t.To), "xin", t.ID), l.cfg.window).Err()
+	})
+	if err != nil || stop < stepDone {
+		return err
+	}
+	ga := keys.Group(t.From)
+	_, err = l.run(ctx, xdoneScript, []string{l.txKey(ga, t.ID), l.space.Key(ga, "xpend")}, t.ID,
+		l.cfg.window.Milliseconds())
+	return err
+}
+
+// decodeCross reads a final state reply {state, replayed, ”, currency,
+// reason, time, entry, posted, held, overdraft, to_entry, to_currency,
+// to_overdraft, to_posted, to_held}.
+func decodeCross(t Transfer, r []string, res Result) (Result, error) {
+	if len(r) < 15 {
+		return res, fmt.Errorf("transfer %s: unexpected reply %q", t.ID, r)
+	}
+	ms, _ := strconv.ParseInt(r[5], 10, 64)
+	res.Time = time.UnixMilli(ms)
+	res.EntryID = r[6]
+	res.Balance = decodeBalance([]string{r[3], r[9], r[7], r[8], "0"})
+	if r[0] == "posted" {
+		res.ToEntryID = r[10]
+		res.To = decodeBalance([]string{r[11], r[12], r[13], r[14], "0"})
+		return res, nil
+	}
+	var refusal error
+	switch r[4] {
+	case "to_not_found":
+		refusal = fmt.Errorf("account %s: %w", t.To, ErrAccountNotFound)
+	case "to_closed":
+		refusal = fmt.Errorf("account %s: %w", t.To, ErrClosed)
+	case "currency":
+		refusal = ErrCurrencyMismatch
+	default:
+		refusal = fmt.Errorf("%w: destination balance would exceed 9007199254740991", ErrInvalid)
+	}
+	return res, fmt.Errorf("transfer %s: %w", t.ID, refusal)
+}
+
+// Recover finishes every transfer across slot groups that a crashed or
+// cancelled call left in flight (its amount held on the source), and
+// forgets finished ones still on the in-flight index. It returns how many
+// transfers it handled. Transfers still being run by live calls may be
+// handled too; every step is idempotent, so that is harmless.
+//
+// It finds them by scanning the keyspace (SCAN, on every primary of a
+// Cluster) for the in-flight index keys, so call it now and then (for
+// example at start-up, or through WithRecovery), not on every request.
+func (l *Ledger) Recover(ctx context.Context) (n int, err error) {
+	ctx, op := l.tel.start(ctx, "recover")
+	defer func() { op.end(err, false) }()
+	if err := l.check(); err != nil {
+		return 0, err
+	}
+	idx, err := scanKeys(ctx, l.rdb, l.space.Prefix+":wallet:v1:{*}:xpend")
+	if err != nil {
+		return 0, fmt.Errorf("recover: %w", err)
+	}
+	var errs []error
+	for _, key := range idx {
+		open, close := strings.IndexByte(key, '{'), strings.IndexByte(key, '}')
+		if open < 0 || close < open {
+			continue
+		}
+		group := key[open+1 : close]
+		ids, err := l.rdb.ZRange(ctx, key, 0, -1).Result()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, id := range ids {
+			if err := l.recoverOne(ctx, group, key, id); err != nil {
+				errs = append(errs, fmt.Errorf("transfer %s: %w", id, err))
+				continue
+			}
+			n++
+		}
+	}
+	if len(errs) > 0 {
+		return n, fmt.Errorf("recover: %w", errors.Join(errs...))
+	}
+	return n, nil
+}
+
+func (l *Ledger) recoverOne(ctx context.Context, group, indexKey, id string) error {
+	rec, err := l.rdb.HGetAll(ctx, l.txKey(group, id)).Result()
+	if err != nil {
+		return err
+	}
+	if rec["k"] != "xtransfer" {
+		return l.rdb.ZRem(ctx, indexKey, id).Err() // forgotten record: nothing left to do
+	}
+	amount, _ := strconv.ParseInt(rec["n"], 10, 64)
+	t := Transfer{ID: id, From: rec["a"], To: rec["b"], Amount: amount, Memo: rec["m"]}
+	state := []string{rec["s"], "0", "", rec["cur"]}
+	if _, _, err := l.settle(ctx, t, state, allSteps); err != nil {
+		return err
+	}
+	return l.forget(ctx, t, allSteps)
+}
+
+// scanKeys lists the keys matching pattern on every primary.
+func scanKeys(ctx context.Context, rdb redis.UniversalClient, pattern string) ([]string, error) {
+	scan := func(ctx context.Context, c *redis.Client) ([]string, error) {
+		var found []string
+		it := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		for it.Next(ctx) {
+			found = append(found, it.Val())
+		}
+		return found, it.Err()
+	}
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return scan(ctx, c)
+	case *redis.ClusterClient:
+		var (
+			mu  sync.Mutex
+			all []string
+		)
+		err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			found, err := scan(ctx, m)
+			mu.Lock()
+			all = append(all, found...)
+			mu.Unlock()
+			return err
+		})
+		return all, err
+	}
+	return nil, fmt.Errorf("%w: Recover needs a *redis.Client or *redis.ClusterClient, not %T", ErrInvalid, rdb)
+}
+
+// recoverer runs Recover every interval until Close (WithRecovery).
+type recoverer struct {
+	stop chan struct{}
+	done chan struct{}
+}
+
+func (l *Ledger) startRecoverer(every time.Duration) {
+	r := &recoverer{stop: make(chan struct{}), done: make(chan struct{})}
+	l.recoverer = r
+	go func() {
+		defer close(r.done)
+		ctx, cancel := untilClosed(r.stop)
+		defer cancel()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			_, _ = l.Recover(ctx) // failures are retried on the next tick
+			select {
+			case <-r.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+func (r *recoverer) close() {
+	if r == nil {
+		return
+	}
+	select {
+	case <-r.stop:
+	default:
+		close(r.stop)
+	}
+	<-r.done
+}

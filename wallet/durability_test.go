@@ -1,0 +1,122 @@
+package wallet_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redkit-go/redkit/redistest"
+	"github.com/redkit-go/redkit/wallet"
+	"github.com/stretchr/testify/require"
+)
+
+// With appendfsync always, every posting acknowledged before a kill -9 is
+// there after the restart, exactly once.
+func TestLedger_killRestart_noAcknowledgedPostingLost(t *testing.T) {
+	runKillRestart(t, 1)
+}
+
+func TestChaos_Ledger_killRestartRepeated(t *testing.T) {
+	if os.Getenv("RUN_CHAOS") == "" {
+		t.Skip("chaos tier: make chaos")
+	}
+	runKillRestart(t, 20*chaosScale())
+}
+
+// runKillRestart posts from 8 goroutines while the server is killed and
+// restarted kills times, then checks every acknowledged posting.
+func runKillRestart(t *testing.T, kills int) {
+	ctx := t.Context()
+	srv := redistest.New(t, redistest.Options{AOF: true, AppendFsync: "always"})
+	led := wallet.New(srv.Client(), wallet.WithRetry(3, 20*time.Millisecond, 100*time.Millisecond))
+	accounts := []string{"k/a", "k/b", "k/c", "k/d"}
+	for _, a := range accounts {
+		require.NoError(t, led.Open(ctx, a, wallet.WithCurrency("CNY")))
+	}
+
+	var (
+		mu      sync.Mutex
+		acked   = map[string]int64{} // account -> sum of acknowledged deltas
+		ackedTx []string
+		posted  atomic.Int64
+		stop    = make(chan struct{})
+		wg      sync.WaitGroup
+	)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := fmt.Sprintf("w%d-%d", w, i)
+				a, b := accounts[(w+i)%4], accounts[(w+i+1)%4]
+				amt := int64(1 + i%50)
+				_, _, err := definite(ctx, func() (wallet.Result, error) {
+					if i%3 == 2 {
+						return led.Transfer(ctx, wallet.Transfer{ID: id, From: a, To: b, Amount: amt})
+					}
+					return led.Credit(ctx, wallet.Tx{ID: id, Account: a, Amount: amt})
+				})
+				switch {
+				case err == nil:
+					mu.Lock()
+					if i%3 == 2 {
+						acked[a] -= amt
+						acked[b] += amt
+					} else {
+						acked[a] += amt
+					}
+					ackedTx = append(ackedTx, id)
+					mu.Unlock()
+					posted.Add(1)
+				case errors.Is(err, wallet.ErrInsufficientFunds):
+				default:
+					t.Errorf("%s: %v", id, err)
+					return
+				}
+			}
+		})
+	}
+	var before int64
+	for range kills {
+		before = posted.Load()
+		waitFor(t, func() bool { return posted.Load() >= before+300 })
+		require.NoError(t, srv.Kill())
+		time.Sleep(100 * time.Millisecond)
+		require.NoError(t, srv.Restart(ctx))
+	}
+	before = posted.Load()
+	waitFor(t, func() bool { return posted.Load() >= before+300 })
+	close(stop)
+	wg.Wait()
+
+	for _, a := range accounts {
+		bal, err := led.Balance(ctx, a)
+		require.NoError(t, err)
+		require.Equal(t, acked[a], bal.Posted, "%s: every acknowledged posting, once", a)
+		require.NoError(t, led.Verify(ctx, a))
+	}
+	seen := map[string]int{}
+	for _, a := range accounts {
+		ents, next, err := led.Entries(ctx, a, "", wallet.MaxPage)
+		for next != "" && err == nil {
+			var more []wallet.Entry
+			more, next, err = led.Entries(ctx, a, next, wallet.MaxPage)
+			ents = append(ents, more...)
+		}
+		require.NoError(t, err)
+		for _, e := range ents {
+			seen[e.TxID]++
+		}
+	}
+	for _, id := range ackedTx {
+		require.NotZero(t, seen[id], "acknowledged %s missing from the journal", id)
+	}
+	t.Logf("%d postings acknowledged across %d kills", len(ackedTx), kills)
+}

@@ -1,0 +1,94 @@
+package wallet_test
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redkit-go/redkit/lock"
+	"github.com/redkit-go/redkit/redistest"
+	"github.com/redkit-go/redkit/wallet"
+	"github.com/stretchr/testify/require"
+)
+
+func TestLedger_WithFence_refusesStaleToken(t *testing.T) {
+	ctx := t.Context()
+	led, rdb, prefix := newLedger(t)
+	require.NoError(t, led.Open(ctx, "m/a", wallet.WithCurrency("CNY")))
+	require.NoError(t, led.Open(ctx, "m/b", wallet.WithCurrency("CNY")))
+	_, err := led.Credit(ctx, wallet.Tx{ID: "c1", Account: "m/a", Amount: 100})
+	require.NoError(t, err)
+
+	// Two leases of one lock: the second has the higher token.
+	locks := lock.New(rdb, lock.WithKeyPrefix(prefix))
+	defer locks.Close()
+	m := locks.Mutex("payout", lock.WithTTL(time.Second), lock.WithWatchdog(false))
+	old, err := m.Acquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, old.Release(ctx))
+	cur, err := m.Acquire(ctx)
+	require.NoError(t, err)
+	defer cur.Release(ctx)
+
+	_, err = led.Debit(ctx, wallet.Tx{ID: "d1", Account: "m/a", Amount: 10}, wallet.WithFence(cur.Fence()))
+	require.NoError(t, err)
+	before := keysUnder(t, rdb, prefix+":wallet")
+	stale := wallet.WithFence(old.Fence())
+	_, err = led.Debit(ctx, wallet.Tx{ID: "d2", Account: "m/a", Amount: 10}, stale)
+	require.ErrorIs(t, err, wallet.ErrStaleFence)
+	_, err = led.Transfer(ctx, wallet.Transfer{ID: "t1", From: "m/a", To: "m/b", Amount: 1}, stale)
+	require.ErrorIs(t, err, wallet.ErrStaleFence)
+	_, err = led.Hold(ctx, wallet.HoldReq{ID: "h1", Account: "m/a", Amount: 1, TTL: time.Minute}, stale)
+	require.ErrorIs(t, err, wallet.ErrStaleFence)
+	require.ElementsMatch(t, before, keysUnder(t, rdb, prefix+":wallet"), "a stale call writes nothing")
+
+	// The same token again is the same lease writing again.
+	res, err := led.Debit(ctx, wallet.Tx{ID: "d3", Account: "m/a", Amount: 10}, wallet.WithFence(cur.Fence()))
+	require.NoError(t, err)
+	require.Equal(t, int64(80), res.Balance.Posted)
+	_, err = led.Hold(ctx, wallet.HoldReq{ID: "h2", Account: "m/a", Amount: 5, TTL: time.Minute}, wallet.WithFence(cur.Fence()))
+	require.NoError(t, err)
+	_, err = led.Capture(ctx, "m/a", "h2", 5, stale)
+	require.ErrorIs(t, err, wallet.ErrStaleFence)
+	_, err = led.Void(ctx, "m/a", "h2", wallet.WithFence(cur.Fence()))
+	require.NoError(t, err)
+
+	// A replay of a transaction applied under the current lease is returned
+	// whatever the token.
+	res, err = led.Debit(ctx, wallet.Tx{ID: "d1", Account: "m/a", Amount: 10}, stale)
+	require.NoError(t, err)
+	require.True(t, res.Replayed)
+
+	_, err = led.Debit(ctx, wallet.Tx{ID: "d4", Account: "m/a", Amount: 1}, wallet.WithFence(lock.Fence{Name: "payout"}))
+	require.ErrorIs(t, err, wallet.ErrInvalid, "token 0 (no fence) is invalid")
+	require.Equal(t, strconv.FormatUint(cur.Fence().Token, 10), rdb.Get(ctx, lock.FenceKey(prefix, "m", "payout")).Val())
+}
+
+func TestLedger_WithReplicaAck(t *testing.T) {
+	ctx := t.Context()
+	pair := redistest.NewPair(t, redistest.Options{})
+	rdb := pair.Primary.Client(func(o *redis.Options) { o.ReadTimeout = 3 * time.Second })
+	led := wallet.New(rdb, wallet.WithReplicaAck(1, time.Second))
+	defer led.Close()
+	require.NoError(t, led.Open(ctx, "a", wallet.WithCurrency("CNY")))
+	res, err := led.Credit(ctx, wallet.Tx{ID: "c1", Account: "a", Amount: 100})
+	require.NoError(t, err)
+	// WAIT returned after the replica had the write: read it there.
+	require.Equal(t, "100", pair.Replica.Client().HGet(ctx, "redkit:wallet:v1:{a}:acct:a", "posted").Val())
+
+	// Asking for more replicas than exist: applied, but reported.
+	more := wallet.New(rdb, wallet.WithReplicaAck(2, 100*time.Millisecond))
+	res, err = more.Debit(ctx, wallet.Tx{ID: "d1", Account: "a", Amount: 30})
+	require.ErrorIs(t, err, wallet.ErrReplicaAck)
+	require.Equal(t, int64(70), res.Balance.Posted, "the debit was applied")
+	res, err = more.Debit(ctx, wallet.Tx{ID: "d2", Account: "a", Amount: 1000})
+	require.ErrorIs(t, err, wallet.ErrInsufficientFunds)
+	bal, err := led.Balance(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, int64(70), bal.Posted)
+
+	tooLong := wallet.New(rdb, wallet.WithReplicaAck(1, 5*time.Second))
+	_, err = tooLong.Credit(ctx, wallet.Tx{ID: "c2", Account: "a", Amount: 1})
+	require.ErrorIs(t, err, wallet.ErrInvalid, "the ack timeout must be below the read timeout")
+}

@@ -1,0 +1,250 @@
+package wallet
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redkit-go/redkit/internal/keys"
+	"github.com/redkit-go/redkit/internal/retry"
+	"github.com/redkit-go/redkit/internal/valid"
+)
+
+// Hold journal entry kinds.
+const (
+	KindHold       = "hold"        // Hold: Held grows by the amount
+	KindCapture    = "capture"     // Capture: Posted shrinks by the captured amount, Held by the hold's
+	KindVoid       = "void"        // Void: Held shrinks by the hold's amount
+	KindHoldExpire = "hold_expire" // the hold expired: Held shrinks by its amount
+)
+
+// HoldReq reserves part of an account's available balance.
+type HoldReq struct {
+	// ID identifies the hold within its account (same grammar as a
+	// transaction ID). Hold is idempotent by it; Capture and Void name it.
+	ID      string
+	Account string
+	// Amount is reserved at once, checked against the available balance
+	// (Available - Amount >= -Overdraft), in minor units 1..2^53-1.
+	Amount int64
+	// TTL is how long the hold stays open, 1s..7d, on the server's clock.
+	// An open hold past its TTL is released, never captured.
+	TTL  time.Duration
+	Memo string // at most MaxMemo bytes of UTF-8, on the hold's journal entries
+}
+
+// Hold reserves r.Amount of an account's available balance: Held grows,
+// Available shrinks, Posted is unchanged, until Capture, Void or the TTL
+// releases it. It is idempotent by r.ID as Credit is by its transaction
+// ID (a repeated call returns the first Result, Replayed set; other fields
+// give a *ConflictError naming "amount", "ttl" or "memo"). Result.Expires
+// is the hold's expiry on the server's clock. Refusals, remembered under
+// r.ID: ErrInsufficientFunds, ErrClosed. Also ErrAccountNotFound, ErrInvalid,
+// ErrUnknownOutcome.
+func (l *Ledger) Hold(ctx context.Context, r HoldReq, opts ...CallOption) (res Result, err error) {
+	ctx, op := l.tel.start(ctx, "hold")
+	defer func() { op.end(err, res.Replayed) }()
+	res.TxID = r.ID
+	if err := l.check(valid.Name("hold ID", r.ID), valid.Name("account", r.Account),
+		valid.Amount("amount", r.Amount), valid.Duration("hold TTL", r.TTL, valid.HoldTTLMin, valid.HoldTTLMax),
+		validMemo(r.Memo)); err != nil {
+		return res, err
+	}
+	fenceKeys, fenceArgs, err := l.fence(keys.Group(r.Account), opts)
+	if err != nil {
+		return res, err
+	}
+	v, err := l.write(ctx, holdScript, append(l.accountKeys(r.Account), fenceKeys...),
+		append([]any{r.ID, strconv.FormatInt(r.Amount, 10), r.TTL.Milliseconds(), r.Memo, retry.Nonce(),
+			l.cfg.window.Milliseconds()}, fenceArgs...)...)
+	res, err = l.posting("hold", r.ID, v, err, &res, r.Account, "")
+	if reply := strs(v); res.EntryID != "" && len(reply) == 12 {
+		exp, _ := strconv.ParseInt(reply[10], 10, 64)
+		now, _ := strconv.ParseInt(reply[11], 10, 64)
+		res.Expires = time.UnixMilli(exp)
+		l.reclaim.schedule(l, r.Account, time.Duration(exp-now)*time.Millisecond)
+	}
+	return res, err
+}
+
+// Capture posts amount (1..the held amount) of an open hold as a debit and
+// releases the rest of the hold, at most once: a repeated Capture with the
+// same amount returns the first Result (Replayed set), another amount a
+// *ConflictError naming "amount". Errors: ErrHoldNotFound (never placed,
+// refused, or forgotten after the window), ErrHoldExpired, a *ConflictError
+// naming "resolution" when the hold was voided, ErrClosed when the account
+// is closed (the hold stays open), ErrInvalid (amount above the hold).
+func (l *Ledger) Capture(ctx context.Context, account, holdID string, amount int64, opts ...CallOption) (res Result, err error) {
+	ctx, op := l.tel.start(ctx, "capture")
+	defer func() { op.end(err, res.Replayed) }()
+	if err := valid.Amount("amount", amount); err != nil {
+		res.TxID = holdID
+		return res, err
+	}
+	return l.resolve(ctx, "capture", account, holdID, amount, opts)
+}
+
+// Void releases an open hold, at most once: a repeated Void returns the
+// first Result (Replayed set). Voiding works on a closed account. Errors:
+// ErrHoldNotFound, ErrHoldExpired, a *ConflictError naming "resolution"
+// when the hold was captured.
+func (l *Ledger) Void(ctx context.Context, account, holdID string, opts ...CallOption) (res Result, err error) {
+	ctx, op := l.tel.start(ctx, "void")
+	defer func() { op.end(err, res.Replayed) }()
+	return l.resolve(ctx, "void", account, holdID, 0, opts)
+}
+
+func (l *Ledger) resolve(ctx context.Context, kind, account, holdID string, amount int64, opts []CallOption) (Result, error) {
+	res := Result{TxID: holdID}
+	if err := l.check(valid.Name("hold ID", holdID), valid.Name("account", account)); err != nil {
+		return res, err
+	}
+	fenceKeys, fenceArgs, err := l.fence(keys.Group(account), opts)
+	if err != nil {
+		return res, err
+	}
+	v, err := l.write(ctx, resolveScript, append(l.accountKeys(account), fenceKeys...),
+		append([]any{holdID, kind, strconv.FormatInt(amount, 10), retry.Nonce(),
+			l.cfg.window.Milliseconds()}, fenceArgs...)...)
+	return l.posting(kind, holdID, v, err, &res, account, "")
+}
+
+// reclaimer releases expired holds of the accounts on which this Ledger
+// placed holds, so their funds come back (and their journal entries are
+// written) without waiting for the next call on the account. Holds placed
+// by other processes are released by the first call on their account.
+type reclaimer struct {
+	mu      sync.Mutex
+	due     map[string]time.Time // account -> when to sweep it
+	wake    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+	started bool
+	closed  bool
+}
+
+// schedule asks for a sweep of account after d, starting the reclaimer
+// goroutine on first use.
+func (r *reclaimer) schedule(l *Ledger, account string, d time.Duration) {
+	at := time.Now().Add(d + reclaimSlack)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
+	if r.due == nil {
+		r.due = map[string]time.Time{}
+		r.wake = make(chan struct{}, 1)
+		r.stop = make(chan struct{})
+		r.done = make(chan struct{})
+	}
+	if cur, ok := r.due[account]; !ok || at.Before(cur) {
+		r.due[account] = at
+	}
+	if !r.started {
+		r.started = true
+		go r.loop(l)
+	}
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// reclaimSlack covers a server clock slightly ahead of ours.
+const reclaimSlack = 50 * time.Millisecond
+
+func (r *reclaimer) loop(l *Ledger) {
+	defer close(r.done)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		now := time.Now()
+		next := now.Add(time.Hour)
+		var ready []string
+		r.mu.Lock()
+		for a, at := range r.due {
+			if !at.After(now) {
+				ready = append(ready, a)
+				delete(r.due, a)
+			} else if at.Before(next) {
+				next = at
+			}
+		}
+		r.mu.Unlock()
+		for _, a := range ready {
+			if r.sweepOne(l, a) {
+				return
+			}
+		}
+		if len(ready) > 0 {
+			continue
+		}
+		timer.Reset(time.Until(next))
+		select {
+		case <-r.stop:
+			return
+		case <-r.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// sweepOne sweeps one account and reschedules it when more is due; it
+// reports whether the reclaimer was stopped meanwhile.
+func (r *reclaimer) sweepOne(l *Ledger, account string) (stopped bool) {
+	ctx, cancel := untilClosed(r.stop)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 10*time.Second)
+	defer cancelTimeout()
+	_, next, err := l.sweep(ctx, account, sweepLimit)
+	select {
+	case <-r.stop:
+		return true
+	default:
+	}
+	switch {
+	case err != nil && err != ErrAccountNotFound:
+		next = time.Second // try again later
+	case err != nil:
+		return false
+	}
+	if next >= 0 {
+		r.mu.Lock()
+		at := time.Now().Add(next + reclaimSlack)
+		if cur, ok := r.due[account]; !ok || at.Before(cur) {
+			r.due[account] = at
+		}
+		r.mu.Unlock()
+	}
+	return false
+}
+
+// close stops the goroutine and waits for it.
+func (r *reclaimer) close() {
+	r.mu.Lock()
+	started, already := r.started, r.closed
+	r.closed = true
+	r.mu.Unlock()
+	if !started || already {
+		return
+	}
+	close(r.stop)
+	<-r.done
+}
+
+// untilClosed returns a context that ends when stop is closed or cancel is
+// called; background work passes it to its Redis calls so Close does not
+// wait for a slow server.
+func untilClosed(stop <-chan struct{}) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}

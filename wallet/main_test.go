@@ -1,0 +1,59 @@
+package wallet_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redkit-go/redkit/redistest"
+	"github.com/redkit-go/redkit/wallet"
+	"go.uber.org/goleak"
+)
+
+// shared is one redis-server for the tests that need no faults; each test
+// uses its own key prefix.
+var shared *redistest.Server
+
+type runAndClose struct{ m *testing.M }
+
+func (r runAndClose) Run() int {
+	defer shared.Close()
+	return r.m.Run()
+}
+
+func TestMain(m *testing.M) {
+	s, err := redistest.Start(context.Background(), redistest.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	shared = s
+	goleak.VerifyTestMain(runAndClose{m})
+}
+
+var prefixSeq atomic.Int64
+
+// newLedger returns a Ledger with a fresh key prefix on the shared server,
+// and the client it uses.
+func newLedger(t testing.TB, opts ...wallet.Option) (*wallet.Ledger, *redis.Client, string) {
+	t.Helper()
+	prefix := fmt.Sprintf("t%d", prefixSeq.Add(1))
+	rdb := shared.Client()
+	t.Cleanup(func() { _ = rdb.Close() })
+	led := wallet.New(rdb, append([]wallet.Option{wallet.WithKeyPrefix(prefix)}, opts...)...)
+	t.Cleanup(func() { _ = led.Close() })
+	return led, rdb, prefix
+}
+
+// keysUnder lists every key under prefix.
+func keysUnder(t testing.TB, rdb *redis.Client, prefix string) []string {
+	t.Helper()
+	ks, err := rdb.Keys(context.Background(), prefix+":*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ks
+}

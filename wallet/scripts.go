@@ -1,0 +1,61 @@
+package wallet
+
+import (
+	_ "embed"
+
+	"github.com/redkit-go/redkit/internal/script"
+	"github.com/redkit-go/redkit/lock"
+)
+
+// Every script is lock.FenceLua, lib.lua and its body; the bodies document
+// their KEYS, ARGV and reply.
+var (
+	//go:embed scripts/lib.lua
+	libLua string
+	//go:embed scripts/open.lua
+	openLua string
+	//go:embed scripts/post.lua
+	postLua string
+	//go:embed scripts/transfer.lua
+	transferLua string
+	//go:embed scripts/close.lua
+	closeLua string
+	//go:embed scripts/checkpoint.lua
+	checkpointLua string
+	//go:embed scripts/hold.lua
+	holdLua string
+	//go:embed scripts/resolve.lua
+	resolveLua string
+	//go:embed scripts/sweep.lua
+	sweepLua string
+	//go:embed scripts/xbegin.lua
+	xbeginLua string
+	//go:embed scripts/xcredit.lua
+	xcreditLua string
+	//go:embed scripts/xfinish.lua
+	xfinishLua string
+	//go:embed scripts/xdone.lua
+	xdoneLua string
+)
+
+var (
+	openScript       = newScript(openLua)
+	postScript       = newScript(postLua)
+	transferScript   = newScript(transferLua)
+	closeScript      = newScript(closeLua)
+	checkpointScript = newScript(checkpointLua)
+	holdScript       = newScript(holdLua)
+	resolveScript    = newScript(resolveLua)
+	sweepScript      = newScript(sweepLua)
+	xbeginScript     = newScript(xbeginLua)
+	xcreditScript    = newScript(xcreditLua)
+	xfinishScript    = newScript(xfinishLua)
+	xdoneScript      = newScript(xdoneLua)
+)
+
+// PostingScriptSource returns the full Lua source of the credit/debit
+// script (its KEYS and ARGV are documented in its header), for running it
+// outside Go, e.g. with redis-benchmark after SCRIPT LOAD.
+func PostingScriptSource() string { return postScript.Source() }
+
+func newScript(body string) *script.Script { return script.New(lock.FenceLua + "\n" + libLua + body) }

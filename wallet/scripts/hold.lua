@@ -1,0 +1,55 @@
+-- hold: reserve an amount of an account's available balance until it is
+-- captured, voided or expires, idempotent by hold ID. Runs after lib.lua.
+--
+-- KEYS[1] account hash  <prefix>:wallet:v1:{<group>}:acct:<account>
+-- KEYS[2] journal       <prefix>:wallet:v1:{<group>}:journal:<account>
+-- KEYS[3] holds hash    <prefix>:wallet:v1:{<group>}:holds:<account>
+-- KEYS[4] hold index    <prefix>:wallet:v1:{<group>}:hidx:<account>
+-- ARGV[1] hold ID
+-- ARGV[2] amount, decimal 1..9007199254740991
+-- ARGV[3] TTL in milliseconds (expiry on the server's clock)
+-- ARGV[4] memo, "" for none
+-- ARGV[5] call nonce
+-- ARGV[6] idempotency window in milliseconds
+-- Optional fence: KEYS[5] fence key, ARGV[7] fencing token (see post.lua).
+--
+-- Reply: {status, replayed, field, time_ms, entry_id, currency, overdraft,
+-- posted, held, closed, expires_ms, now_ms}, all strings. status "ok"; a
+-- refusal remembered under the hold ID: "not_found", "closed",
+-- "insufficient"; "conflict" with field (amount, ttl, memo); "stale_fence".
+
+local id, amount_s, ttl, memo, nonce, window = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local n = amount(amount_s)
+if not n then return invalid('amount ' .. tostring(amount_s)) end
+
+local a = account(KEYS[1])
+local h = hold_get(KEYS[3], id)
+local now = now_ms()
+local function answer(h, replayed)
+  local r = reply(h.s == 'refused' and h.r or 'ok', replayed, '', h.t, h.e, balance_reply(a, h.p or '0', h.h or '0'))
+  r[#r + 1] = h.x or ''
+  r[#r + 1] = str(now)
+  return r
+end
+if h then
+  if h.n ~= amount_s then return reply('conflict', false, 'amount') end
+  if h.ttl ~= ttl then return reply('conflict', false, 'ttl') end
+  if h.m ~= memo then return reply('conflict', false, 'memo') end
+  return answer(h, h.nonce ~= nonce)
+end
+
+if a and a.held + n > MAX then return invalid('held total would exceed 9007199254740991') end
+if not fence_ok(5, 7) then return reply('stale_fence', false) end
+sweep(KEYS[1], KEYS[2], KEYS[3], KEYS[4], a, now, window, SWEEP_LIMIT)
+local status = status_of(a, '', n)
+h = {n = amount_s, ttl = ttl, m = memo, nonce = nonce, t = str(now)}
+if status ~= 'ok' then
+  h.s, h.r = 'refused', status
+  if a then hold_put(KEYS[3], KEYS[4], id, h, now + tonumber(window)) end
+  return answer(h, false)
+end
+local held = redis.call('HINCRBY', KEYS[1], 'held', amount_s)
+local e = journal(KEYS[1], KEYS[2], id, 'hold', '0', amount_s, a.posted, held, '', memo)
+h.s, h.x, h.e, h.p, h.h = 'open', str(now + tonumber(ttl)), e, str(a.posted), str(held)
+hold_put(KEYS[3], KEYS[4], id, h, now + tonumber(ttl))
+return answer(h, false)

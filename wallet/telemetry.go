@@ -1,0 +1,125 @@
+package wallet
+
+import (
+	"context"
+	"errors"
+
+	"github.com/redkit-go/redkit/otelx"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// ScopeName is the instrumentation scope of the Ledger's spans and metrics.
+const ScopeName = "github.com/redkit-go/redkit/wallet"
+
+// telemetry holds the Ledger's tracer and instruments. Spans are named
+// "wallet.<operation>" and carry redkit.outcome, redkit.replayed and the
+// optional label; never account IDs, transaction IDs or amounts.
+type telemetry struct {
+	tracer  trace.Tracer
+	label   string
+	ops     metric.Int64Counter
+	unknown metric.Int64Counter
+}
+
+func newTelemetry(p otelx.Providers, label string) *telemetry {
+	m := p.MeterFor(ScopeName)
+	t := &telemetry{tracer: p.TracerFor(ScopeName), label: label}
+	// Instrument creation only fails on invalid names; ours are constant.
+	t.ops, _ = m.Int64Counter("redkit.wallet.operations",
+		metric.WithUnit("{operation}"),
+		metric.WithDescription("Ledger operations by operation and outcome"))
+	t.unknown, _ = m.Int64Counter("redkit.wallet.unknown_outcomes",
+		metric.WithUnit("{operation}"),
+		metric.WithDescription("Writes whose outcome stayed unknown after every attempt"))
+	return t
+}
+
+// span is one operation in progress.
+type span struct {
+	t    *telemetry
+	ctx  context.Context
+	name string
+	sp   trace.Span
+}
+
+func (t *telemetry) start(ctx context.Context, op string) (context.Context, span) {
+	ctx, sp := otelx.Start(ctx, t.tracer, "wallet."+op, t.label)
+	return ctx, span{t: t, ctx: ctx, name: op, sp: sp}
+}
+
+// end records the outcome of err; business refusals are outcomes, not span
+// errors.
+func (s span) end(err error, replayed bool) {
+	out := outcome(err, replayed)
+	if s.name != "transfer_batch" { // a batch counts each of its transfers
+		s.t.count(s.ctx, s.name, err, replayed)
+	}
+	s.sp.SetAttributes(attribute.Bool(otelx.AttrReplayed, replayed))
+	if refusal(err) {
+		err = nil
+	}
+	otelx.End(s.sp, out, err)
+}
+
+// count adds one operation to the operations counter.
+func (t *telemetry) count(ctx context.Context, op string, err error, replayed bool) {
+	attrs := []attribute.KeyValue{attribute.String("redkit.operation", op),
+		attribute.String(otelx.AttrOutcome, outcome(err, replayed))}
+	if t.label != "" {
+		attrs = append(attrs, attribute.String(otelx.AttrLabel, t.label))
+	}
+	t.ops.Add(ctx, 1, metric.WithAttributes(attrs...))
+}
+
+func (t *telemetry) unknownOutcome(ctx context.Context) {
+	t.unknown.Add(ctx, 1)
+}
+
+// outcomes names the outcome of each error callers branch on, first match
+// wins; refusals are business answers, not span errors.
+var outcomes = []struct {
+	err     error
+	name    string
+	refusal bool
+}{
+	{ErrInsufficientFunds, "insufficient_funds", true},
+	{ErrAccountNotFound, "account_not_found", true},
+	{ErrCurrencyMismatch, "currency_mismatch", true},
+	{ErrClosed, "closed", true},
+	{ErrConflict, "conflict", true},
+	{ErrHoldNotFound, "hold_not_found", true},
+	{ErrHoldExpired, "hold_expired", true},
+	{ErrStaleFence, "stale_fence", true},
+	{ErrInvalid, "invalid", false},
+	{ErrSameAccount, "invalid", false},
+	{ErrCrossGroup, "cross_group", false},
+	{ErrUnknownOutcome, "unknown", false},
+	{ErrReplicaAck, "replica_ack", false},
+	{ErrMismatch, "mismatch", false},
+}
+
+func refusal(err error) bool {
+	for _, o := range outcomes {
+		if errors.Is(err, o.err) {
+			return o.refusal
+		}
+	}
+	return false
+}
+
+func outcome(err error, replayed bool) string {
+	switch {
+	case err == nil && replayed:
+		return "replayed"
+	case err == nil:
+		return "ok"
+	}
+	for _, o := range outcomes {
+		if errors.Is(err, o.err) {
+			return o.name
+		}
+	}
+	return "error"
+}

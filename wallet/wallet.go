@@ -1,0 +1,526 @@
+package wallet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redkit-go/redkit/internal/keys"
+	"github.com/redkit-go/redkit/internal/retry"
+	"github.com/redkit-go/redkit/internal/script"
+	"github.com/redkit-go/redkit/internal/valid"
+	"github.com/redkit-go/redkit/lock"
+)
+
+// MaxMemo is the longest memo, in bytes, a posting may carry.
+const MaxMemo = 256
+
+// Ledger keeps accounts and their journals in Redis. It is safe for
+// concurrent use. Create it with New.
+type Ledger struct {
+	rdb     redis.UniversalClient
+	cfg     config
+	space   keys.Space
+	tel     *telemetry
+	reclaim reclaimer
+
+	closeOnce sync.Once
+	recoverer *recoverer
+}
+
+// New returns a Ledger storing its data through rdb, a *redis.Client or a
+// *redis.ClusterClient (WithReplicaAck and Recover need one of those to
+// find a key's primary). An invalid option is reported by every call as an
+// error wrapping ErrInvalid.
+func New(rdb redis.UniversalClient, opts ...Option) *Ledger {
+	cfg := newConfig(opts)
+	l := &Ledger{
+		rdb:   rdb,
+		cfg:   cfg,
+		space: keys.Space{Prefix: cfg.prefix, Module: "wallet", Version: 1},
+		tel:   newTelemetry(cfg.providers, cfg.label),
+	}
+	if cfg.err == nil && cfg.recoverEvery > 0 {
+		l.startRecoverer(cfg.recoverEvery)
+	}
+	return l
+}
+
+// Close stops the Ledger's background work (the hold reclaimer and the
+// WithRecovery worker) and waits for it. It does not close rdb, and calls
+// made after Close still work; holds are then released by the next call on
+// their account.
+func (l *Ledger) Close() error {
+	l.closeOnce.Do(func() {
+		l.reclaim.close()
+		l.recoverer.close()
+	})
+	return nil
+}
+
+// Tx is a credit or a debit of one account.
+type Tx struct {
+	// ID identifies the transaction (1–128 bytes of A-Z a-z 0-9 . _ - :
+	// and at most one '/'). It is remembered, with the outcome, for the
+	// idempotency window; IDs are unique per slot group (see the package
+	// documentation).
+	ID string
+	// Account is the account ID; the part before a '/' is its slot group.
+	Account string
+	// Amount is the amount in minor units, 1..2^53-1.
+	Amount int64
+	// Currency, when not empty, must equal the account's currency, or the
+	// transaction is refused with ErrCurrencyMismatch.
+	Currency string
+	// Memo is free text of at most MaxMemo bytes of UTF-8, stored in the
+	// journal entry.
+	Memo string
+}
+
+// Transfer moves an amount from one account to another of the same slot
+// group and currency.
+type Transfer struct {
+	ID     string // transaction ID, as in Tx
+	From   string // source account
+	To     string // destination account, in From's slot group
+	Amount int64  // minor units, 1..2^53-1
+	Memo   string // as in Tx, stored on both journal entries
+}
+
+// Balance is an account's state.
+type Balance struct {
+	Posted    int64  // sum of all postings
+	Held      int64  // reserved by open holds
+	Available int64  // Posted - Held; a debit needs Available - amount >= -Overdraft
+	Overdraft int64  // how far below zero Available may go
+	Currency  string // the account's currency code
+	Closed    bool   // CloseAccount was called; no postings are accepted
+}
+
+// Result is the outcome of an accepted transaction. A repeated call with the
+// same transaction ID and fields returns the first call's Result with
+// Replayed set.
+type Result struct {
+	TxID string
+	// Replayed is true when an earlier call had already applied the
+	// transaction; false when this call applied it (even if the Ledger's own
+	// retry of this call found its first attempt's work).
+	Replayed bool
+	// Balance is the account's (for a Transfer, the source's) balance right
+	// after the transaction was applied; a replay returns the same values.
+	Balance Balance
+	// To is the destination's balance right after a Transfer.
+	To Balance
+	// EntryID is the transaction's journal entry on the account (the
+	// source, for a Transfer); ToEntryID the destination's entry.
+	EntryID, ToEntryID string
+	// Time is the server time at which the transaction was applied.
+	Time time.Time
+	// Expires is a hold's expiry on the server's clock (Hold only).
+	Expires time.Time
+}
+
+func (l *Ledger) accountKey(group, account string) string {
+	return l.space.Key(group, "acct", account)
+}
+
+func (l *Ledger) journalKey(group, account string) string {
+	return l.space.Key(group, "journal", account)
+}
+
+func (l *Ledger) txKey(group, id string) string { return l.space.Key(group, "tx", id) }
+
+// holdKeys are an account's holds hash and hold index.
+func (l *Ledger) holdKeys(group, account string) (holds, index string) {
+	return l.space.Key(group, "holds", account), l.space.Key(group, "hidx", account)
+}
+
+// accountKeys are the keys every script on an account takes first:
+// account hash, journal, holds hash, hold index.
+func (l *Ledger) accountKeys(account string) []string {
+	g := keys.Group(account)
+	h, x := l.holdKeys(g, account)
+	return []string{l.accountKey(g, account), l.journalKey(g, account), h, x}
+}
+
+// Open creates an account, or does nothing when it exists with the same
+// settings. WithCurrency is required. Errors: ErrInvalid, a *ConflictError
+// (field "currency" or "overdraft") when the account exists with other
+// settings, ErrClosed when it was closed (accounts are never reopened).
+func (l *Ledger) Open(ctx context.Context, account string, opts ...AccountOption) (err error) {
+	ctx, op := l.tel.start(ctx, "open")
+	defer func() { op.end(err, false) }()
+	var ac accountConfig
+	for _, o := range opts {
+		if o != nil {
+			o.applyAccount(&ac)
+		}
+	}
+	if err := l.check(valid.Name("account", account), validCurrency(ac.currency, true),
+		overdraft(ac.overdraft)); err != nil {
+		return err
+	}
+	g := keys.Group(account)
+	v, err := l.run(ctx, openScript, []string{l.accountKey(g, account), l.journalKey(g, account)},
+		ac.currency, strconv.FormatInt(ac.overdraft, 10))
+	if err != nil {
+		return fmt.Errorf("open %s: %w", account, err)
+	}
+	r := strs(v)
+	switch status(r, 0) {
+	case "ok", "exists":
+		return nil
+	case "closed":
+		return fmt.Errorf("open %s: %w", account, ErrClosed)
+	case "conflict":
+		return &ConflictError{ID: account, Field: status(r, 1)}
+	}
+	return fmt.Errorf("open %s: unexpected reply %q", account, r)
+}
+
+// Credit adds tx.Amount to an account. It is idempotent by tx.ID: see
+// Result and the package documentation. Errors: ErrInvalid (nothing
+// written), and, remembered under tx.ID, ErrAccountNotFound, ErrClosed,
+// ErrCurrencyMismatch; a *ConflictError when tx.ID was used with other
+// fields; ErrUnknownOutcome (joined with the cause) when no attempt got an
+// answer.
+func (l *Ledger) Credit(ctx context.Context, tx Tx, opts ...CallOption) (Result, error) {
+	return l.post(ctx, "credit", tx, opts)
+}
+
+// Debit takes tx.Amount from an account when its available balance allows
+// (Available - Amount >= -Overdraft), else refuses with
+// ErrInsufficientFunds; the refusal is remembered under tx.ID, so a retry
+// stays refused even after the account is credited. Other errors as Credit.
+func (l *Ledger) Debit(ctx context.Context, tx Tx, opts ...CallOption) (Result, error) {
+	return l.post(ctx, "debit", tx, opts)
+}
+
+func (l *Ledger) post(ctx context.Context, kind string, tx Tx, opts []CallOption) (res Result, err error) {
+	ctx, op := l.tel.start(ctx, kind)
+	defer func() { op.end(err, res.Replayed) }()
+	res.TxID = tx.ID
+	if err := l.check(valid.Name("transaction ID", tx.ID), valid.Name("account", tx.Account),
+		valid.Amount("amount", tx.Amount), validCurrency(tx.Currency, false), validMemo(tx.Memo)); err != nil {
+		return res, err
+	}
+	g := keys.Group(tx.Account)
+	fenceKeys, fenceArgs, err := l.fence(g, opts)
+	if err != nil {
+		return res, err
+	}
+	ak := l.accountKeys(tx.Account)
+	v, err := l.write(ctx, postScript,
+		append([]string{ak[0], ak[1], l.txKey(g, tx.ID), ak[2], ak[3]}, fenceKeys...),
+		append([]any{tx.ID, kind, tx.Account, strconv.FormatInt(tx.Amount, 10), tx.Currency, tx.Memo,
+			retry.Nonce(), l.cfg.window.Milliseconds()}, fenceArgs...)...)
+	return l.posting(kind, tx.ID, v, err, &res, tx.Account, "")
+}
+
+// posting finishes a posting call: a transport failure, or the decoded
+// reply joined with a replica acknowledgement shortfall.
+func (l *Ledger) posting(kind, id string, v any, err error, res *Result, from, to string) (Result, error) {
+	if v == nil {
+		return *res, fmt.Errorf("%s %s: %w", kind, id, err)
+	}
+	out, derr := decodePosting(kind, id, strs(v), res, from, to)
+	if derr == nil && err != nil {
+		derr = fmt.Errorf("%s %s: %w", kind, id, err)
+	}
+	return out, derr
+}
+
+// fence returns the extra KEYS and ARGV of a fenced call (none without
+// WithFence).
+func (l *Ledger) fence(group string, opts []CallOption) ([]string, []any, error) {
+	cc := newCallConfig(opts)
+	if cc.fence == nil {
+		return nil, nil, nil
+	}
+	f := *cc.fence
+	if err := valid.Name("fence lock name", f.Name); err != nil {
+		return nil, nil, err
+	}
+	if f.Token == 0 || f.Token > valid.MaxAmount {
+		return nil, nil, fmt.Errorf("%w: fence token %d outside 1..%d", ErrInvalid, f.Token, uint64(valid.MaxAmount))
+	}
+	return []string{lock.FenceKey(l.cfg.prefix, group, f.Name)}, []any{strconv.FormatUint(f.Token, 10)}, nil
+}
+
+// Transfer moves t.Amount from t.From to t.To, accounts of one currency,
+// idempotent by t.ID. Within one slot group it is one atomic script. Across
+// groups it runs in steps (see the package documentation): the amount is
+// held on the source, the destination is credited or refuses, then the
+// hold is posted or released; a call interrupted midway leaves the
+// transfer in flight, finished by calling again with the same t.ID or by
+// Recover. The same account on both sides is ErrSameAccount, before any
+// I/O. Refusals (remembered under t.ID): ErrAccountNotFound, ErrClosed,
+// ErrCurrencyMismatch, ErrInsufficientFunds. Other errors as Credit.
+func (l *Ledger) Transfer(ctx context.Context, t Transfer, opts ...CallOption) (res Result, err error) {
+	ctx, op := l.tel.start(ctx, "transfer")
+	defer func() { op.end(err, res.Replayed) }()
+	res.TxID = t.ID
+	call, err := l.transferCall(t, opts)
+	if errors.Is(err, ErrCrossGroup) {
+		return l.crossTransfer(ctx, t, opts, allSteps)
+	}
+	if err != nil {
+		return res, err
+	}
+	v, err := l.write(ctx, call.Script, call.Keys, call.Args...)
+	return l.posting("transfer", t.ID, v, err, &res, t.From, t.To)
+}
+
+// transferCall validates a transfer and builds its script call, with a
+// fresh nonce.
+func (l *Ledger) transferCall(t Transfer, opts []CallOption) (script.Call, error) {
+	if err := l.check(valid.Name("transaction ID", t.ID), valid.Name("from account", t.From),
+		valid.Name("to account", t.To), valid.Amount("amount", t.Amount), validMemo(t.Memo)); err != nil {
+		return script.Call{}, err
+	}
+	if t.From == t.To {
+		return script.Call{}, fmt.Errorf("transfer %s: %w", t.ID, errSameAccount)
+	}
+	g := keys.Group(t.From)
+	if keys.Group(t.To) != g {
+		return script.Call{}, fmt.Errorf("transfer %s: %w", t.ID, ErrCrossGroup)
+	}
+	fenceKeys, fenceArgs, err := l.fence(g, opts)
+	if err != nil {
+		return script.Call{}, err
+	}
+	fk, tk := l.accountKeys(t.From), l.accountKeys(t.To)
+	return script.Call{
+		Script: transferScript,
+		Keys:   append([]string{fk[0], fk[1], tk[0], tk[1], l.txKey(g, t.ID), fk[2], fk[3], tk[2], tk[3]}, fenceKeys...),
+		Args: append([]any{t.ID, t.From, t.To, strconv.FormatInt(t.Amount, 10), t.Memo, retry.Nonce(),
+			l.cfg.window.Milliseconds()}, fenceArgs...),
+	}, nil
+}
+
+// decodePosting reads the reply of post.lua or transfer.lua:
+// {status, replayed, field, time_ms, entry, balance(5) [, entry2, balance(5)]}.
+func decodePosting(kind, id string, r []string, res *Result, from, to string) (Result, error) {
+	res.Replayed = status(r, 1) == "1"
+	st := status(r, 0)
+	var refusal error
+	switch st {
+	case "ok":
+		if len(r) < 10 {
+			return *res, fmt.Errorf("%s %s: unexpected reply %q", kind, id, r)
+		}
+		ms, _ := strconv.ParseInt(r[3], 10, 64)
+		res.Time = time.UnixMilli(ms)
+		res.EntryID = r[4]
+		res.Balance = decodeBalance(r[5:10])
+		if len(r) >= 16 {
+			res.ToEntryID = r[10]
+			res.To = decodeBalance(r[11:16])
+		}
+		return *res, nil
+	case "conflict":
+		return *res, &ConflictError{ID: id, Field: status(r, 2)}
+	case "not_found":
+		refusal = fmt.Errorf("account %s: %w", from, ErrAccountNotFound)
+	case "to_not_found":
+		refusal = fmt.Errorf("account %s: %w", to, ErrAccountNotFound)
+	case "closed":
+		refusal = fmt.Errorf("account %s: %w", from, ErrClosed)
+	case "to_closed":
+		refusal = fmt.Errorf("account %s: %w", to, ErrClosed)
+	case "currency":
+		refusal = ErrCurrencyMismatch
+	case "insufficient":
+		refusal = ErrInsufficientFunds
+	case "hold_not_found":
+		refusal = ErrHoldNotFound
+	case "hold_expired":
+		refusal = ErrHoldExpired
+	case "stale_fence":
+		refusal = ErrStaleFence
+	default:
+		return *res, fmt.Errorf("%s %s: unexpected reply %q", kind, id, r)
+	}
+	return *res, fmt.Errorf("%s %s: %w", kind, id, refusal)
+}
+
+// decodeBalance reads {currency, overdraft, posted, held, closed}.
+func decodeBalance(f []string) Balance {
+	od, _ := strconv.ParseInt(f[1], 10, 64)
+	posted, _ := strconv.ParseInt(f[2], 10, 64)
+	held, _ := strconv.ParseInt(f[3], 10, 64)
+	return Balance{Currency: f[0], Overdraft: od, Posted: posted, Held: held,
+		Available: posted - held, Closed: f[4] == "1"}
+}
+
+// Balance returns an account's current balance, or ErrAccountNotFound.
+// Holds whose expiry has passed on the server's clock are released first,
+// so Held never counts an expired hold.
+func (l *Ledger) Balance(ctx context.Context, account string) (Balance, error) {
+	if err := l.check(valid.Name("account", account)); err != nil {
+		return Balance{}, err
+	}
+	bal, _, err := l.sweep(ctx, account, sweepLimit)
+	if err != nil {
+		return Balance{}, fmt.Errorf("balance %s: %w", account, err)
+	}
+	return bal, nil
+}
+
+// sweepLimit bounds the hold index entries one sweep handles.
+const sweepLimit = 1000
+
+// sweep releases an account's expired holds and forgets decided ones past
+// the window (at most limit), and returns the balance and how long until
+// the next index entry is due (-1: none).
+func (l *Ledger) sweep(ctx context.Context, account string, limit int) (Balance, time.Duration, error) {
+	v, err := l.run(ctx, sweepScript, l.accountKeys(account), l.cfg.window.Milliseconds(), limit)
+	if err != nil {
+		return Balance{}, 0, err
+	}
+	r := strs(v)
+	if status(r, 0) == "not_found" {
+		return Balance{}, 0, ErrAccountNotFound
+	}
+	if len(r) != 8 {
+		return Balance{}, 0, fmt.Errorf("unexpected reply %q", r)
+	}
+	next, _ := strconv.ParseInt(r[7], 10, 64)
+	return decodeBalance(r[1:6]), time.Duration(next) * time.Millisecond, nil
+}
+
+// CloseAccount closes an account to new postings: every later Credit,
+// Debit or Transfer touching it is refused with ErrClosed. Its balance and
+// journal stay readable; it cannot be reopened. Closing a closed account is
+// a no-op. Errors: ErrInvalid, ErrAccountNotFound.
+func (l *Ledger) CloseAccount(ctx context.Context, account string) (err error) {
+	ctx, op := l.tel.start(ctx, "close_account")
+	defer func() { op.end(err, false) }()
+	if err := l.check(valid.Name("account", account)); err != nil {
+		return err
+	}
+	g := keys.Group(account)
+	v, err := l.run(ctx, closeScript, []string{l.accountKey(g, account), l.journalKey(g, account)})
+	if err != nil {
+		return fmt.Errorf("close account %s: %w", account, err)
+	}
+	switch s, _ := v.(string); s {
+	case "ok", "closed":
+		return nil
+	case "not_found":
+		return fmt.Errorf("close account %s: %w", account, ErrAccountNotFound)
+	}
+	return fmt.Errorf("close account %s: unexpected reply %v", account, v)
+}
+
+// run runs a script with the Ledger's retry policy, sending identical
+// arguments on every attempt. A script's "invalid" error reply becomes an
+// error wrapping ErrInvalid.
+func (l *Ledger) run(ctx context.Context, s *script.Script, keys []string, args ...any) (any, error) {
+	return l.exec(ctx, script.Ack{}, s, keys, args)
+}
+
+// write is run for postings, waiting for replicas as WithReplicaAck says.
+// When the script ran but too few replicas acknowledged, it returns the
+// reply together with an error wrapping ErrReplicaAck; otherwise the reply
+// is nil whenever the error is not.
+func (l *Ledger) write(ctx context.Context, s *script.Script, keys []string, args ...any) (any, error) {
+	return l.exec(ctx, l.cfg.ack, s, keys, args)
+}
+
+func (l *Ledger) exec(ctx context.Context, ack script.Ack, s *script.Script, keys []string, args []any) (any, error) {
+	var v any
+	var ackErr error
+	err := retry.Do(ctx, l.cfg.policy, func(ctx context.Context, _ int) error {
+		cmd, _, err := script.RunAck(ctx, l.rdb, ack, s, keys, args...)
+		if errors.Is(err, ErrReplicaAck) {
+			v, ackErr = cmd.Val(), err
+			return nil
+		}
+		v = cmd.Val()
+		return err
+	})
+	if err != nil {
+		return nil, l.scriptError(ctx, err)
+	}
+	return v, ackErr
+}
+
+// scriptError turns a script's "invalid" error reply into an error wrapping
+// ErrInvalid, and counts unknown outcomes.
+func (l *Ledger) scriptError(ctx context.Context, err error) error {
+	const invalidPrefix = "ERR wallet: invalid: "
+	if msg := err.Error(); strings.HasPrefix(msg, invalidPrefix) {
+		return fmt.Errorf("%w: %s", ErrInvalid, strings.TrimPrefix(msg, invalidPrefix))
+	}
+	if errors.Is(err, ErrUnknownOutcome) {
+		l.tel.unknownOutcome(ctx)
+	}
+	return err
+}
+
+// check returns the Ledger's configuration error or the first argument
+// error.
+func (l *Ledger) check(errs ...error) error {
+	if l.cfg.err != nil {
+		return l.cfg.err
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validCurrency(code string, required bool) error {
+	if code == "" && !required {
+		return nil
+	}
+	if code == "" || len(code) > 16 || valid.Prefix(code) != nil {
+		return fmt.Errorf("%w: currency %q: want 1–16 bytes of A-Z a-z 0-9 . _ -", ErrInvalid, code)
+	}
+	return nil
+}
+
+func validMemo(m string) error {
+	if len(m) > MaxMemo || !utf8.ValidString(m) {
+		return fmt.Errorf("%w: memo: want at most %d bytes of UTF-8", ErrInvalid, MaxMemo)
+	}
+	return nil
+}
+
+func overdraft(v int64) error {
+	if v < 0 || v > valid.MaxAmount {
+		return fmt.Errorf("%w: overdraft %d outside 0..%d", ErrInvalid, v, int64(valid.MaxAmount))
+	}
+	return nil
+}
+
+// strs converts a script's array reply to strings (integers formatted).
+func strs(v any) []string {
+	arr, _ := v.([]any)
+	out := make([]string, len(arr))
+	for i, x := range arr {
+		switch x := x.(type) {
+		case string:
+			out[i] = x
+		case int64:
+			out[i] = strconv.FormatInt(x, 10)
+		}
+	}
+	return out
+}
+
+func status(r []string, i int) string {
+	if i < len(r) {
+		return r[i]
+	}
+	return ""
+}

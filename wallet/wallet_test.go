@@ -1,0 +1,394 @@
+package wallet_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redkit-go/redkit/redistest"
+	"github.com/redkit-go/redkit/wallet"
+	"github.com/stretchr/testify/require"
+)
+
+func TestLedger_Open_idempotentAndConflicts(t *testing.T) {
+	ctx := t.Context()
+	led, _, _ := newLedger(t)
+	require.NoError(t, led.Open(ctx, "alice", wallet.WithCurrency("CNY")))
+	require.NoError(t, led.Open(ctx, "alice", wallet.WithCurrency("CNY")), "same settings: no-op")
+
+	err := led.Open(ctx, "alice", wallet.WithCurrency("USD"))
+	var ce *wallet.ConflictError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "currency", ce.Field)
+	require.ErrorIs(t, err, wallet.ErrConflict)
+
+	err = led.Open(ctx, "alice", wallet.WithCurrency("CNY"), wallet.WithOverdraft(5))
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "overdraft", ce.Field)
+
+	bal, err := led.Balance(ctx, "alice")
+	require.NoError(t, err)
+	require.Equal(t, wallet.Balance{Currency: "CNY"}, bal)
+
+	require.ErrorIs(t, led.Open(ctx, "bob"), wallet.ErrInvalid, "currency is required")
+	_, err = led.Balance(ctx, "bob")
+	require.ErrorIs(t, err, wallet.ErrAccountNotFound)
+}
+
+func TestLedger_CreditDebit(t *testing.T) {
+	ctx := t.Context()
+	led, _, _ := newLedger(t)
+	require.NoError(t, led.Open(ctx, "shop-1/alice", wallet.WithCurrency("CNY")))
+
+	res, err := led.Credit(ctx, wallet.Tx{ID: "c1", Account: "shop-1/alice", Amount: 1000, Memo: "top-up"})
+	require.NoError(t, err)
+	require.False(t, res.Replayed)
+	require.Equal(t, wallet.Balance{Posted: 1000, Available: 1000, Currency: "CNY"}, res.Balance)
+	require.NotEmpty(t, res.EntryID)
+	require.False(t, res.Time.IsZero())
+
+	res, err = led.Debit(ctx, wallet.Tx{ID: "d1", Account: "shop-1/alice", Amount: 400, Currency: "CNY"})
+	require.NoError(t, err)
+	require.Equal(t, int64(600), res.Balance.Posted)
+
+	_, err = led.Debit(ctx, wallet.Tx{ID: "d2", Account: "shop-1/alice", Amount: 601})
+	require.ErrorIs(t, err, wallet.ErrInsufficientFunds)
+
+	_, err = led.Debit(ctx, wallet.Tx{ID: "d3", Account: "shop-1/alice", Amount: 1, Currency: "USD"})
+	require.ErrorIs(t, err, wallet.ErrCurrencyMismatch)
+
+	_, err = led.Credit(ctx, wallet.Tx{ID: "c2", Account: "shop-1/nobody", Amount: 1})
+	require.ErrorIs(t, err, wallet.ErrAccountNotFound)
+
+	bal, err := led.Balance(ctx, "shop-1/alice")
+	require.NoError(t, err)
+	require.Equal(t, wallet.Balance{Posted: 600, Available: 600, Currency: "CNY"}, bal)
+
+	ents, next, err := led.Entries(ctx, "shop-1/alice", "", 10)
+	require.NoError(t, err)
+	require.Empty(t, next)
+	require.Len(t, ents, 3)
+	require.Equal(t, wallet.KindOpen, ents[0].Kind)
+	require.Equal(t, wallet.Entry{ID: ents[1].ID, TxID: "c1", Kind: wallet.KindCredit, Delta: 1000, Posted: 1000,
+		Memo: "top-up", Time: ents[1].Time}, ents[1])
+	require.Equal(t, int64(-400), ents[2].Delta)
+	require.Equal(t, int64(600), ents[2].Posted)
+	require.NoError(t, led.Verify(ctx, "shop-1/alice"))
+}
+
+func TestLedger_Debit_overdraft(t *testing.T) {
+	ctx := t.Context()
+	led, _, _ := newLedger(t)
+	require.NoError(t, led.Open(ctx, "a", wallet.WithCurrency("EUR"), wallet.WithOverdraft(500)))
+	res, err := led.Debit(ctx, wallet.Tx{ID: "d1", Account: "a", Amount: 500})
+	require.NoError(t, err)
+	require.Equal(t, wallet.Balance{Posted: -500, Available: -500, Overdraft: 500, Currency: "EUR"}, res.Balance)
+	_, err = led.Debit(ctx, wallet.Tx{ID: "d2", Account: "a", Amount: 1})
+	require.ErrorIs(t, err, wallet.ErrInsufficientFunds)
+}
+
+func TestLedger_idempotency_replayReturnsFirstResult(t *testing.T) {
+	ctx := t.Context()
+	led, _, _ := newLedger(t)
+	require.NoError(t, led.Open(ctx, "a", wallet.WithCurrency("CNY")))
+	first, err := led.Credit(ctx, wallet.Tx{ID: "c1", Account: "a", Amount: 10})
+	require.NoError(t, err)
+	_, err = led.Credit(ctx, wallet.Tx{ID: "c2", Account: "a", Amount: 5})
+	require.NoError(t, err)
+
+	again, err := led.Credit(ctx, wallet.Tx{ID: "c1", Account: "a", Amount: 10})
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+	first.Replayed = true
+	require.Equal(t, first, again, "a replay returns the original result, balance included")
+
+	bal, err := led.Balance(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, int64(15), bal.Posted, "the replay changed nothing")
+	ents, _, err := led.Entries(ctx, "a", "", 100)
+	require.NoError(t, err)
+	require.Len(t, ents, 3)
+}
+
+func TestLedger_idempotency_conflictNamesField(t *testing.T) {
+	ctx := t.Context()
+	led, _, _ := newLedger(t)
+	for _, a := range []string{"g/a", "g/b", "g/c"} {
+		require.NoError(t, led.Open(ctx, a, wallet.WithCurrency("CNY")))
+	}
+	_, err := led.Credit(ctx, wallet.Tx{ID: "t1", Account: "g/a", Amount: 100, Memo: "m"})
+	require.NoError(t, err)
+	_, err = led.Transfer(ctx, wallet.Transfer{ID: "t2", From: "g/a", To: "g/b", Amount: 10})
+	require.NoError(t, err)
+
+	cases := []struct {
+		field string
+		call  func() error
+	}{
+		{"kind", func() error {
+			_, err := led.Debit(ctx, wallet.Tx{ID: "t1", Account: "g/a", Amount: 100, Memo: "m"})
+			return err
+		}},
+		{"account", func() error {
+			_, err := led.Credit(ctx, wallet.Tx{ID: "t1", Account: "g/b", Amount: 100, Memo: "m"})
+			return err
+		}},
+		{"amount", func() error {
+			_, err := led.Credit(ctx, wallet.Tx{ID: "t1", Account: "g/a", Amount: 101, Memo: "m"})
+			return err
+		}},
+		{"currency", func() error {
+			_, err := led.Credit(ctx, wallet.Tx{ID: "t1", Account: "g/a", Amount: 100, Memo: "m", Currency: "CNY"})
+			return err
+		}},
+		{"memo", func() error { _, err := led.Credit(ctx, wallet.Tx{ID: "t1", Account: "g/a", Amount: 100}); return err }},
+		{"kind", func() error { _, err := led.Credit(ctx, wallet.Tx{ID: "t2", Account: "g/a", Amount: 10}); return err }},
+		{"from", func() error {
+			_, err := led.Transfer(ctx, wallet.Transfer{ID: "t2", From: "g/c", To: "g/b", Amount: 10})
+			return err
+		}},
+		{"to", func() error {
+			_, err := led.Transfer(ctx, wallet.Transfer{ID: "t2", From: "g/a", To: "g/c", Amount: 10})
+			return err
+		}},
+		{"amount", func() error {
+			_, err := led.Transfer(ctx, wallet.Transfer{ID: "t2", From: "g/a", To: "g/b", Amount: 11})
+			return err
+		}},
+	}
+	for _, c := range cases {
+		err := c.call()
+		var ce *wallet.ConflictError
+		require.ErrorAs(t, err, &ce, c.field)
+		require.Equal(t, c.field, ce.Field)
+		require.ErrorIs(t, err, wallet.ErrConflict)
+	}
+	for a, want := range map[string]int64{"g/a": 90, "g/b": 10, "g/c": 0} {
+		bal, err := led.Balance(ctx, a)
+		require.NoError(t, err)
+		require.Equal(t, want, bal.Posted, a)
+	}
+}
+
+func TestLedger_idempotency_refusedStaysRefused(t *testing.T) {
+	ctx := t.Context()
+	led, _, _ := newLedger(t)
+	require.NoError(t, led.Open(ctx, "a", wallet.WithCurrency("CNY")))
+	debit := wallet.Tx{ID: "d1", Account: "a", Amount: 50}
+	_, err := led.Debit(ctx, debit)
+	require.ErrorIs(t, err, wallet.ErrInsufficientFunds)
+	_, err = led.Credit(ctx, wallet.Tx{ID: "c1", Account: "a", Amount: 100})
+	require.NoError(t, err)
+
+	res, err := led.Debit(ctx, debit)
+	require.ErrorIs(t, err, wallet.ErrInsufficientFunds, "funds arrived, but the refused transaction stays refused")
+	require.True(t, res.Replayed)
+
+	_, err = led.Credit(ctx, wallet.Tx{ID: "early", Account: "b", Amount: 1})
+	require.ErrorIs(t, err, wallet.ErrAccountNotFound)
+	require.NoError(t, led.Open(ctx, "b", wallet.WithCurrency("CNY")))
+	_, err = led.Credit(ctx, wallet.Tx{ID: "early", Account: "b", Amount: 1})
+	require.ErrorIs(t, err, wallet.ErrAccountNotFound)
+
+	bal, err := led.Balance(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, int64(100), bal.Posted)
+}
+
+func TestLedger_Transfer(t *testing.T) {
+	ctx := t.Context()
+	led, _, _ := newLedger(t)
+	for _, a := range []string{"m-1/payouts", "m-1/till"} {
+		require.NoError(t, led.Open(ctx, a, wallet.WithCurrency("CNY")))
+	}
+	require.NoError(t, led.Open(ctx, "m-1/usd", wallet.WithCurrency("USD")))
+	require.NoError(t, led.Open(ctx, "m-2/till", wallet.WithCurrency("CNY")))
+	_, err := led.Credit(ctx, wallet.Tx{ID: "seed", Account: "m-1/payouts", Amount: 1000})
+	require.NoError(t, err)
+
+	res, err := led.Transfer(ctx, wallet.Transfer{ID: "t1", From: "m-1/payouts", To: "m-1/till", Amount: 300, Memo: "x"})
+	require.NoError(t, err)
+	require.Equal(t, int64(700), res.Balance.Posted)
+	require.Equal(t, int64(300), res.To.Posted)
+	require.NotEmpty(t, res.ToEntryID)
+
+	_, err = led.Transfer(ctx, wallet.Transfer{ID: "t2", From: "m-1/payouts", To: "m-1/till", Amount: 701})
+	require.ErrorIs(t, err, wallet.ErrInsufficientFunds)
+	_, err = led.Transfer(ctx, wallet.Transfer{ID: "t3", From: "m-1/payouts", To: "m-1/usd", Amount: 1})
+	require.ErrorIs(t, err, wallet.ErrCurrencyMismatch)
+	_, err = led.Transfer(ctx, wallet.Transfer{ID: "t4", From: "m-1/payouts", To: "m-1/nobody", Amount: 1})
+	require.ErrorIs(t, err, wallet.ErrAccountNotFound)
+	require.Contains(t, err.Error(), "m-1/nobody")
+	out := led.TransferBatch(ctx, []wallet.Transfer{{ID: "t5", From: "m-1/payouts", To: "m-2/till", Amount: 1}})
+	require.ErrorIs(t, out[0].Err, wallet.ErrCrossGroup, "a batch holds single-group transfers only")
+	_, err = led.Transfer(ctx, wallet.Transfer{ID: "t6", From: "m-1/till", To: "m-1/till", Amount: 1})
+	require.ErrorIs(t, err, wallet.ErrSameAccount)
+	require.ErrorIs(t, err, wallet.ErrInvalid)
+
+	in, _, err := led.Entries(ctx, "m-1/till", "", 10)
+	require.NoError(t, err)
+	require.Equal(t, wallet.KindTransferIn, in[1].Kind)
+	require.Equal(t, "m-1/payouts", in[1].Peer)
+	require.Equal(t, "t1", in[1].TxID)
+
+	tb, err := led.TrialBalance(ctx, "m-1/payouts", "m-1/till", "m-1/usd")
+	require.NoError(t, err)
+	require.Zero(t, tb.NetTransfers())
+	require.True(t, tb.Balanced())
+	require.Equal(t, int64(1000), tb.Posted)
+}
+
+func TestLedger_CloseAccount(t *testing.T) {
+	ctx := t.Context()
+	led, _, _ := newLedger(t)
+	require.NoError(t, led.Open(ctx, "g/a", wallet.WithCurrency("CNY")))
+	require.NoError(t, led.Open(ctx, "g/b", wallet.WithCurrency("CNY")))
+	_, err := led.Credit(ctx, wallet.Tx{ID: "c1", Account: "g/a", Amount: 10})
+	require.NoError(t, err)
+	require.NoError(t, led.CloseAccount(ctx, "g/a"))
+	require.NoError(t, led.CloseAccount(ctx, "g/a"), "closing twice is a no-op")
+	require.ErrorIs(t, led.CloseAccount(ctx, "g/nobody"), wallet.ErrAccountNotFound)
+
+	_, err = led.Credit(ctx, wallet.Tx{ID: "c2", Account: "g/a", Amount: 10})
+	require.ErrorIs(t, err, wallet.ErrClosed)
+	_, err = led.Transfer(ctx, wallet.Transfer{ID: "t1", From: "g/b", To: "g/a", Amount: 1})
+	require.ErrorIs(t, err, wallet.ErrClosed)
+	bal, err := led.Balance(ctx, "g/a")
+	require.NoError(t, err)
+	require.True(t, bal.Closed)
+	require.Equal(t, int64(10), bal.Posted)
+	require.ErrorIs(t, led.Open(ctx, "g/a", wallet.WithCurrency("CNY")), wallet.ErrClosed)
+	require.NoError(t, led.Verify(ctx, "g/a"))
+}
+
+func TestLedger_badInput_writesNothing(t *testing.T) {
+	ctx := t.Context()
+	led, rdb, prefix := newLedger(t)
+	require.NoError(t, led.Open(ctx, "g/a", wallet.WithCurrency("CNY")))
+	require.NoError(t, led.Open(ctx, "g/b", wallet.WithCurrency("CNY")))
+	_, err := led.Credit(ctx, wallet.Tx{ID: "big", Account: "g/a", Amount: 1<<53 - 1})
+	require.NoError(t, err)
+	_, err = led.Credit(ctx, wallet.Tx{ID: "small", Account: "g/b", Amount: 5})
+	require.NoError(t, err)
+	before := keysUnder(t, rdb, prefix)
+	bal, err := led.Balance(ctx, "g/a")
+	require.NoError(t, err)
+
+	bad := []struct {
+		name string
+		call func() error
+	}{
+		{"amount 0", func() error { _, err := led.Credit(ctx, wallet.Tx{ID: "x", Account: "g/b", Amount: 0}); return err }},
+		{"amount negative", func() error { _, err := led.Debit(ctx, wallet.Tx{ID: "x", Account: "g/b", Amount: -5}); return err }},
+		{"amount 2^53", func() error {
+			_, err := led.Credit(ctx, wallet.Tx{ID: "x", Account: "g/b", Amount: 1 << 53})
+			return err
+		}},
+		{"balance overflow", func() error { _, err := led.Credit(ctx, wallet.Tx{ID: "x", Account: "g/a", Amount: 1}); return err }},
+		{"transfer overflow", func() error {
+			_, err := led.Transfer(ctx, wallet.Transfer{ID: "x", From: "g/b", To: "g/a", Amount: 1})
+			return err
+		}},
+		{"empty ID", func() error { _, err := led.Credit(ctx, wallet.Tx{ID: "", Account: "g/b", Amount: 1}); return err }},
+		{"ID with brace", func() error { _, err := led.Credit(ctx, wallet.Tx{ID: "x{y}", Account: "g/b", Amount: 1}); return err }},
+		{"ID with space", func() error { _, err := led.Credit(ctx, wallet.Tx{ID: "x y", Account: "g/b", Amount: 1}); return err }},
+		{"account with brace", func() error { _, err := led.Credit(ctx, wallet.Tx{ID: "x", Account: "{g}/b", Amount: 1}); return err }},
+		{"account glob", func() error { _, err := led.Credit(ctx, wallet.Tx{ID: "x", Account: "g/*", Amount: 1}); return err }},
+		{"empty account", func() error { _, err := led.Debit(ctx, wallet.Tx{ID: "x", Account: "", Amount: 1}); return err }},
+		{"ID too long", func() error {
+			_, err := led.Credit(ctx, wallet.Tx{ID: strings.Repeat("x", 129), Account: "g/b", Amount: 1})
+			return err
+		}},
+		{"memo too long", func() error {
+			_, err := led.Credit(ctx, wallet.Tx{ID: "x", Account: "g/b", Amount: 1, Memo: strings.Repeat("m", 257)})
+			return err
+		}},
+		{"bad currency", func() error {
+			_, err := led.Credit(ctx, wallet.Tx{ID: "x", Account: "g/b", Amount: 1, Currency: "C N Y"})
+			return err
+		}},
+		{"same account", func() error {
+			_, err := led.Transfer(ctx, wallet.Transfer{ID: "x", From: "g/b", To: "g/b", Amount: 1})
+			return err
+		}},
+		{"open bad overdraft", func() error { return led.Open(ctx, "g/c", wallet.WithCurrency("CNY"), wallet.WithOverdraft(-1)) }},
+		{"open bad account", func() error { return led.Open(ctx, "g c", wallet.WithCurrency("CNY")) }},
+		{"entries bad cursor", func() error { _, _, err := led.Entries(ctx, "g/a", "abc", 10); return err }},
+		{"entries bad limit", func() error { _, _, err := led.Entries(ctx, "g/a", "", 0); return err }},
+	}
+	for _, c := range bad {
+		err := c.call()
+		require.ErrorIs(t, err, wallet.ErrInvalid, c.name)
+		require.NotErrorIs(t, err, wallet.ErrUnknownOutcome, c.name)
+		require.ElementsMatch(t, before, keysUnder(t, rdb, prefix), "%s wrote a key", c.name)
+	}
+	after, err := led.Balance(ctx, "g/a")
+	require.NoError(t, err)
+	require.Equal(t, bal, after)
+	require.NoError(t, led.Verify(ctx, "g/a"))
+	require.NoError(t, led.Verify(ctx, "g/b"))
+
+	out := led.TransferBatch(ctx, []wallet.Transfer{{ID: "x", From: "g/b", To: "h/a", Amount: 1}})
+	require.True(t, errors.Is(out[0].Err, wallet.ErrCrossGroup))
+	require.ElementsMatch(t, before, keysUnder(t, rdb, prefix))
+}
+
+func TestNew_invalidOptions(t *testing.T) {
+	ctx := t.Context()
+	rdb := shared.Client()
+	defer rdb.Close()
+	for _, opt := range []wallet.Option{wallet.WithKeyPrefix("a:b"), wallet.WithIdempotencyWindow(0),
+		wallet.WithRetry(0, 0, 0)} {
+		led := wallet.New(rdb, opt)
+		require.ErrorIs(t, led.Open(ctx, "a", wallet.WithCurrency("CNY")), wallet.ErrInvalid)
+		_, err := led.Credit(ctx, wallet.Tx{ID: "x", Account: "a", Amount: 1})
+		require.ErrorIs(t, err, wallet.ErrInvalid)
+	}
+}
+
+func TestLedger_Check(t *testing.T) {
+	ctx := t.Context()
+	risky := redistest.New(t, redistest.Options{MaxmemoryPolicy: "allkeys-lru"})
+	rep, err := wallet.New(risky.Client()).Check(ctx)
+	require.NoError(t, err)
+	require.Equal(t, wallet.SeverityCritical, rep.Worst())
+	require.Error(t, rep.Err(wallet.SeverityWarning))
+
+	safe := redistest.New(t, redistest.Options{AOF: true, AppendFsync: "always"})
+	rep, err = wallet.New(safe.Client()).Check(ctx)
+	require.NoError(t, err)
+	require.Equal(t, wallet.SeverityOK, rep.Worst(), "%v", rep.Findings)
+	require.NoError(t, rep.Err(wallet.SeverityWarning))
+}
+
+func TestLedger_postings_oneRoundTrip(t *testing.T) {
+	ctx := t.Context()
+	_, _, prefix := newLedger(t)
+	rdb := shared.Client(func(o *redis.Options) { o.PoolSize = 1 })
+	defer rdb.Close()
+	led := wallet.New(rdb, wallet.WithKeyPrefix(prefix))
+	require.NoError(t, led.Open(ctx, "g/a", wallet.WithCurrency("CNY")))
+	require.NoError(t, led.Open(ctx, "g/b", wallet.WithCurrency("CNY")))
+	// Load every script once.
+	_, err := led.Credit(ctx, wallet.Tx{ID: "w1", Account: "g/a", Amount: 100})
+	require.NoError(t, err)
+	_, err = led.Transfer(ctx, wallet.Transfer{ID: "w2", From: "g/a", To: "g/b", Amount: 1})
+	require.NoError(t, err)
+	_, err = led.Balance(ctx, "g/a")
+	require.NoError(t, err)
+
+	rt := &roundTrips{}
+	rdb.AddHook(rt)
+	_, err = led.Credit(ctx, wallet.Tx{ID: "c1", Account: "g/a", Amount: 10})
+	require.NoError(t, err)
+	_, err = led.Debit(ctx, wallet.Tx{ID: "d1", Account: "g/a", Amount: 10})
+	require.NoError(t, err)
+	_, err = led.Debit(ctx, wallet.Tx{ID: "d2", Account: "g/a", Amount: 1000})
+	require.ErrorIs(t, err, wallet.ErrInsufficientFunds)
+	_, err = led.Transfer(ctx, wallet.Transfer{ID: "t1", From: "g/a", To: "g/b", Amount: 5})
+	require.NoError(t, err)
+	_, err = led.Balance(ctx, "g/a")
+	require.NoError(t, err)
+	require.Equal(t, int64(5), rt.n.Load())
+}
