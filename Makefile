@@ -1,6 +1,6 @@
 # redkit: every target works on a fresh Debian machine with Go installed.
 SHELL := /bin/bash
-MODULES := internal otelx redistest idgen lock stock wallet examples bench
+MODULES := internal otelx otelx/setup redistest idgen lock stock wallet reliability examples bench
 GO ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
