@@ -1,0 +1,3 @@
+module github.com/redkit-go/redkit/reliability
+
+go 1.26.0
