@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -388,7 +389,30 @@ func (s *Server) signal(sig syscall.Signal, paused bool) error {
 		return err
 	}
 	s.paused = paused
+	if paused {
+		// kill(2) returns before a process running on another CPU has
+		// stopped; a write sent in that window could still be served.
+		waitStopped(s.cmd.Process.Pid)
+	}
 	return nil
+}
+
+// waitStopped polls /proc until the process is in the stopped state, for at
+// most a few seconds. Where /proc is unavailable it returns at once.
+func waitStopped(pid int) {
+	path := fmt.Sprintf("/proc/%d/stat", pid)
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return
+		}
+		// The state follows the parenthesised command name: "pid (comm) T ...".
+		if i := bytes.LastIndexByte(b, ')'); i < 0 || i+2 >= len(b) || b[i+2] == 'T' || b[i+2] == 't' {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // Close stops the server, closes the clients made by Client and removes a
