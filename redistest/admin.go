@@ -11,7 +11,7 @@ import (
 // faults and control commands never share (or kill) the connections a test
 // uses.
 func (s *Server) do(ctx context.Context, args ...any) (any, error) {
-	c := redis.NewClient(&redis.Options{Addr: s.addr, PoolSize: 1, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: s.addr, PoolSize: 1, MaxRetries: -1, TLSConfig: s.tlsConfig()})
 	defer c.Close()
 	return c.Do(ctx, args...).Result()
 }

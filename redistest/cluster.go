@@ -239,7 +239,7 @@ func (c *Cluster) waitStable(ctx context.Context) error {
 // Client returns a new cluster client seeded with every node, closed by
 // Close. Extra options are applied on top of Addrs.
 func (c *Cluster) Client(opt ...func(*redis.ClusterOptions)) *redis.ClusterClient {
-	o := &redis.ClusterOptions{Addrs: c.Addrs()}
+	o := &redis.ClusterOptions{Addrs: c.Addrs(), TLSConfig: c.nodes[0].tlsConfig()}
 	for _, f := range opt {
 		f(o)
 	}

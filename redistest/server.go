@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -48,6 +49,11 @@ type Options struct {
 	// StartTimeout bounds how long Start waits for the server to accept
 	// connections (default 10s).
 	StartTimeout time.Duration
+	// TLS, when set, makes the server accept TLS connections only, with
+	// these certificates (see NewTLS): the port serves TLS and plain TCP is
+	// off; replicas and Cluster nodes talk to each other over TLS too.
+	// Client and the package's own control connections use TLS.ClientConfig.
+	TLS *TLS
 }
 
 // Server is one running (or killed) redis-server child process.
@@ -182,6 +188,9 @@ func (s *Server) configLines() []string {
 		"enable-debug-command local",
 		"repl-diskless-sync-delay 0",
 	}
+	if s.opts.TLS != nil {
+		lines = append(s.opts.TLS.configLines(strconv.Itoa(s.port)), lines[1:]...)
+	}
 	if s.opts.AOF {
 		fsync := s.opts.AppendFsync
 		if fsync == "" {
@@ -247,7 +256,7 @@ func (s *Server) start(ctx context.Context) error {
 			return fmt.Errorf("redistest: redis-server exited at start: %s", s.logTail())
 		default:
 		}
-		if err := ping(s.addr); err == nil {
+		if err := ping(s.addr, s.tlsConfig()); err == nil {
 			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -260,12 +269,17 @@ func (s *Server) start(ctx context.Context) error {
 	}
 }
 
-func ping(addr string) error {
+func ping(addr string, tlsConfig *tls.Config) error {
 	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	if tlsConfig != nil {
+		cfg := tlsConfig.Clone()
+		cfg.ServerName, _, _ = net.SplitHostPort(addr)
+		c = tls.Client(c, cfg)
+	}
 	_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
 	if _, err := c.Write([]byte("PING\r\n")); err != nil {
 		return err
@@ -304,7 +318,7 @@ func (s *Server) Options() Options { return s.opts }
 // Client returns a new go-redis client for the server, closed by Close.
 // Extra options are applied on top of Addr.
 func (s *Server) Client(opt ...func(*redis.Options)) *redis.Client {
-	o := &redis.Options{Addr: s.addr}
+	o := &redis.Options{Addr: s.addr, TLSConfig: s.tlsConfig()}
 	for _, f := range opt {
 		f(o)
 	}
@@ -313,6 +327,14 @@ func (s *Server) Client(opt ...func(*redis.Options)) *redis.Client {
 	s.clients = append(s.clients, c)
 	s.mu.Unlock()
 	return c
+}
+
+// tlsConfig is the client TLS configuration for the server, nil without TLS.
+func (s *Server) tlsConfig() *tls.Config {
+	if s.opts.TLS == nil {
+		return nil
+	}
+	return s.opts.TLS.ClientConfig()
 }
 
 // PID returns the current process ID, or 0 when the server is not running.
