@@ -83,6 +83,13 @@
 //     newer one has written first with a higher token, but a counter that went
 //     back defeats it. Use a single primary with AOF for locks you fence, or
 //     accept this window.
+//   - A Redis restart (kill -9 included) keeps locks and fence counters only
+//     as far as persistence goes: with AOF and appendfsync always, all of
+//     them; without persistence, none. Then a holder's next renewal finds
+//     its lock gone and its Context ends (ErrLeaseExpired), another process
+//     can acquire at once, and the fence counter starts again at 1, so a
+//     protected resource that recorded higher tokens refuses every new
+//     holder (ErrStaleFence) until its fence key is reset.
 //   - A lease cannot stop a process that is already past its check: a
 //     holder paused (GC, VM freeze) after it looked at Lease.Context but
 //     before its write still writes late. Only the fence, checked by the
@@ -143,4 +150,10 @@
 // 10ms..24h, permits outside 1..MaxPermits and bad options are ErrInvalid,
 // and nothing is written. A lease's Err is ErrLeaseExpired, ErrLeaseTaken,
 // ErrRenewFailed (wrapping the Redis error), ErrReleased or ErrClosed.
+//
+// # Redis ACL
+//
+// redis.acl, next to this file, is a least-privilege Redis ACL user for this
+// package (the commands and key patterns it uses, for the default key
+// prefix); SECURITY.md at the repository root explains it.
 package lock

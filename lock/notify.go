@@ -2,7 +2,9 @@ package lock
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -47,7 +49,13 @@ type chanState struct {
 	waiters   []*waiter
 	// orphans: owner IDs named by fair-mode messages that found no local
 	// waiter yet (it was between its first attempt and join), by arrival.
-	orphans map[string]time.Time
+	// A slice, not a map keyed by owner ID: see sameOwner.
+	orphans []orphan
+}
+
+type orphan struct {
+	owner string
+	at    time.Time
 }
 
 type waiter struct {
@@ -108,9 +116,12 @@ func (h *hub) join(ctx context.Context, channel string, broadcast bool, owner st
 		h.chans[channel] = st
 	}
 	continuous = since != nil && st == since && st.isConf && st.conn != nil && !st.broken
-	if _, ok := st.orphans[owner]; ok {
-		delete(st.orphans, owner)
-		w.wake <- struct{}{} // named by a release before it got here
+	for i, o := range st.orphans {
+		if sameOwner(o.owner, owner) {
+			st.orphans = slices.Delete(st.orphans, i, i+1)
+			w.wake <- struct{}{} // named by a release before it got here
+			break
+		}
 	}
 	st.waiters = append(st.waiters, w)
 	confirmed := st.confirmed
@@ -315,7 +326,7 @@ func (h *hub) wakeOne(channel, payload string) {
 	}
 	if len(payload) == 32 {
 		for _, w := range st.waiters {
-			if w.owner == payload {
+			if sameOwner(w.owner, payload) {
 				select {
 				case w.wake <- struct{}{}:
 				default:
@@ -324,15 +335,14 @@ func (h *hub) wakeOne(channel, payload string) {
 			}
 		}
 		now := time.Now()
-		if st.orphans == nil {
-			st.orphans = make(map[string]time.Time)
-		}
-		for o, at := range st.orphans {
-			if now.Sub(at) > confirmWait {
-				delete(st.orphans, o)
+		st.orphans = slices.DeleteFunc(st.orphans, func(o orphan) bool { return now.Sub(o.at) > confirmWait })
+		for i := range st.orphans {
+			if sameOwner(st.orphans[i].owner, payload) {
+				st.orphans[i].at = now
+				return
 			}
 		}
-		st.orphans[payload] = now
+		st.orphans = append(st.orphans, orphan{owner: payload, at: now})
 		return
 	}
 	if st.broadcast {
@@ -445,4 +455,10 @@ func (h *hub) close() {
 	}
 	h.mu.Unlock()
 	h.wg.Wait()
+}
+
+// sameOwner compares owner IDs in constant time, so the time a comparison
+// takes tells nothing about how much of an owner ID a message got right.
+func sameOwner(a, b string) bool {
+	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
 }
