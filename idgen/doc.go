@@ -64,6 +64,16 @@
 // one already handed out. Run with a replica (or AOF with appendfsync always
 // and no failover) when that matters.
 //
+// "Has replicas" means replicas connected to the primary at probe time
+// (connected_slaves of INFO replication). A replica that disconnects (it
+// died, or a network partition cut it off) stops being counted at the next
+// probe, and reservations then proceed without acknowledgement; if that
+// replica is later promoted (a split brain), ranges reserved in between can
+// be handed out again. Set min-replicas-to-write 1 on the primary to make it
+// refuse writes while no replica is connected. A server whose INFO is
+// refused (an ACL without it, some managed services) counts as having no
+// replicas.
+//
 // Snowflake. The wall clock is read once, when the generator starts; elapsed
 // time comes from Go's monotonic clock, so wall-clock steps in a running
 // process cause no duplicate and no stall. A clock that goes backwards inside
@@ -146,4 +156,10 @@
 //	if err != nil { ... }
 //	defer sf.Close()
 //	id, err = sf.Next(ctx) // idgen.ErrLeaseLost while the node lease is not renewed
+//
+// # Redis ACL
+//
+// redis.acl, next to this file, is a least-privilege Redis ACL user for this
+// package (the commands and key patterns it uses, for the default key
+// prefix); SECURITY.md at the repository root explains it.
 package idgen

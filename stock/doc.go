@@ -160,4 +160,10 @@
 //
 // The scripts are in the scripts directory of the module (also returned by
 // Scripts); each file's header documents its KEYS, ARGV and reply.
+//
+// # Redis ACL
+//
+// redis.acl, next to this file, is a least-privilege Redis ACL user for this
+// package (the commands and key patterns it uses, for the default key
+// prefix); SECURITY.md at the repository root explains it.
 package stock

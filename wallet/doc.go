@@ -177,4 +177,10 @@
 // WithMeterProvider say otherwise. Refusals are outcomes, not span errors.
 // Account IDs, transaction IDs and amounts are never recorded; WithLabel
 // adds a label of your choosing.
+//
+// # Redis ACL
+//
+// redis.acl, next to this file, is a least-privilege Redis ACL user for this
+// package (the commands and key patterns it uses, for the default key
+// prefix); SECURITY.md at the repository root explains it.
 package wallet

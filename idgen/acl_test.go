@@ -1,0 +1,57 @@
+package idgen_test
+
+import (
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redkit-go/redkit/idgen"
+	"github.com/redkit-go/redkit/redistest"
+)
+
+// The user in idgen/redis.acl can run everything the package does and
+// nothing else; Check, refused CONFIG GET, reports unknown settings instead
+// of failing.
+func TestACL_redisACL_leastPrivilege(t *testing.T) {
+	s, password := redistest.NewWithACL(t, "redis.acl")
+	rdb := s.Client(func(o *redis.Options) { o.Username, o.Password = "redkit-idgen", password })
+	admin := s.Client()
+	ctx := t.Context()
+
+	seq, err := idgen.NewSequence(rdb, "shop-7/orders")
+	require.NoError(t, err)
+	a, err := seq.Next(ctx)
+	require.NoError(t, err)
+	seg, err := idgen.NewSegment(rdb, "shop-7/order-no", idgen.WithMinStep(10), idgen.WithMaxStep(10))
+	require.NoError(t, err)
+	for range 25 { // several range fetches, prefetch included
+		_, err = seg.Next(ctx)
+		require.NoError(t, err)
+	}
+	require.NoError(t, seg.Close())
+	require.NoError(t, admin.ScriptFlush(ctx).Err()) // the next script is loaded again
+	sf, err := idgen.NewLeasedSnowflake(ctx, rdb, "checkout")
+	require.NoError(t, err)
+	_, err = sf.Next(ctx)
+	require.NoError(t, err)
+	require.NoError(t, sf.Close())
+	b, err := seq.Next(ctx)
+	require.NoError(t, err)
+	require.Greater(t, b, a)
+
+	rep, err := seq.Check(ctx)
+	require.NoError(t, err, "Check degrades instead of failing")
+	require.NotEmpty(t, rep.Findings)
+	for _, f := range rep.Findings {
+		require.Equal(t, idgen.SeverityUnknown, f.Severity, "%+v", f)
+	}
+
+	require.True(t, redistest.IsNoPerm(rdb.FlushAll(ctx).Err()), "FLUSHALL")
+	require.True(t, redistest.IsNoPerm(rdb.Keys(ctx, "*").Err()), "KEYS")
+	require.True(t, redistest.IsNoPerm(rdb.ConfigGet(ctx, "requirepass").Err()), "CONFIG GET")
+	require.True(t, redistest.IsNoPerm(rdb.Set(ctx, "other:key", 1, 0).Err()), "a key outside the patterns")
+	require.True(t, redistest.IsNoPerm(rdb.Get(ctx, "redkit:lock:v1:{x}:token:x").Err()), "another module's key")
+	require.True(t, redistest.IsNoPerm(rdb.Del(ctx, "redkit:idgen:v1:{shop-7}:seq:shop-7/orders").Err()), "DEL of its own counter")
+	require.True(t, redistest.IsNoPerm(rdb.Eval(ctx, "return redis.call('GET', KEYS[1])", []string{"other:key"}).Err()), "an outside key in a script")
+}

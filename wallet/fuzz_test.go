@@ -1,0 +1,200 @@
+package wallet_test
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redkit-go/redkit/redistest"
+	"github.com/redkit-go/redkit/wallet"
+)
+
+// Oracles independent of package valid: DESIGN §2.4's name rule and the
+// currency code rule of WithCurrency.
+var (
+	nameGrammar     = regexp.MustCompile(`^[A-Za-z0-9._:-]+(/[A-Za-z0-9._:-]+)?$`)
+	currencyGrammar = regexp.MustCompile(`^[A-Za-z0-9._-]{1,16}$`)
+)
+
+func validName(s string) bool     { return len(s) <= 128 && nameGrammar.MatchString(s) }
+func validAmount(v int64) bool    { return v >= 1 && v <= 1<<53-1 }
+func validMemo(m string) bool     { return len(m) <= wallet.MaxMemo && utf8.ValidString(m) }
+func conflict(err error) bool     { return errors.As(err, new(*wallet.ConflictError)) }
+func validCurrency(c string) bool { return currencyGrammar.MatchString(c) }
+
+var fuzzSeq int
+
+// fuzzLedger returns a Ledger on a fresh key prefix of rdb; its keys are
+// deleted at the end of the input so the database stays small.
+func fuzzLedger(t *testing.T, rdb *redis.Client) (*wallet.Ledger, string) {
+	fuzzSeq++
+	prefix := fmt.Sprintf("fz%d-%d", fuzzSeq, time.Now().UnixNano())
+	led := wallet.New(rdb, wallet.WithKeyPrefix(prefix))
+	t.Cleanup(func() {
+		_ = led.Close()
+		if ks, _ := rdb.Keys(t.Context(), prefix+":*").Result(); len(ks) > 0 {
+			rdb.Del(t.Context(), ks...)
+		}
+	})
+	return led, prefix
+}
+
+type state struct {
+	keys map[string]string
+	size int64
+}
+
+func snapshot(t *testing.T, rdb *redis.Client, prefix string) state {
+	t.Helper()
+	ks, err := redistest.Snapshot(t.Context(), rdb, prefix+":*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return state{keys: ks, size: rdb.DBSize(t.Context()).Val()}
+}
+
+// requireUnchanged fails when a refused call changed a key under prefix or
+// added a key anywhere.
+func requireUnchanged(t *testing.T, rdb *redis.Client, prefix string, before state, what string) {
+	t.Helper()
+	after := snapshot(t, rdb, prefix)
+	if !reflect.DeepEqual(before.keys, after.keys) {
+		t.Fatalf("%s was refused but changed keys under %s (%d keys before, %d after)", what, prefix, len(before.keys), len(after.keys))
+	}
+	if after.size > before.size {
+		t.Fatalf("%s was refused but the database grew from %d to %d keys", what, before.size, after.size)
+	}
+}
+
+// requireTagged fails unless every key under prefix carries exactly the hash
+// tag g.
+func requireTagged(t *testing.T, rdb *redis.Client, prefix, g string) {
+	t.Helper()
+	ks, err := rdb.Keys(t.Context(), prefix+":*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range ks {
+		if err := redistest.CheckKeyTag(k, g); err != nil {
+			t.Fatal(err)
+		}
+		if redistest.KeySlot(k) != redistest.KeySlot("{"+g+"}") {
+			t.Fatalf("key %q left the slot of {%s}", k, g)
+		}
+	}
+}
+
+// FuzzOpen feeds account IDs, currency codes and overdraft limits to Open:
+// invalid input is ErrInvalid and writes nothing; valid input opens the
+// account with exactly those settings, in the account's slot group.
+func FuzzOpen(f *testing.F) {
+	f.Add("merchant-42/payouts", "CNY", int64(0))
+	f.Add("alice", "EUR", int64(1<<53-1))
+	f.Add("{alice}", "CNY", int64(0))
+	f.Add("alice", "C{N}Y", int64(-1))
+	rdb := shared.Client()
+	f.Cleanup(func() { _ = rdb.Close() })
+	f.Fuzz(func(t *testing.T, account, currency string, overdraft int64) {
+		led, prefix := fuzzLedger(t, rdb)
+		ctx := t.Context()
+		before := snapshot(t, rdb, prefix)
+		err := led.Open(ctx, account, wallet.WithCurrency(currency), wallet.WithOverdraft(overdraft))
+		if !validName(account) || !validCurrency(currency) || overdraft < 0 || overdraft > 1<<53-1 {
+			if !errors.Is(err, wallet.ErrInvalid) {
+				t.Fatalf("Open(%q, %q, overdraft %d) = %v, want ErrInvalid", account, currency, overdraft, err)
+			}
+			requireUnchanged(t, rdb, prefix, before, "open")
+			return
+		}
+		if err != nil {
+			t.Fatalf("Open(%q, %q, overdraft %d): %v", account, currency, overdraft, err)
+		}
+		b, err := led.Balance(ctx, account)
+		if err != nil || b != (wallet.Balance{Currency: currency, Overdraft: overdraft}) {
+			t.Fatalf("Balance(%q) = %+v, %v after opening with %q, %d", account, b, err, currency, overdraft)
+		}
+		requireTagged(t, rdb, prefix, groupOf(account))
+	})
+}
+
+// FuzzDebit feeds transaction IDs, accounts, amounts, currencies, memos and
+// hold TTLs to Debit and Hold on an account holding 1000 CNY: invalid input
+// is ErrInvalid and changes nothing; a valid debit takes exactly its amount
+// (or is refused for funds or currency), a repeat is a replay with the same
+// balance, and every key stays in the account's slot group.
+func FuzzDebit(f *testing.F) {
+	f.Add("tx-1", "merchant-42/payouts", int64(1), "CNY", "", int64(time.Minute))
+	f.Add("tx-1", "alice", int64(1001), "", "memo", int64(time.Second))
+	f.Add("tx-1", "alice", int64(1), "EUR", "", int64(time.Second))
+	f.Add("tx{1}", "alice", int64(1), "", "", int64(0))
+	rdb := shared.Client()
+	f.Cleanup(func() { _ = rdb.Close() })
+	const funds = 1000
+	const seedTx = "seed-credit"
+	f.Fuzz(func(t *testing.T, txID, account string, amount int64, currency, memo string, ttl int64) {
+		led, prefix := fuzzLedger(t, rdb)
+		ctx := t.Context()
+		if validName(account) {
+			if err := led.Open(ctx, account, wallet.WithCurrency("CNY")); err != nil {
+				t.Fatalf("Open(%q): %v", account, err)
+			}
+			if _, err := led.Credit(ctx, wallet.Tx{ID: seedTx, Account: account, Amount: funds}); err != nil {
+				t.Fatalf("Credit(%q): %v", account, err)
+			}
+		}
+		tx := wallet.Tx{ID: txID, Account: account, Amount: amount, Currency: currency, Memo: memo}
+		before := snapshot(t, rdb, prefix)
+		res, err := led.Debit(ctx, tx)
+		switch {
+		case !validName(txID) || !validName(account) || !validAmount(amount) ||
+			(currency != "" && !validCurrency(currency)) || !validMemo(memo):
+			if !errors.Is(err, wallet.ErrInvalid) {
+				t.Fatalf("Debit(%+v) = %v, want ErrInvalid", tx, err)
+			}
+			requireUnchanged(t, rdb, prefix, before, "debit")
+		case txID == seedTx:
+			if !conflict(err) {
+				t.Fatalf("Debit(%+v) reusing the credit's ID = %v, want a ConflictError", tx, err)
+			}
+		case currency != "" && currency != "CNY":
+			if !errors.Is(err, wallet.ErrCurrencyMismatch) {
+				t.Fatalf("Debit(%+v) = %v, want ErrCurrencyMismatch", tx, err)
+			}
+		case amount > funds:
+			if !errors.Is(err, wallet.ErrInsufficientFunds) {
+				t.Fatalf("Debit(%+v) = %v, want ErrInsufficientFunds", tx, err)
+			}
+		default:
+			want := wallet.Balance{Posted: funds - amount, Available: funds - amount, Currency: "CNY"}
+			if err != nil || res.Replayed || res.Balance != want {
+				t.Fatalf("Debit(%+v) = %+v, %v; want balance %+v", tx, res, err, want)
+			}
+			again, err := led.Debit(ctx, tx)
+			if err != nil || !again.Replayed || again.Balance != want || again.EntryID != res.EntryID {
+				t.Fatalf("repeated Debit(%+v) = %+v, %v; want a replay of %+v", tx, again, err, res)
+			}
+		}
+
+		h := wallet.HoldReq{ID: "hold-1", Account: account, Amount: 1, TTL: time.Duration(ttl)}
+		before = snapshot(t, rdb, prefix)
+		_, err = led.Hold(ctx, h)
+		switch {
+		case !validName(account) || h.TTL < time.Second || h.TTL > 7*24*time.Hour:
+			if !errors.Is(err, wallet.ErrInvalid) {
+				t.Fatalf("Hold(%+v) = %v, want ErrInvalid", h, err)
+			}
+			requireUnchanged(t, rdb, prefix, before, "hold")
+		case err != nil && !errors.Is(err, wallet.ErrInsufficientFunds) && !conflict(err):
+			t.Fatalf("Hold(%+v): %v", h, err)
+		}
+		if validName(account) {
+			requireTagged(t, rdb, prefix, groupOf(account))
+		}
+	})
+}
