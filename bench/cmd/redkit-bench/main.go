@@ -1,0 +1,149 @@
+// Command redkit-bench measures redkit beside the server's own ceilings and
+// the libraries it is judged against, in one run against redis-server
+// processes it starts itself, and checks correctness while it measures.
+//
+//	go run ./bench/cmd/redkit-bench [-runs 3] [-duration 1s] [-only regexp] [-quick] [-json]
+//
+// Each case runs -runs times for -duration; the table shows the median,
+// the spread (min–max), the ratio to the case's yardstick, Redis round trips
+// per operation and, where measured, latency percentiles. A violation (two
+// lock holders at once, oversold units, a double charge, a repeated ID) is
+// printed loudly and makes the exit status 1; so does a case that fails.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/redkit-go/redkit/bench/internal/suite"
+	"github.com/redkit-go/redkit/redistest"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	var (
+		runs     = flag.Int("runs", 3, "runs per case; the table shows their median and spread")
+		duration = flag.Duration("duration", time.Second, "measured time of one run of a case")
+		only     = flag.String("only", "", "run only the cases whose name matches this regexp")
+		quick    = flag.Bool("quick", false, "one short run per case (smoke test): -runs 1 -duration 100ms")
+		asJSON   = flag.Bool("json", false, "print the results as JSON instead of a table")
+		list     = flag.Bool("list", false, "list the cases and exit")
+	)
+	flag.Parse()
+	if *quick {
+		*runs, *duration = 1, 100*time.Millisecond
+	}
+	cases := suite.Cases()
+	var re *regexp.Regexp
+	if *only != "" {
+		var err error
+		if re, err = regexp.Compile(*only); err != nil {
+			fmt.Fprintf(os.Stderr, "redkit-bench: -only: %v\n", err)
+			return 2
+		}
+	}
+	if *list {
+		for _, c := range cases {
+			if re == nil || re.MatchString(c.Name) {
+				fmt.Printf("%-36s %s\n", c.Name, c.What)
+			}
+		}
+		return 0
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	env := &suite.Env{Quick: *quick}
+	srv, err := redistest.Start(ctx, redistest.Options{})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "redkit-bench: %v\n", err)
+		return 1
+	}
+	defer srv.Close()
+	env.Server = srv
+	if wants(cases, re, "cluster") {
+		c, err := redistest.StartCluster(ctx, redistest.ClusterOptions{Masters: 3})
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "redkit-bench: !!! cluster: %v (cluster cases skipped)\n", err)
+		} else {
+			defer c.Close()
+			env.Cluster = c
+		}
+	}
+	env.AOF = map[string]*redistest.Server{}
+	for _, fsync := range []string{"everysec", "always"} {
+		if !wants(cases, re, "aof-"+fsync) {
+			continue
+		}
+		s, err := redistest.Start(ctx, redistest.Options{AOF: true, AppendFsync: fsync})
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "redkit-bench: !!! AOF %s server: %v (its cases skipped)\n", fsync, err)
+			continue
+		}
+		defer s.Close()
+		env.AOF[fsync] = s
+	}
+	env.RedisBenchmark = suite.FindRedisBenchmark()
+	if env.RedisBenchmark == "" {
+		fmt.Fprintf(os.Stderr, "redkit-bench: !!! redis-benchmark not found: the server/* ceilings are SKIPPED and ratios against them are missing; %s\n",
+			suite.RedisBenchmarkHint)
+	}
+	version := "unknown"
+	if v, err := srv.Version(ctx); err == nil {
+		version = v.String()
+	}
+	fmt.Fprintf(os.Stderr, "redkit-bench: redis-server %s at %s, %d run(s) x %v per case\n", version, srv.Addr(), *runs, *duration)
+
+	start := time.Now()
+	results := suite.Run(ctx, env, suite.Config{Runs: *runs, Duration: *duration, Only: re, Progress: os.Stderr}, cases)
+	if *asJSON {
+		err = suite.WriteJSON(os.Stdout, struct {
+			RedisVersion string         `json:"redis_version"`
+			Runs         int            `json:"runs"`
+			Duration     string         `json:"duration"`
+			Results      []suite.Result `json:"results"`
+		}{version, *runs, duration.String(), results})
+	} else {
+		fmt.Printf("redkit-bench: %d run(s) x %v per case, redis-server %s, 64 clients/buyers unless named; total %v\n\n",
+			*runs, *duration, version, time.Since(start).Round(time.Second))
+		err = suite.WriteTable(os.Stdout, results)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "redkit-bench: %v\n", err)
+		return 1
+	}
+	status := 0
+	if v := suite.Violations(results); len(v) > 0 {
+		fmt.Fprintf(os.Stderr, "\n!!! redkit-bench: %d CORRECTNESS VIOLATION(S):\n  %s\n", len(v), strings.Join(v, "\n  "))
+		status = 1
+	}
+	for _, r := range results {
+		if r.Failed != "" {
+			fmt.Fprintf(os.Stderr, "redkit-bench: case %s FAILED: %s\n", r.Case, r.Failed)
+			status = 1
+		}
+	}
+	if ctx.Err() != nil {
+		status = 1
+	}
+	return status
+}
+
+// wants reports whether a selected case needs the given extra servers.
+func wants(cases []suite.Case, re *regexp.Regexp, needs string) bool {
+	for _, c := range cases {
+		if c.Needs == needs && (re == nil || re.MatchString(c.Name)) {
+			return true
+		}
+	}
+	return false
+}
