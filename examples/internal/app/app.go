@@ -1,0 +1,111 @@
+// Package app is the plumbing every example service shares: the Redis
+// connection (REDIS_URL or the embedded default), OpenTelemetry from the
+// standard OTEL_* variables, go-redis command tracing, and an HTTP server
+// that shuts down gracefully.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+
+	"github.com/redkit-go/redkit/examples/internal/redisconn"
+	"github.com/redkit-go/redkit/otelx"
+	"github.com/redkit-go/redkit/otelx/setup"
+)
+
+// App is a started service's shared resources.
+type App struct {
+	Name  string
+	Redis *redisconn.Conn
+	Tel   *setup.Telemetry
+	Log   *slog.Logger
+}
+
+// Start connects to Redis (redisURL, or an embedded Redis when it is empty),
+// sets up telemetry for the service called name and switches on go-redis
+// tracing for the client. Its first log line says which Redis it uses.
+// Close releases everything Start made.
+func Start(ctx context.Context, name, redisURL string, log *slog.Logger) (*App, error) {
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	conn, err := redisconn.Open(ctx, redisURL)
+	if err != nil {
+		return nil, err
+	}
+	log.Info(name+": using "+conn.Describe, "embedded", conn.Embedded, "cluster", conn.Cluster)
+	tel, err := setup.Start(ctx, name)
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	if err := otelx.InstrumentRedis(conn.Client, otelx.Providers{Tracer: tel.TracerProvider, Meter: tel.MeterProvider}); err != nil {
+		_ = tel.Shutdown(ctx)
+		_ = conn.Close()
+		return nil, err
+	}
+	return &App{Name: name, Redis: conn, Tel: tel, Log: log}, nil
+}
+
+// Close flushes telemetry and closes the Redis connection.
+func (a *App) Close(ctx context.Context) error {
+	return errors.Join(a.Tel.Shutdown(ctx), a.Redis.Close())
+}
+
+// Handler wraps h so every request gets a server span (a parent for the
+// redkit and go-redis spans below it) named by its route.
+func (a *App) Handler(h http.Handler) http.Handler {
+	return otelhttp.NewHandler(h, a.Name,
+		otelhttp.WithTracerProvider(a.Tel.TracerProvider),
+		otelhttp.WithMeterProvider(a.Tel.MeterProvider),
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+			if r.Pattern != "" {
+				return r.Pattern
+			}
+			return r.Method
+		}))
+}
+
+// Serve listens on addr and serves h until ctx ends, then shuts down
+// gracefully: in-flight requests get up to 10 s to finish. ready, when not
+// nil, receives the bound address once the listener is open (addr may use
+// port 0).
+func (a *App) Serve(ctx context.Context, addr string, h http.Handler, ready func(net.Addr)) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           a.Handler(h),
+		ReadHeaderTimeout: 5 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	a.Log.Info(a.Name+": listening", "addr", ln.Addr().String())
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	<-done
+	a.Log.Info(a.Name + ": stopped")
+	if err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,109 @@
+// Package httpx holds the JSON and error conventions the example services
+// share (DESIGN §9): 400 for a malformed request, 404 for an unknown
+// resource, 409 for an idempotency key reused with a different body,
+// 422 for a business refusal, 200/201 for success, with the first response
+// replayed for a repeated key.
+package httpx
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// MaxBody is the largest request body a handler reads.
+const MaxBody = 64 << 10
+
+// IdempotencyKeyHeader is the request header carrying the caller's
+// operation ID, as in Stripe's API.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// ReplayedHeader is set to "true" on a response that repeats the first
+// response to the same idempotency key.
+const ReplayedHeader = "Idempotent-Replayed"
+
+// Problem is the body of every error response.
+type Problem struct {
+	Status int    `json:"status"`
+	Code   string `json:"code"`  // stable, machine-readable: "sold_out", "conflict", ...
+	Error  string `json:"error"` // for people
+}
+
+// StatusError is an error that knows its HTTP status and code.
+type StatusError struct {
+	Status int
+	Code   string
+	Err    error
+}
+
+func (e *StatusError) Error() string { return e.Err.Error() }
+func (e *StatusError) Unwrap() error { return e.Err }
+
+// Errorf returns a *StatusError.
+func Errorf(status int, code, format string, args ...any) error {
+	return &StatusError{Status: status, Code: code, Err: fmt.Errorf(format, args...)}
+}
+
+// ReadJSON decodes the request body into v: one JSON value, no unknown
+// fields, at most MaxBody bytes. Errors are 400s.
+func ReadJSON(r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, MaxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return Errorf(http.StatusBadRequest, "malformed", "empty body: want a JSON object")
+		}
+		return Errorf(http.StatusBadRequest, "malformed", "body: %v", err)
+	}
+	if dec.More() {
+		return Errorf(http.StatusBadRequest, "malformed", "body: more than one JSON value")
+	}
+	return nil
+}
+
+// WriteJSON writes v with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// WriteResult writes a successful result, marking a replay: the caller's
+// earlier request with the same key had already done the work, and this is
+// its response again.
+func WriteResult(w http.ResponseWriter, status int, replayed bool, v any) {
+	if replayed {
+		w.Header().Set(ReplayedHeader, "true")
+	}
+	WriteJSON(w, status, v)
+}
+
+// WriteError writes err as a Problem. A *StatusError gives its status and
+// code; anything else is a 500 whose text is not shown to the client.
+func WriteError(w http.ResponseWriter, err error) {
+	var se *StatusError
+	if errors.As(err, &se) {
+		WriteJSON(w, se.Status, Problem{Status: se.Status, Code: se.Code, Error: se.Err.Error()})
+		return
+	}
+	WriteJSON(w, http.StatusInternalServerError, Problem{Status: 500, Code: "internal", Error: "internal error"})
+}
+
+// OperationID returns the operation ID of a write: the Idempotency-Key
+// header, or else fromBody. When both are given they must agree. An empty
+// result is a 400.
+func OperationID(r *http.Request, fromBody string) (string, error) {
+	h := strings.TrimSpace(r.Header.Get(IdempotencyKeyHeader))
+	switch {
+	case h != "" && fromBody != "" && h != fromBody:
+		return "", Errorf(http.StatusBadRequest, "malformed", "%s %q and body ID %q differ", IdempotencyKeyHeader, h, fromBody)
+	case h != "":
+		return h, nil
+	case fromBody != "":
+		return fromBody, nil
+	}
+	return "", Errorf(http.StatusBadRequest, "malformed", "missing operation ID: send an %s header or an id in the body", IdempotencyKeyHeader)
+}

@@ -1,0 +1,135 @@
+// Package redisconn connects an example service to Redis: the server or
+// Cluster named by REDIS_URL, or, when it is unset, an embedded in-process
+// Redis (miniredis) so the example runs with zero setup.
+package redisconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// Env is the environment variable Open reads when given an empty URL.
+const Env = "REDIS_URL"
+
+// Conn is an open connection to Redis.
+type Conn struct {
+	// Client is a *redis.Client or, for a Cluster, a *redis.ClusterClient.
+	Client redis.UniversalClient
+	// Embedded is true when Client talks to the in-process miniredis.
+	Embedded bool
+	// Cluster is true when Client is a Cluster client.
+	Cluster bool
+	// Describe says what Client is connected to, for a service's first log
+	// line; it never contains a password.
+	Describe string
+
+	mr *miniredis.Miniredis
+}
+
+// Open connects to url:
+//
+//   - "" starts an embedded miniredis on a loopback port, with its clock
+//     driving TTLs (ClockTTL) so that reservations, holds and leases really
+//     expire;
+//   - "redis://[user:pass@]host:port[/db]" or "rediss://..." (TLS) connects to
+//     one server; when that server reports cluster_enabled:1, Open switches to
+//     a Cluster client seeded with it;
+//   - a comma-separated list of addresses or URLs ("10.0.0.1:7000,10.0.0.2:7000")
+//     connects to a Cluster seeded with all of them.
+//
+// Open pings the server before it returns.
+func Open(ctx context.Context, url string) (*Conn, error) {
+	url = strings.TrimSpace(url)
+	if url == "" {
+		return embedded()
+	}
+	if strings.Contains(url, ",") {
+		return cluster(ctx, strings.Split(url, ","))
+	}
+	opt, err := redis.ParseURL(withScheme(url))
+	if err != nil {
+		return nil, fmt.Errorf("redisconn: %s: %w", Env, err)
+	}
+	c := redis.NewClient(opt)
+	info, err := c.Info(ctx, "cluster").Result()
+	if err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("redisconn: %s: %w", opt.Addr, err)
+	}
+	if strings.Contains(info, "cluster_enabled:1") {
+		_ = c.Close()
+		return cluster(ctx, []string{url})
+	}
+	return &Conn{Client: c, Describe: "Redis at " + opt.Addr}, nil
+}
+
+// Close closes the client and stops the embedded server, if any.
+func (c *Conn) Close() error {
+	err := c.Client.Close()
+	if c.mr != nil {
+		c.mr.Close()
+	}
+	return err
+}
+
+func embedded() (*Conn, error) {
+	mr := miniredis.NewMiniRedis()
+	mr.ClockTTL(true)
+	if err := mr.Start(); err != nil {
+		return nil, fmt.Errorf("redisconn: embedded Redis: %w", err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	return &Conn{
+		Client:   c,
+		Embedded: true,
+		Describe: "embedded in-process Redis (miniredis) at " + mr.Addr() + "; set " + Env + " to use a real one",
+		mr:       mr,
+	}, nil
+}
+
+func cluster(ctx context.Context, urls []string) (*Conn, error) {
+	var o *redis.ClusterOptions
+	for _, u := range urls {
+		u = strings.TrimSpace(u)
+		if u == "" {
+			continue
+		}
+		opt, err := redis.ParseURL(withScheme(u))
+		if err != nil {
+			return nil, fmt.Errorf("redisconn: %s: %w", Env, err)
+		}
+		if o == nil {
+			o = &redis.ClusterOptions{
+				Username:  opt.Username,
+				Password:  opt.Password,
+				TLSConfig: opt.TLSConfig,
+			}
+		}
+		o.Addrs = append(o.Addrs, opt.Addr)
+	}
+	if o == nil {
+		return nil, errors.New("redisconn: " + Env + " lists no address")
+	}
+	c := redis.NewClusterClient(o)
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := c.Ping(pctx).Err(); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("redisconn: cluster %s: %w", strings.Join(o.Addrs, ","), err)
+	}
+	return &Conn{Client: c, Cluster: true, Describe: "Redis Cluster at " + strings.Join(o.Addrs, ",")}, nil
+}
+
+// withScheme lets REDIS_URL be a bare host:port.
+func withScheme(u string) string {
+	if strings.Contains(u, "://") {
+		return u
+	}
+	return "redis://" + u
+}
