@@ -45,6 +45,9 @@ type TLS struct {
 // directory of tb.
 func NewTLS(tb testing.TB) *TLS {
 	tb.Helper()
+	if err := TLSSupported(); err != nil {
+		tb.Fatalf("%v; %s", err, tlsHint)
+	}
 	t, err := GenerateTLS(tb.TempDir())
 	if err != nil {
 		tb.Fatalf("redistest: %v", err)
@@ -183,9 +186,12 @@ var tlsProbe = sync.OnceValue(func() error {
 var ErrNoTLS = errors.New("redistest: redis-server was built without TLS (BUILD_TLS=yes)")
 
 // TLSSupported returns nil when the redis-server binary was built with TLS,
-// and an error wrapping ErrNoTLS otherwise. Tests that need TLS skip with
-// its message; the probe runs once per process.
+// and an error wrapping ErrNoTLS otherwise; the probe runs once per process.
+// NewTLS fails the test with this error: a test that needs TLS never passes
+// silently on a server that has none.
 func TLSSupported() error { return tlsProbe() }
+
+const tlsHint = "Debian's redis-server has TLS: `sudo apt-get install -y redis-server`, or set REDISTEST_SERVER to a redis-server built with BUILD_TLS=yes"
 
 func lastLine(s string) string {
 	s = strings.TrimSpace(s)

@@ -13,9 +13,6 @@ import (
 // A deduction over TLS: one server and a 3-master Cluster that accept TLS
 // connections only, with a CA generated in the test.
 func TestTLS_deduct(t *testing.T) {
-	if err := redistest.TLSSupported(); err != nil {
-		t.Skip(err)
-	}
 	certs := redistest.NewTLS(t)
 	single := redistest.New(t, redistest.Options{TLS: certs}).Client()
 	cluster := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3, Options: redistest.Options{TLS: certs}}).Client()

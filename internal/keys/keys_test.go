@@ -27,33 +27,6 @@ func TestSpace_Key(t *testing.T) {
 	require.Equal(t, "p:m:v12:{g}:k:a:b", keys.Space{Prefix: "p", Module: "m", Version: 12}.Key("g", "k", "a", "b"))
 }
 
-// hashTag returns the part of key Redis hashes: the bytes between the first
-// '{' and the next '}' when that is non-empty, otherwise the whole key.
-func hashTag(key string) string {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			return key[i+1 : i+1+j]
-		}
-	}
-	return key
-}
-
-// slot is Redis's cluster slot: CRC16-CCITT (XModem) of the hash tag mod 16384.
-func slot(key string) int {
-	var crc uint16
-	for _, b := range []byte(hashTag(key)) {
-		crc ^= uint16(b) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return int(crc) % 16384
-}
-
 var sampleIDs = []string{
 	"sku-1", "shop-7/sku-1", "shop-7/sku-2", "shop-7/a:b.c_d-e", "merchant-42/payouts",
 	"merchant-42/fees", "a", "Z.9", "x:y:z", strings.Repeat("g", 64) + "/" + strings.Repeat("n", 63),
@@ -68,7 +41,7 @@ func TestSpace_Key_oneHashTag(t *testing.T) {
 		for _, k := range []string{s.Key(g, "acct", id), s.Key(g, "journal"), s.Key(g, "op", id, "x")} {
 			require.Equal(t, 1, strings.Count(k, "{"), k)
 			require.Equal(t, 1, strings.Count(k, "}"), k)
-			require.Equal(t, g, hashTag(k), k)
+			require.Equal(t, g, redistest.HashTag(k), k)
 		}
 	}
 }
@@ -83,10 +56,10 @@ func FuzzKey_oneHashTag(f *testing.F) {
 		s := keys.Space{Prefix: keys.DefaultPrefix, Module: "m", Version: 1}
 		g := keys.Group(id)
 		k := s.Key(g, kind, id)
-		if strings.Count(k, "{") != 1 || strings.Count(k, "}") != 1 || hashTag(k) != g {
+		if strings.Count(k, "{") != 1 || strings.Count(k, "}") != 1 || redistest.HashTag(k) != g {
 			t.Fatalf("key %q does not carry exactly the hash tag {%s}", k, g)
 		}
-		if slot(k) != slot(s.Key(g, "journal")) {
+		if redistest.KeySlot(k) != redistest.KeySlot(s.Key(g, "journal")) {
 			t.Fatalf("key %q left its group's slot", k)
 		}
 	})
@@ -100,9 +73,9 @@ func TestSpace_Key_groupSharesSlot(t *testing.T) {
 	slots := map[int]bool{}
 	for _, id := range sampleIDs {
 		g := keys.Group(id)
-		want := slot(s.Key(g, "journal"))
+		want := redistest.KeySlot(s.Key(g, "journal"))
 		for _, k := range []string{s.Key(g, "sku", id), s.Key(g, "limit", id, "buyer-1"), s.Key(g, "op", fmt.Sprint(len(id)))} {
-			require.Equal(t, want, slot(k), k)
+			require.Equal(t, want, redistest.KeySlot(k), k)
 			got, err := rdb.ClusterKeySlot(t.Context(), k).Result()
 			require.NoError(t, err)
 			require.EqualValues(t, want, got, k)
@@ -110,6 +83,6 @@ func TestSpace_Key_groupSharesSlot(t *testing.T) {
 		slots[want] = true
 	}
 	// shop-7/sku-1 and shop-7/sku-2 share a slot; the distinct groups do not collapse into one.
-	require.Equal(t, slot(s.Key("shop-7", "sku", "shop-7/sku-1")), slot(s.Key(keys.Group("shop-7/sku-2"), "sku", "shop-7/sku-2")))
+	require.Equal(t, redistest.KeySlot(s.Key("shop-7", "sku", "shop-7/sku-1")), redistest.KeySlot(s.Key(keys.Group("shop-7/sku-2"), "sku", "shop-7/sku-2")))
 	require.Greater(t, len(slots), 3)
 }
