@@ -16,13 +16,17 @@ replace (
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/redkit-go/redkit/otelx v0.0.0-00010101000000-000000000000
+	github.com/redkit-go/redkit/idgen v0.0.0-00010101000000-000000000000
+	github.com/redkit-go/redkit/otelx v0.0.0
 	github.com/redkit-go/redkit/otelx/setup v0.0.0-00010101000000-000000000000
+	github.com/redkit-go/redkit/stock v0.0.0-00010101000000-000000000000
+	github.com/redkit-go/redkit/wallet v0.0.0-00010101000000-000000000000
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
 )
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/bwmarrin/snowflake v0.3.0 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
@@ -38,6 +42,8 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/redis/go-redis/extra/rediscmd/v9 v9.23.0 // indirect
 	github.com/redis/go-redis/extra/redisotel/v9 v9.23.0 // indirect
+	github.com/redkit-go/redkit/internal v0.0.0 // indirect
+	github.com/redkit-go/redkit/lock v0.0.0 // indirect
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/bridges/prometheus v0.72.0 // indirect

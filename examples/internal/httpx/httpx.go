@@ -81,11 +81,24 @@ func WriteResult(w http.ResponseWriter, status int, replayed bool, v any) {
 	WriteJSON(w, status, v)
 }
 
+// UnknownOutcome returns the 503 for an operation whose outcome is unknown
+// (the library's ErrUnknownOutcome: the reply from Redis was lost and the
+// retries ran out). The client learns what happened by sending the same
+// request again with the same Idempotency-Key.
+func UnknownOutcome(err error) error {
+	return &StatusError{Status: http.StatusServiceUnavailable, Code: "unknown_outcome",
+		Err: fmt.Errorf("outcome unknown, send the same request again with the same %s: %w", IdempotencyKeyHeader, err)}
+}
+
 // WriteError writes err as a Problem. A *StatusError gives its status and
-// code; anything else is a 500 whose text is not shown to the client.
+// code (a 503 also gets Retry-After: 1); anything else is a 500 whose text
+// is not shown to the client.
 func WriteError(w http.ResponseWriter, err error) {
 	var se *StatusError
 	if errors.As(err, &se) {
+		if se.Status == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "1")
+		}
 		WriteJSON(w, se.Status, Problem{Status: se.Status, Code: se.Code, Error: se.Err.Error()})
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -29,21 +30,32 @@ type Conn struct {
 	// line; it never contains a password.
 	Describe string
 
-	mr *miniredis.Miniredis
+	mr       *miniredis.Miniredis
+	stopTick chan struct{} // closed by Close: stops the embedded server's TTL clock
+	tickDone chan struct{}
+	once     sync.Once
 }
+
+// TTLTick is how often the embedded server's TTLs are advanced by the
+// wall-clock time that has passed: a key expires at most TTLTick after its
+// TTL ran out, never before.
+const TTLTick = 50 * time.Millisecond
 
 // Open connects to url:
 //
-//   - "" starts an embedded miniredis on a loopback port, with its clock
-//     driving TTLs (ClockTTL) so that reservations, holds and leases really
-//     expire;
-//   - "redis://[user:pass@]host:port[/db]" or "rediss://..." (TLS) connects to
-//     one server; when that server reports cluster_enabled:1, Open switches to
-//     a Cluster client seeded with it;
+//   - "" starts an embedded miniredis on a loopback port whose TTLs follow
+//     the wall clock (see TTLTick), so that reservations, holds and leases
+//     really expire; its TIME is the wall clock too;
+//   - "redis://[user:pass@]host:port[/db]", "rediss://..." (TLS),
+//     "unix:///path/to/redis.sock" or a bare "host:port" connects to one
+//     server; when that server reports cluster_enabled:1, Open switches to a
+//     Cluster client seeded with it;
 //   - a comma-separated list of addresses or URLs ("10.0.0.1:7000,10.0.0.2:7000")
 //     connects to a Cluster seeded with all of them.
 //
-// Open pings the server before it returns.
+// Open checks that the server answers before it returns. A server that
+// refuses INFO (an ACL without it, some managed services) but answers PING is
+// taken to be a single server.
 func Open(ctx context.Context, url string) (*Conn, error) {
 	url = strings.TrimSpace(url)
 	if url == "" {
@@ -59,8 +71,11 @@ func Open(ctx context.Context, url string) (*Conn, error) {
 	c := redis.NewClient(opt)
 	info, err := c.Info(ctx, "cluster").Result()
 	if err != nil {
-		_ = c.Close()
-		return nil, fmt.Errorf("redisconn: %s: %w", opt.Addr, err)
+		if perr := c.Ping(ctx).Err(); perr != nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("redisconn: %s: %w", opt.Addr, perr)
+		}
+		info = "" // INFO refused: a single server as far as we can tell
 	}
 	if strings.Contains(info, "cluster_enabled:1") {
 		_ = c.Close()
@@ -69,28 +84,59 @@ func Open(ctx context.Context, url string) (*Conn, error) {
 	return &Conn{Client: c, Describe: "Redis at " + opt.Addr}, nil
 }
 
-// Close closes the client and stops the embedded server, if any.
+// Close closes the client and stops the embedded server, if any. Calling it
+// again does nothing.
 func (c *Conn) Close() error {
-	err := c.Client.Close()
-	if c.mr != nil {
-		c.mr.Close()
-	}
+	var err error
+	c.once.Do(func() {
+		err = c.Client.Close()
+		if c.mr != nil {
+			close(c.stopTick)
+			<-c.tickDone
+			c.mr.Close()
+		}
+	})
 	return err
 }
 
 func embedded() (*Conn, error) {
 	mr := miniredis.NewMiniRedis()
-	mr.ClockTTL(true)
 	if err := mr.Start(); err != nil {
 		return nil, fmt.Errorf("redisconn: embedded Redis: %w", err)
 	}
-	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	return &Conn{
-		Client:   c,
+	c := &Conn{
+		Client:   redis.NewClient(&redis.Options{Addr: mr.Addr()}),
 		Embedded: true,
 		Describe: "embedded in-process Redis (miniredis) at " + mr.Addr() + "; set " + Env + " to use a real one",
 		mr:       mr,
-	}, nil
+		stopTick: make(chan struct{}),
+		tickDone: make(chan struct{}),
+	}
+	go c.tickTTLs()
+	return c, nil
+}
+
+// tickTTLs advances the embedded server's TTLs by the time that has passed,
+// every TTLTick, until Close. miniredis's own ClockTTL mode does the same on
+// every command, and each time it walks and sorts every key: with a few
+// thousand order markers (each with a TTL) a command then takes milliseconds
+// and the service slows down as it runs. One walk per tick costs next to
+// nothing.
+func (c *Conn) tickTTLs() {
+	defer close(c.tickDone)
+	t := time.NewTicker(TTLTick)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-c.stopTick:
+			return
+		case <-t.C:
+			now := time.Now()
+			c.mr.FastForward(now.Sub(last))
+			last = now
+		}
+	}
 }
 
 func cluster(ctx context.Context, urls []string) (*Conn, error) {

@@ -1,0 +1,646 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redkit-go/redkit/idgen"
+	"github.com/redkit-go/redkit/stock"
+)
+
+// saleConfig describes a simulated sale.
+type saleConfig struct {
+	Stock       int64         // units of the hot SKU
+	Buyers      int           // buyers who come
+	Concurrency int           // buyers shopping at once
+	Limit       int64         // units per buyer, 0 for none
+	Buckets     int           // stock.WithBuckets
+	Duration    time.Duration // stop admitting buyers after this long; 0: never
+	Hold        time.Duration // reservation TTL
+	Abandon     float64       // fraction of orders reserved and abandoned
+	Reserve     float64       // fraction of orders reserved and confirmed
+	Resend      float64       // fraction of orders sent twice
+}
+
+// defaultSale runs for a few seconds on the embedded Redis of a small
+// machine: the stock sells out early, abandoned holds come back a second
+// later and are sold again, and most late buyers hear "sold out".
+func defaultSale() saleConfig {
+	return saleConfig{Stock: 1000, Buyers: 5000, Concurrency: 64, Limit: 2, Buckets: 1,
+		Hold: time.Second, Abandon: 0.05, Reserve: 0.15, Resend: 0.1}
+}
+
+func (c saleConfig) check() error {
+	frac := func(f float64) bool { return f >= 0 && f <= 1 }
+	switch {
+	case c.Stock < 1:
+		return errors.New("-stock must be at least 1")
+	case c.Buyers < 1 || c.Concurrency < 1:
+		return errors.New("-buyers and -concurrency must be at least 1")
+	case c.Limit < 0:
+		return errors.New("-limit must not be negative")
+	case c.Buckets < 1 || c.Buckets > stock.MaxBuckets:
+		return fmt.Errorf("-buckets must be 1..%d", stock.MaxBuckets)
+	case c.Duration < 0:
+		return errors.New("-duration must not be negative")
+	case c.Hold < time.Second:
+		return errors.New("-hold must be at least 1s")
+	case !frac(c.Abandon) || !frac(c.Reserve) || !frac(c.Resend) || c.Abandon+c.Reserve > 1:
+		return errors.New("-abandon, -reserve and -resend are fractions 0..1; -abandon + -reserve at most 1")
+	}
+	return nil
+}
+
+// saleReport is what a sale did, from the buyers' own records and from
+// Redis. Problems lists every check that failed.
+type saleReport struct {
+	Config saleConfig
+	SKU    string
+	Buyers int // buyers who shopped; fewer than Config.Buyers when the sale was stopped
+
+	Orders      int64 // orders placed (the first call of each; re-sends are Replays)
+	Deducted    int64 // orders sold by Deduct
+	Reserved    int64 // orders held by Reserve
+	Confirmed   int64 // holds confirmed in time
+	Abandoned   int64 // holds the buyer walked away from
+	LateConfirm int64 // holds confirmed after their deadline (refused: ErrHoldExpired)
+	SoldOut     int64 // orders refused with ErrSoldOut
+	OverLimit   int64 // orders refused with ErrBuyerLimit
+	Unknown     int64 // orders whose outcome stayed unknown
+	Told        int64 // units buyers were told they bought
+
+	Replays          int64 // orders sent a second time
+	ReplayMismatches int64 // second answers that differed from the first or were not marked replayed
+	Retried          int64 // calls that failed without an answer and were sent again
+	FirstRetried     error
+
+	Levels          stock.Levels // at the end
+	Oversold        int64
+	LimitViolations int // buyers whose successful orders add up to more than the limit
+	Expired         int // holds the journal shows expired and reclaimed
+	ExpiredExpected int // abandoned and late-confirmed holds
+	Journal         int // journal entries the consumer received
+	Elapsed         time.Duration
+	P50, P99        time.Duration
+	Audit           stock.AuditReport
+	Problems        []string
+}
+
+// OrdersPerSec is the rate at which orders were decided.
+func (r *saleReport) OrdersPerSec() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Orders) / r.Elapsed.Seconds()
+}
+
+// sale is one running simulation.
+type sale struct {
+	cfg saleConfig
+	inv *stock.Inventory
+	ids idgen.Generator
+	sku string
+
+	// Read by the progress line while the sale runs.
+	orders, refused atomic.Int64
+}
+
+// tally is what one worker's buyers did; tallies are added up at the end.
+type tally struct {
+	orders, deducted, reserved, confirmed, abandoned, late int64
+	soldOut, overLimit, unknown, told, replays, mismatches int64
+	retried                                                int64
+	firstRetried                                           error
+	violations                                             int
+	latencies                                              []time.Duration
+	expectExpired                                          []string // order IDs whose hold must expire
+}
+
+// simulate runs a sale on a new SKU and checks the outcome. Progress goes to
+// out while it runs. A signal (ctx) stops admitting buyers; orders in flight
+// finish, and the report is still made.
+func simulate(ctx context.Context, rdb redis.UniversalClient, inv *stock.Inventory, cfg saleConfig, out io.Writer) (*saleReport, error) {
+	// Work that must finish even after a signal: orders in flight, the
+	// final reads. Redis calls are bounded by the client's timeouts.
+	bg := context.WithoutCancel(ctx)
+
+	// A run number makes the SKU new on every run against the same Redis.
+	runs, err := idgen.NewSequence(rdb, "flashsale-runs", idgen.WithKeyPrefix(keyPrefix))
+	if err != nil {
+		return nil, err
+	}
+	run, err := runs.Next(bg)
+	if err != nil {
+		return nil, fmt.Errorf("run number: %w", err)
+	}
+	sku := fmt.Sprintf("sale-%d-hot", run)
+	// Order numbers come from memory, a range of a Redis counter at a time.
+	ids, err := idgen.NewSegment(rdb, "flashsale-orders", idgen.WithKeyPrefix(keyPrefix))
+	if err != nil {
+		return nil, err
+	}
+	defer ids.Close()
+
+	opts := []stock.SKUOption{stock.WithBuyerLimit(cfg.Limit), stock.WithBuckets(cfg.Buckets)}
+	if err := inv.Create(bg, sku, cfg.Stock, opts...); err != nil {
+		return nil, err
+	}
+	s := &sale{cfg: cfg, inv: inv, ids: ids, sku: sku}
+	fmt.Fprintf(out, "flash sale of %s: %d units, %d buyers (%d at a time), %s, %s, holds of %s\n",
+		sku, cfg.Stock, cfg.Buyers, cfg.Concurrency, limitText(cfg.Limit), plural(cfg.Buckets, "bucket"), cfg.Hold)
+
+	jr := startJournal(bg, inv, sku)
+	defer jr.stop()
+
+	start := time.Now()
+	stopProgress := s.progress(bg, out, start)
+	tallies, shopped, err := s.admit(ctx, bg)
+	elapsed := time.Since(start)
+	if err == nil {
+		err = s.settle(bg)
+	}
+	stopProgress()
+	if err != nil {
+		return nil, err
+	}
+
+	rep := &saleReport{Config: cfg, SKU: sku, Buyers: shopped, Elapsed: elapsed}
+	if rep.Audit, err = inv.Audit(bg, sku); err != nil {
+		return nil, err
+	}
+	if rep.Levels, err = inv.Level(bg, sku); err != nil {
+		return nil, err
+	}
+	expired, entries, err := jr.wait(bg, rep.Audit.Entries)
+	if err != nil {
+		return nil, err
+	}
+	rep.Journal = entries
+	rep.add(tallies, expired)
+	rep.check()
+	return rep, nil
+}
+
+// admit lets buyers in, cfg.Concurrency at a time, until all have shopped
+// or ctx ends or cfg.Duration has passed. Orders use bg, so a buyer who is
+// in the middle of one finishes it.
+func (s *sale) admit(ctx, bg context.Context) ([]tally, int, error) {
+	open, cancel := context.WithCancel(ctx)
+	if s.cfg.Duration > 0 {
+		open, cancel = context.WithTimeout(ctx, s.cfg.Duration)
+	}
+	defer cancel()
+	var (
+		next    atomic.Int64
+		wg      sync.WaitGroup
+		errOnce sync.Once
+		failed  error
+	)
+	tallies := make([]tally, s.cfg.Concurrency)
+	for w := range tallies {
+		wg.Go(func() {
+			for open.Err() == nil {
+				i := next.Add(1) - 1
+				if i >= int64(s.cfg.Buyers) {
+					return
+				}
+				if err := s.shop(bg, fmt.Sprintf("buyer-%d", i), &tallies[w]); err != nil {
+					errOnce.Do(func() { failed = err })
+					cancel()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return tallies, int(min(next.Load(), int64(s.cfg.Buyers))), failed
+}
+
+// shop is one buyer: one to three orders of one or two units, each deducted,
+// reserved and confirmed, or reserved and abandoned. A buyer who is refused
+// goes home. The error is for failures that end the sale (Redis is gone).
+func (s *sale) shop(ctx context.Context, buyer string, t *tally) error {
+	var bought int64 // from this buyer's own records
+	defer func() {
+		if s.cfg.Limit > 0 && bought > s.cfg.Limit {
+			t.violations++
+		}
+	}()
+	for range 1 + weighted(60, 30, 10) {
+		id, err := s.ids.Next(ctx)
+		if err != nil {
+			return err
+		}
+		qty := int64(1 + weighted(75, 25))
+		o := stock.Order{ID: id.String(), Buyer: buyer, Items: []stock.Item{{SKU: s.sku, Qty: qty}}}
+		p := rand.Float64()
+		held, abandon := p < s.cfg.Abandon+s.cfg.Reserve, p < s.cfg.Abandon
+		place := func() (stock.Result, error) { return s.inv.Deduct(ctx, o) }
+		if held {
+			place = func() (stock.Result, error) { return s.inv.Reserve(ctx, o, s.cfg.Hold) }
+		}
+
+		res, err := t.call(place)
+		t.orders++
+		s.orders.Add(1)
+		if rand.Float64() < s.cfg.Resend && !errors.Is(err, stock.ErrUnknownOutcome) {
+			// The same order again, as a client sends it when the first
+			// reply was lost: the first answer comes back, nothing changes.
+			again, err2 := t.call(place)
+			t.replays++
+			if !again.Replayed || outcome(err) != outcome(err2) || !sameResult(res, again) {
+				t.mismatches++
+			}
+		}
+		switch {
+		case errors.Is(err, stock.ErrSoldOut), errors.Is(err, stock.ErrBuyerLimit):
+			if errors.Is(err, stock.ErrSoldOut) {
+				t.soldOut++
+			} else {
+				t.overLimit++
+			}
+			s.refused.Add(1)
+			return nil
+		case errors.Is(err, stock.ErrUnknownOutcome):
+			t.unknown++
+			return nil
+		case err != nil:
+			return err
+		case !held:
+			t.deducted++
+			t.told += qty
+			bought += qty
+			continue
+		}
+
+		t.reserved++
+		if abandon {
+			t.abandoned++
+			t.expectExpired = append(t.expectExpired, o.ID)
+			continue
+		}
+		time.Sleep(rand.N(20 * time.Millisecond)) // paying
+		_, err = t.call(func() (stock.Result, error) { return s.inv.Confirm(ctx, o) })
+		switch {
+		case errors.Is(err, stock.ErrHoldExpired):
+			t.late++
+			t.expectExpired = append(t.expectExpired, o.ID)
+		case errors.Is(err, stock.ErrUnknownOutcome):
+			t.unknown++
+		case err != nil:
+			return err
+		default:
+			t.confirmed++
+			t.told += qty
+			bought += qty
+		}
+	}
+	return nil
+}
+
+// call runs one operation, timing it. An error that is not a decision (a
+// lost reply, a failed connection) is handled the way a client should: by
+// sending the same operation, with the same order ID, again.
+func (t *tally) call(op func() (stock.Result, error)) (stock.Result, error) {
+	start := time.Now()
+	res, err := op()
+	for i := 0; i < 3 && err != nil && !decided(err); i++ {
+		t.retried++
+		if t.firstRetried == nil {
+			t.firstRetried = err
+		}
+		time.Sleep(time.Duration(i+1) * 10 * time.Millisecond)
+		res, err = op()
+	}
+	t.latencies = append(t.latencies, time.Since(start))
+	return res, err
+}
+
+// decided reports whether err is an answer to the operation (a refusal, a
+// conflict, bad input) rather than a failure to get one.
+func decided(err error) bool {
+	var conflict *stock.ConflictError
+	return errors.As(err, &conflict) || errors.Is(err, stock.ErrInvalid) || errors.Is(err, stock.ErrNotFound) ||
+		refusalCode(err) != ""
+}
+
+// settle waits until every hold has ended: abandoned ones run out on the
+// server's clock and the reclaimer returns their units.
+func (s *sale) settle(ctx context.Context) error {
+	deadline := time.Now().Add(s.cfg.Hold + 10*time.Second)
+	for {
+		lv, err := s.inv.Level(ctx, s.sku)
+		if err != nil {
+			return err
+		}
+		if lv.Reserved == 0 || time.Now().After(deadline) {
+			return nil // a hold left over is reported by check
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// progress prints a status line until the returned function is called: one
+// line rewritten in place on a terminal, a line a second otherwise.
+func (s *sale) progress(ctx context.Context, out io.Writer, start time.Time) (stop func()) {
+	tty, every := isTerminal(out), time.Second
+	if tty {
+		every = 200 * time.Millisecond
+	}
+	line := func() string {
+		lv, err := s.inv.Level(ctx, s.sku)
+		if err != nil {
+			return fmt.Sprintf("%5.1fs  levels: %v", time.Since(start).Seconds(), err)
+		}
+		return fmt.Sprintf("%5.1fs  orders %d  sold %d  held %d  available %d  refused %d",
+			time.Since(start).Seconds(), s.orders.Load(), lv.Sold, lv.Reserved, lv.Available, s.refused.Load())
+	}
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				if tty {
+					fmt.Fprintf(out, "\r%s\x1b[K\n", line())
+				}
+				return
+			case <-t.C:
+				if tty {
+					fmt.Fprintf(out, "\r%s\x1b[K", line())
+				} else {
+					fmt.Fprintln(out, line())
+				}
+			}
+		}
+	}()
+	return func() { close(done); <-exited }
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// journalReader consumes the SKU's journal (every bucket) while the sale
+// runs, as a service would to copy it into its database, and notes which
+// holds expired.
+type journalReader struct {
+	mu      sync.Mutex
+	seen    map[string]bool // bucket/entry ID: delivery is at least once
+	expired map[string]bool // order IDs
+
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Consume has returned err
+	err    error
+}
+
+func startJournal(ctx context.Context, inv *stock.Inventory, sku string) *journalReader {
+	ctx, cancel := context.WithCancel(ctx)
+	j := &journalReader{seen: map[string]bool{}, expired: map[string]bool{}, cancel: cancel, done: make(chan struct{})}
+	c := stock.Consumer{Group: "flashsale-report", Name: "sim", SKUs: []string{sku}, Poll: 50 * time.Millisecond}
+	go func() {
+		defer close(j.done)
+		j.err = inv.Consume(ctx, c, func(_ context.Context, entries []stock.JournalEntry) error {
+			j.mu.Lock()
+			defer j.mu.Unlock()
+			for _, e := range entries {
+				j.seen[fmt.Sprint(e.Bucket, "/", e.ID)] = true
+				if e.Kind == stock.KindExpire {
+					j.expired[e.Op] = true
+				}
+			}
+			return nil
+		})
+	}()
+	return j
+}
+
+// wait returns what the consumer saw once it has received want entries
+// (or after a few seconds), and stops it.
+func (j *journalReader) wait(ctx context.Context, want int) (expired map[string]bool, entries int, err error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		j.mu.Lock()
+		n := len(j.seen)
+		j.mu.Unlock()
+		if n >= want || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-j.done: // it failed
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	if err := j.stop(); err != nil {
+		return nil, 0, err
+	}
+	return j.expired, len(j.seen), nil
+}
+
+// stop stops the consumer and returns its error, if it failed. It may be
+// called more than once.
+func (j *journalReader) stop() error {
+	j.cancel()
+	<-j.done
+	if errors.Is(j.err, context.Canceled) {
+		return nil
+	}
+	return j.err
+}
+
+// add sums the workers' tallies into r.
+func (r *saleReport) add(tallies []tally, expired map[string]bool) {
+	var lat []time.Duration
+	expect := map[string]bool{}
+	for _, t := range tallies {
+		r.Orders += t.orders
+		r.Deducted += t.deducted
+		r.Reserved += t.reserved
+		r.Confirmed += t.confirmed
+		r.Abandoned += t.abandoned
+		r.LateConfirm += t.late
+		r.SoldOut += t.soldOut
+		r.OverLimit += t.overLimit
+		r.Unknown += t.unknown
+		r.Told += t.told
+		r.Replays += t.replays
+		r.ReplayMismatches += t.mismatches
+		r.LimitViolations += t.violations
+		r.Retried += t.retried
+		if r.FirstRetried == nil {
+			r.FirstRetried = t.firstRetried
+		}
+		lat = append(lat, t.latencies...)
+		for _, id := range t.expectExpired {
+			expect[id] = true
+		}
+	}
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		r.P50, r.P99 = lat[len(lat)*50/100], lat[len(lat)*99/100]
+	}
+	r.ExpiredExpected = len(expect)
+	for id := range expired {
+		if expect[id] {
+			r.Expired++
+		} else {
+			r.problemf("order %s expired in the journal, but its buyer confirmed it in time", id)
+		}
+	}
+}
+
+// check compares the buyers' records with the levels in Redis and the audit.
+func (r *saleReport) check() {
+	lv, supply := r.Levels, r.Audit.Supply
+	fromTold := max(0, r.Told-supply)
+	fromLevels := max(0, lv.Sold-lv.Refunded-supply, -lv.Available, -lv.Reserved)
+	r.Oversold = max(fromTold, fromLevels)
+	if r.Oversold > 0 {
+		r.problemf("oversold by %d units", r.Oversold)
+	}
+	if r.Unknown == 0 && r.Told != lv.Sold-lv.Refunded {
+		r.problemf("buyers were told %d units, Redis says %d sold", r.Told, lv.Sold-lv.Refunded)
+	}
+	if r.Unknown > 0 {
+		r.problemf("%d orders with unknown outcome", r.Unknown)
+	}
+	if r.LimitViolations > 0 {
+		r.problemf("%d buyers over the limit of %d", r.LimitViolations, r.Config.Limit)
+	}
+	if r.ReplayMismatches > 0 {
+		r.problemf("%d re-sent orders answered differently", r.ReplayMismatches)
+	}
+	if lv.Reserved != 0 {
+		r.problemf("%d units still reserved after every hold ran out", lv.Reserved)
+	}
+	if r.Expired != r.ExpiredExpected {
+		r.problemf("%d holds were abandoned or confirmed late, the journal shows %d of them expired", r.ExpiredExpected, r.Expired)
+	}
+	if got := lv.Available + lv.Reserved + lv.Sold - lv.Refunded; got != r.Config.Stock {
+		r.problemf("available + reserved + sold - refunded = %d, not the %d units of the sale", got, r.Config.Stock)
+	}
+	if r.Journal != r.Audit.Entries {
+		r.problemf("the journal consumer received %d entries, the audit replayed %d", r.Journal, r.Audit.Entries)
+	}
+	for _, p := range r.Audit.Problems {
+		r.problemf("audit: %s", p)
+	}
+}
+
+func (r *saleReport) problemf(format string, args ...any) {
+	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
+}
+
+// print writes the closing report.
+func (r *saleReport) print(w io.Writer) {
+	lv, a := r.Levels, r.Audit
+	row := func(name string, n any, format string, args ...any) {
+		line := fmt.Sprintf("  %-18s %8v   %s", name, n, fmt.Sprintf(format, args...))
+		fmt.Fprintln(w, strings.TrimRight(line, " "))
+	}
+	fmt.Fprintln(w)
+	if r.Buyers < r.Config.Buyers {
+		fmt.Fprintf(w, "  stopped early: %d of %d buyers shopped\n", r.Buyers, r.Config.Buyers)
+	}
+	row("units", r.Config.Stock, "")
+	row("sold", lv.Sold, "buyers were told %d", r.Told)
+	row("available", lv.Available, "")
+	row("reserved", lv.Reserved, "")
+	row("oversold", r.Oversold, "from what buyers were told and from the levels")
+	if r.Config.Limit > 0 {
+		row("limit violations", r.LimitViolations, "buyers with more than %d units, summed from their own records", r.Config.Limit)
+	} else {
+		row("limit violations", r.LimitViolations, "no limit per buyer")
+	}
+	row("orders", r.Orders, "%d deducted, %d reserved, %d refused, %d unknown",
+		r.Deducted, r.Reserved, r.SoldOut+r.OverLimit, r.Unknown)
+	row("  reserved", r.Reserved, "%d confirmed, %d abandoned, %d confirmed too late", r.Confirmed, r.Abandoned, r.LateConfirm)
+	row("  refused", r.SoldOut+r.OverLimit, "%d sold out, %d over the limit", r.SoldOut, r.OverLimit)
+	row("holds reclaimed", r.Expired, "of %d abandoned or confirmed too late (expire entries in the journal)", r.ExpiredExpected)
+	row("replays", r.Replays, "re-sent orders; %d answered differently from the first time", r.ReplayMismatches)
+	if r.Retried > 0 {
+		row("retried", r.Retried, "calls failed without an answer and were sent again with the same ID; the first: %v", r.FirstRetried)
+	} else {
+		row("retried", r.Retried, "calls that failed without an answer")
+	}
+	row("orders/s", fmt.Sprintf("%.0f", r.OrdersPerSec()), "%d orders in %.1fs", r.Orders, r.Elapsed.Seconds())
+	row("latency p50", r.P50.Round(10*time.Microsecond), "p99 %v", r.P99.Round(10*time.Microsecond))
+	row("journal", r.Journal, "entries consumed while the sale ran")
+	verdict := "OK"
+	if !a.OK() {
+		verdict = "FAILED"
+	}
+	row("audit", verdict, "supply %d = available %d + reserved %d + sold %d - refunded %d; %d entries replayed",
+		a.Supply, a.Levels.Available, a.Levels.Reserved, a.Levels.Sold, a.Levels.Refunded, a.Entries)
+	for _, p := range r.Problems {
+		fmt.Fprintln(w, "  PROBLEM:", p)
+	}
+}
+
+// outcome names the answer an error carries, for comparing two answers:
+// "ok", a refusal's code, or "error".
+func outcome(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	if code := refusalCode(err); code != "" {
+		return code
+	}
+	return "error"
+}
+
+func sameResult(a, b stock.Result) bool {
+	return a.Deadline.Equal(b.Deadline) && maps.Equal(a.Levels, b.Levels)
+}
+
+// weighted returns i with probability w[i]/sum(w).
+func weighted(w ...int) int {
+	sum := 0
+	for _, x := range w {
+		sum += x
+	}
+	n := rand.IntN(sum)
+	for i, x := range w {
+		if n < x {
+			return i
+		}
+		n -= x
+	}
+	return len(w) - 1
+}
+
+func limitText(limit int64) string {
+	if limit == 0 {
+		return "no limit per buyer"
+	}
+	return fmt.Sprintf("limit %d per buyer", limit)
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
