@@ -19,9 +19,11 @@ require (
 	github.com/redkit-go/redkit/idgen v0.0.0-00010101000000-000000000000
 	github.com/redkit-go/redkit/otelx v0.0.0
 	github.com/redkit-go/redkit/otelx/setup v0.0.0-00010101000000-000000000000
+	github.com/redkit-go/redkit/redistest v0.0.0
 	github.com/redkit-go/redkit/stock v0.0.0-00010101000000-000000000000
 	github.com/redkit-go/redkit/wallet v0.0.0-00010101000000-000000000000
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (

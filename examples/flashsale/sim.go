@@ -255,7 +255,7 @@ func (s *sale) shop(ctx context.Context, buyer string, t *tally) error {
 		res, err := t.call(place)
 		t.orders++
 		s.orders.Add(1)
-		if rand.Float64() < s.cfg.Resend && !errors.Is(err, stock.ErrUnknownOutcome) {
+		if rand.Float64() < s.cfg.Resend && (err == nil || decided(err)) {
 			// The same order again, as a client sends it when the first
 			// reply was lost: the first answer comes back, nothing changes.
 			again, err2 := t.call(place)
@@ -265,12 +265,12 @@ func (s *sale) shop(ctx context.Context, buyer string, t *tally) error {
 			}
 		}
 		switch {
-		case errors.Is(err, stock.ErrSoldOut), errors.Is(err, stock.ErrBuyerLimit):
-			if errors.Is(err, stock.ErrSoldOut) {
-				t.soldOut++
-			} else {
-				t.overLimit++
-			}
+		case errors.Is(err, stock.ErrSoldOut):
+			t.soldOut++
+			s.refused.Add(1)
+			return nil
+		case errors.Is(err, stock.ErrBuyerLimit):
+			t.overLimit++
 			s.refused.Add(1)
 			return nil
 		case errors.Is(err, stock.ErrUnknownOutcome):
