@@ -1,0 +1,158 @@
+// Command wallet is a wallet service built on redkit's wallet module: accounts
+// with a currency and an optional overdraft, credits, debits, transfers within
+// and across slot groups, holds that are captured (in part), voided or left to
+// expire, balances and paged statements, all behind an HTTP API where the
+// Idempotency-Key header is the transaction ID, as in Stripe's API.
+//
+// Without -serve it runs a load test and exits: it serves the API on a
+// loopback port, opens accounts in a few slot groups, and drives a mix of
+// concurrent credits, debits, transfers, holds and deliberate re-sends of the
+// same transaction through it for a few seconds. Then it checks the books
+// against its own record of what it was told: no transaction in a journal
+// twice, no account below its limit, Verify clean on every account, and the sum
+// of the balances equal to credits minus debits. It prints what it found and
+// exits non-zero when a check fails.
+//
+//	go run ./examples/wallet                          # embedded in-process Redis
+//	go run ./examples/wallet -duration 10s -workers 16
+//	REDIS_URL=redis://localhost:6379 go run ./examples/wallet
+//	REDIS_URL=10.0.0.1:7000,10.0.0.2:7000 go run ./examples/wallet   # a Redis Cluster
+//
+// With -serve it is an HTTP service instead (see server.go for the routes):
+//
+//	go run ./examples/wallet -serve :8080
+//	curl -X POST localhost:8080/accounts -d '{"id":"shop-7/alice","currency":"EUR"}'
+//	curl -X POST localhost:8080/accounts/shop-7%2Falice/credits -H 'Idempotency-Key: topup-1' -d '{"amount":5000}'
+//	curl localhost:8080/accounts/shop-7%2Falice
+//
+// REDIS_URL names a server ("redis://", "rediss://", "unix://" or host:port;
+// a Cluster node is recognised) or, as a comma list, a Cluster's nodes; with
+// it unset an embedded Redis is used. Keys use the wallet module's default
+// prefix ("redkit:wallet:v1:..."); the load test names its accounts after the
+// run, so it never touches earlier data. Transfers across slot groups that a
+// crashed process left in flight are finished by the ledger's recovery worker
+// (wallet.WithRecovery), which also runs once at start-up. Telemetry is
+// exported only when OTEL_* variables ask for it (OTEL_TRACES_EXPORTER=console,
+// OTEL_EXPORTER_OTLP_ENDPOINT=..., see otelx/setup).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/redkit-go/redkit/examples/internal/app"
+	"github.com/redkit-go/redkit/examples/internal/redisconn"
+	"github.com/redkit-go/redkit/wallet"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop) // after the first signal, a second one kills at once
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, errUsage):
+		os.Exit(2)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "wallet:", err)
+		os.Exit(1)
+	}
+}
+
+// errUsage reports bad flags; the flag package has already said why.
+var errUsage = errors.New("usage")
+
+// listening, when set (by tests), learns the address the -serve listener
+// is bound to.
+var listening func(net.Addr)
+
+// run is the whole program: main only adds the signals and the exit code.
+// It returns an error when the load test broke one of its checks.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("wallet", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := defaultLoad()
+	fs.IntVar(&cfg.Accounts, "accounts", cfg.Accounts, "accounts the load test opens")
+	fs.IntVar(&cfg.Groups, "groups", cfg.Groups, "slot groups the accounts are spread over (transfers between groups take the two-phase path)")
+	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "concurrent clients of the load test")
+	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the load test sends new operations")
+	serve := fs.String("serve", "", "serve HTTP on this address (\":8080\") instead of running the load test")
+	recoverEvery := fs.Duration("recover-every", time.Minute, "how often to finish transfers across slot groups left in flight (wallet.WithRecovery)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "wallet: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return errUsage
+	}
+	if *serve == "" {
+		if err := cfg.check(); err != nil {
+			fmt.Fprintln(stderr, "wallet:", err)
+			return errUsage
+		}
+	}
+
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	a, err := app.Start(ctx, "wallet", os.Getenv(redisconn.Env), log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if cerr := a.Close(cctx); cerr != nil {
+			log.Warn("wallet: close", "err", cerr)
+		}
+	}()
+	led := wallet.New(a.Redis.Client,
+		wallet.WithTracerProvider(a.Tel.TracerProvider),
+		wallet.WithMeterProvider(a.Tel.MeterProvider),
+		wallet.WithRecovery(*recoverEvery))
+	defer led.Close()
+
+	if *serve != "" {
+		if !a.Redis.Embedded {
+			warnRiskySettings(ctx, led, log)
+		}
+		return a.Serve(ctx, *serve, newServer(led, log), listening)
+	}
+	rep, err := runLoad(ctx, a, led, cfg)
+	if err != nil {
+		return err
+	}
+	rep.print(stdout)
+	if len(rep.Problems) > 0 {
+		return fmt.Errorf("%d check(s) failed: %v", len(rep.Problems), rep.Problems)
+	}
+	return nil
+}
+
+// warnRiskySettings logs the Redis settings that decide what a crash or
+// memory pressure can lose (eviction, AOF, fsync). A production ledger
+// should refuse to start on them instead: rep.Err(wallet.SeverityWarning).
+func warnRiskySettings(ctx context.Context, led *wallet.Ledger, log *slog.Logger) {
+	rep, err := led.Check(ctx)
+	if err != nil {
+		log.Warn("wallet: cannot check the Redis settings", "err", err)
+		return
+	}
+	for _, f := range rep.Findings {
+		if f.Severity >= wallet.SeverityWarning {
+			log.Warn("wallet: risky Redis setting", "finding", f.String())
+		}
+	}
+}
