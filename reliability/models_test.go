@@ -108,7 +108,9 @@ func TestBankModel(t *testing.T) {
 	debit := func(a int, amt int64, ok bool, bal int64) porcupine.Operation {
 		return op(BankIn{Kind: BankDebit, From: a, Amount: amt}, BankOut{OK: ok, Bal: bal})
 	}
-	read := func(a int, bal int64) porcupine.Operation { return op(BankIn{Kind: BankRead, From: a}, BankOut{Bal: bal}) }
+	read := func(a int, bal int64) porcupine.Operation {
+		return op(BankIn{Kind: BankRead, From: a}, BankOut{Bal: bal})
+	}
 	for _, tc := range []struct {
 		name string
 		ops  []porcupine.Operation

@@ -227,3 +227,16 @@ func FormatTable(rows []Row) string {
 	}
 	return b.String()
 }
+
+// GroupKeys returns one key in each slot group the workloads use, for
+// faults that pick a shard by key.
+func GroupKeys() []string {
+	out := []string{"{lock-a}", "{lock-b}", "{res-a}", "{res-b}", "{" + hotSKU + "}"}
+	for _, g := range stockGroups {
+		out = append(out, "{"+g+"}")
+	}
+	for _, g := range walletGroups {
+		out = append(out, "{"+g+"}")
+	}
+	return out
+}

@@ -24,7 +24,7 @@ const (
 	stockInitial = 20
 	hotSKU       = "hot"
 	hotBuckets   = 4
-	hotInitial   = 400
+	hotInitial   = 40
 	hotLimit     = 6
 )
 
@@ -151,8 +151,27 @@ func (w *stockLoad) client(ctx context.Context, c int, rng *rand.Rand, ops int) 
 				mine = append(mine, r)
 			}
 			continue
-		case p < 35:
+		case p < 32:
 			w.level(ctx, c, inv, g, rng.IntN(GroupSize))
+			continue
+		case p < 35:
+			mine = append(mine, w.batch(ctx, c, inv, g, id, rng)...)
+			continue
+		case p < 37:
+			r := &stockRecord{kind: "restock", op: id, sku: hotSKU, qty: int64(1 + rng.IntN(3))}
+			w.write(ctx, c, inv, r, "", StockIn{})
+			continue
+		case p < 39:
+			var sold *stockRecord
+			for _, m := range mine {
+				if m.kind == "deduct" && m.sku == hotSKU && len(m.answer) > 1 && m.answer[:2] == "ok" {
+					sold = m
+				}
+			}
+			if sold != nil {
+				sold.kind = "refunded"
+				w.write(ctx, c, inv, &stockRecord{kind: "refund", order: sold.order, sku: hotSKU}, "", StockIn{})
+			}
 			continue
 		}
 		var in StockIn
@@ -215,6 +234,33 @@ func skuIndex(sku string) int {
 	return n
 }
 
+// batch deducts 2 to 4 one-item orders of group g in one DeductBatch, and
+// finishes those without an answer one by one.
+func (w *stockLoad) batch(ctx context.Context, c int, inv *stock.Inventory, g, id string, rng *rand.Rand) []*stockRecord {
+	n := 2 + rng.IntN(3)
+	rs := make([]*stockRecord, n)
+	ins := make([]StockIn, n)
+	orders := make([]stock.Order, n)
+	for k := range n {
+		j := rng.IntN(GroupSize)
+		q := int64(1 + rng.IntN(2))
+		orders[k] = stock.Order{ID: fmt.Sprintf("%s-%d", id, k), Buyer: fmt.Sprintf("u%d", c), Items: []stock.Item{{SKU: skuName(g, j), Qty: q}}}
+		rs[k] = &stockRecord{kind: "deduct", order: orders[k]}
+		ins[k] = StockIn{Kind: StockDeduct}
+		ins[k].Qty[j] = q
+	}
+	call, callT := w.hist.Now(), time.Now()
+	results := inv.DeductBatch(ctx, orders)
+	var out []*stockRecord
+	for k := range n {
+		w.finish(ctx, c, inv, rs[k], g, ins[k], call, callT, &results[k])
+		if rs[k].answer != "" {
+			out = append(out, rs[k])
+		}
+	}
+	return out
+}
+
 // call sends r's operation once.
 func (w *stockLoad) call(ctx context.Context, inv *stock.Inventory, r *stockRecord) (stock.Result, error) {
 	switch r.kind {
@@ -232,13 +278,21 @@ func (w *stockLoad) call(ctx context.Context, inv *stock.Inventory, r *stockReco
 // write runs r until it has an answer and records it; g is the group of a
 // checked operation ("" for the hot SKU).
 func (w *stockLoad) write(ctx context.Context, c int, inv *stock.Inventory, r *stockRecord, g string, in StockIn) {
-	call, callT := w.hist.Now(), time.Now()
+	w.finish(ctx, c, inv, r, g, in, w.hist.Now(), time.Now(), nil)
+}
+
+// finish is write for an operation called at call; first, when not nil, is
+// the answer to its first call (made in a batch).
+func (w *stockLoad) finish(ctx context.Context, c int, inv *stock.Inventory, r *stockRecord, g string, in StockIn, call int64, callT time.Time, first *stock.BatchResult) {
 	var res stock.Result
-	sawUnacked := false
 	err, known, calls := settle(ctx, func() error {
+		if b := first; b != nil {
+			first = nil
+			res = b.Result
+			return b.Err
+		}
 		var err error
 		res, err = w.call(ctx, inv, r)
-		sawUnacked = sawUnacked || errors.Is(err, stock.ErrReplicaAck)
 		return err
 	}, stockAnswer)
 	ret := w.hist.Now()

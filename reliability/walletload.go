@@ -172,8 +172,11 @@ func (w *walletLoad) client(ctx context.Context, c int, rng *rand.Rand, ops int)
 		case p < 8 && len(mine) > 0:
 			w.replay(ctx, led, mine[rng.IntN(len(mine))])
 			continue
-		case p < 20:
+		case p < 17:
 			w.read(ctx, c, led, g, from)
+			continue
+		case p < 20:
+			mine = append(mine, w.batch(ctx, c, led, g, id, rng)...)
 			continue
 		case p < 26:
 			k := rng.IntN(2)
@@ -201,9 +204,19 @@ func (w *walletLoad) client(ctx context.Context, c int, rng *rand.Rand, ops int)
 // write runs r until it has an answer and records it; g is the group of a
 // checked transaction ("" for the pair trading across groups).
 func (w *walletLoad) write(ctx context.Context, c int, led *wallet.Ledger, r *walletRecord, g string, in BankIn) {
-	call, callT := w.hist.Now(), time.Now()
+	w.finish(ctx, c, led, r, g, in, w.hist.Now(), time.Now(), nil)
+}
+
+// finish is write for a transaction called at call; first, when not nil,
+// is the answer to its first call (made in a batch).
+func (w *walletLoad) finish(ctx context.Context, c int, led *wallet.Ledger, r *walletRecord, g string, in BankIn, call int64, callT time.Time, first *wallet.BatchResult) {
 	var res wallet.Result
 	err, known, calls := settle(ctx, func() error {
+		if b := first; b != nil {
+			first = nil
+			res = b.Result
+			return b.Err
+		}
 		var err error
 		res, err = w.call(ctx, led, r)
 		return err
@@ -240,6 +253,33 @@ func (w *walletLoad) write(ctx context.Context, c int, led *wallet.Ledger, r *wa
 	if g != "" {
 		w.hist.Add(Op{Client: c, Key: g, Input: in, Output: out, Call: call, Return: ret, Unknown: out.Unknown})
 	}
+}
+
+// batch sends 2 to 4 transfers within group g in one TransferBatch, and
+// finishes those without an answer one by one.
+func (w *walletLoad) batch(ctx context.Context, c int, led *wallet.Ledger, g, id string, rng *rand.Rand) []*walletRecord {
+	n := 2 + rng.IntN(3)
+	rs := make([]*walletRecord, n)
+	ins := make([]BankIn, n)
+	ts := make([]wallet.Transfer, n)
+	for k := range n {
+		from := rng.IntN(GroupSize)
+		to := (from + 1 + rng.IntN(GroupSize-1)) % GroupSize
+		amt := int64(1 + rng.IntN(40))
+		ts[k] = wallet.Transfer{ID: fmt.Sprintf("%s-%d", id, k), From: accountName(g, from), To: accountName(g, to), Amount: amt}
+		rs[k] = &walletRecord{kind: "transfer", transfer: ts[k]}
+		ins[k] = BankIn{Kind: BankTransfer, From: from, To: to, Amount: amt}
+	}
+	call, callT := w.hist.Now(), time.Now()
+	results := led.TransferBatch(ctx, ts)
+	var out []*walletRecord
+	for k := range n {
+		w.finish(ctx, c, led, rs[k], g, ins[k], call, callT, &results[k])
+		if rs[k].answer != "" {
+			out = append(out, rs[k])
+		}
+	}
+	return out
 }
 
 // replay resubmits a decided transaction: it must get the first answer.
