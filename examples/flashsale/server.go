@@ -280,8 +280,10 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var se *httpx.StatusError
 	switch {
 	case errors.As(err, &se):
+	case errors.As(err, &conflict) && conflict.Field == "state":
+		err = httpx.Errorf(http.StatusConflict, "conflict", "%s: not possible for an order that is %s", conflict.ID, conflict.State)
 	case errors.As(err, &conflict):
-		err = &httpx.StatusError{Status: http.StatusConflict, Code: "conflict", Err: err}
+		err = httpx.Errorf(http.StatusConflict, "conflict", "%s: %s differs from the first request with this ID", conflict.ID, conflict.Field)
 	case errors.Is(err, stock.ErrInvalid), errors.Is(err, stock.ErrCrossGroup):
 		err = &httpx.StatusError{Status: http.StatusBadRequest, Code: "invalid", Err: err}
 	case errors.Is(err, stock.ErrNotFound):
