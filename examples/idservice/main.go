@@ -1,0 +1,173 @@
+// Command idservice is an ID service in the manner of Meituan Leaf, built on
+// redkit's idgen module: time-ordered Snowflake IDs from a node ID leased in
+// Redis (no node numbers assigned by hand), Leaf-style segment IDs served from
+// memory per name, and strictly increasing sequence values, over HTTP.
+//
+// It serves on :8080 by default: an ID service has no batch run of its own.
+// With -demo it prints a few IDs of each kind and its status instead, and
+// exits (releasing its node lease, as a stopped service does).
+//
+//	go run ./examples/idservice                       # embedded in-process Redis, :8080
+//	go run ./examples/idservice -addr :9090 -service checkout
+//	go run ./examples/idservice -demo
+//	REDIS_URL=redis://localhost:6379 go run ./examples/idservice
+//	REDIS_URL=10.0.0.1:7000,10.0.0.2:7000 go run ./examples/idservice   # a Redis Cluster
+//
+//	curl localhost:8080/id/snowflake
+//	curl 'localhost:8080/id/snowflake?n=5'
+//	curl localhost:8080/id/segment/order-no
+//	curl localhost:8080/id/sequence/shop-7/invoice
+//	curl localhost:8080/status
+//
+// Every instance started with the same -service name on one Redis leases its
+// own Snowflake node (0..1023), so their IDs never collide; stopping one
+// (SIGINT, SIGTERM) releases its node for the next. REDIS_URL names a server
+// ("redis://", "rediss://", "unix://" or host:port; a Cluster node is
+// recognised) or, as a comma list, a Cluster's nodes; with it unset an
+// embedded Redis is used, whose counters and leases end with the process.
+// Keys use idgen's default prefix ("redkit:idgen:v1:..."). Telemetry is
+// exported only when OTEL_* variables ask for it (OTEL_TRACES_EXPORTER=console,
+// OTEL_EXPORTER_OTLP_ENDPOINT=..., see otelx/setup).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/redkit-go/redkit/examples/internal/app"
+	"github.com/redkit-go/redkit/examples/internal/redisconn"
+	"github.com/redkit-go/redkit/idgen"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop) // after the first signal, a second one kills at once
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, errUsage):
+		os.Exit(2)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "idservice:", err)
+		os.Exit(1)
+	}
+}
+
+// errUsage reports bad flags; the flag package has already said why.
+var errUsage = errors.New("usage")
+
+// listening, when set (by tests), learns the address the listener is bound
+// to.
+var listening func(net.Addr)
+
+// run is the whole program: main only adds the signals and the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("idservice", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := config{Service: "idservice", MaxNames: 1000, LeaseTTL: idgen.DefaultLeaseTTL}
+	addr := fs.String("addr", ":8080", "serve HTTP on this address")
+	demo := fs.Bool("demo", false, "print a few IDs and the status, then exit")
+	fs.StringVar(&cfg.Service, "service", cfg.Service, "Snowflake service name: instances sharing it lease distinct node IDs")
+	fs.IntVar(&cfg.MaxNames, "max-names", cfg.MaxNames, "most segment and sequence names served")
+	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "Snowflake node lease TTL, renewed every third of it (1s..1h)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "idservice: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return errUsage
+	}
+	if cfg.MaxNames < 0 {
+		fmt.Fprintln(stderr, "idservice: -max-names: must not be negative")
+		return errUsage
+	}
+
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	a, err := app.Start(ctx, "idservice", os.Getenv(redisconn.Env), log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if cerr := a.Close(cctx); cerr != nil {
+			log.Warn("idservice: close", "err", cerr)
+		}
+	}()
+	cfg.Options = []idgen.Option{
+		idgen.WithTracerProvider(a.Tel.TracerProvider),
+		idgen.WithMeterProvider(a.Tel.MeterProvider),
+	}
+	g, err := newGenerators(ctx, a.Redis.Client, cfg)
+	if err != nil {
+		return err
+	}
+	log.Info("idservice: leased a Snowflake node", "service", cfg.Service, "node", g.sf.Node())
+	// Closing releases the node lease; it runs after the server has drained.
+	defer func() {
+		if cerr := g.Close(); cerr != nil {
+			log.Warn("idservice: release", "err", cerr)
+		}
+	}()
+
+	if *demo {
+		return runDemo(ctx, g, stdout)
+	}
+	return a.Serve(ctx, *addr, newServer(g, log), listening)
+}
+
+// runDemo prints a few IDs of each kind and the status.
+func runDemo(ctx context.Context, g *generators, out io.Writer) error {
+	show := func(kind string, gen idgen.Generator) error {
+		for range 3 {
+			id, err := gen.Next(ctx)
+			if err != nil {
+				return fmt.Errorf("%s: %w", kind, err)
+			}
+			fmt.Fprintf(out, "%-26s %-20s %s\n", kind, id, id.Base32())
+		}
+		return nil
+	}
+	seg, err := g.segment("order-no")
+	if err != nil {
+		return err
+	}
+	seq, err := g.sequence("shop-7/invoice")
+	if err != nil {
+		return err
+	}
+	for _, k := range []struct {
+		kind string
+		gen  idgen.Generator
+	}{
+		{fmt.Sprintf("snowflake (node %d)", g.sf.Node()), generatorFunc(g.nextSnowflake)},
+		{"segment order-no", seg},
+		{"sequence shop-7/invoice", seq},
+	} {
+		if err := show(k.kind, k.gen); err != nil {
+			return err
+		}
+	}
+	st, _ := g.status(ctx)
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nGET /status\n%s\n", b)
+	return nil
+}

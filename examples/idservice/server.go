@@ -1,0 +1,327 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redkit-go/redkit/examples/internal/httpx"
+	"github.com/redkit-go/redkit/idgen"
+)
+
+// The HTTP service. IDs are JSON strings (JavaScript numbers lose precision
+// above 2^53) with their 13-character base32 form, whose lexical order is
+// numeric order.
+//
+//	GET /id/snowflake[?n=]        {"id":"1866...","base32":"..."}, or with n (1..1000) {"ids":[...]}
+//	GET /id/segment/{name}[?n=]   the same, from the Segment of that name (n 1..1000)
+//	GET /id/sequence/{name}[?n=]  the same, from the Sequence of that name (n 1..100: a round trip each)
+//	GET /status                   node lease, health and each name's runway; 503 when unhealthy
+//
+// A name is 1–128 bytes of A-Z a-z 0-9 . _ - : with at most one '/', whose
+// first part is the Redis Cluster hash tag ("shop-7/invoice"); it may be
+// written as is in the path. A Segment and a Sequence of one name draw from
+// one counter: their values never collide. Each name gets its generator on
+// first use; at most -max-names of them, after which new names are refused
+// (422 name_limit).
+//
+// Guarantees, from idgen: Snowflake IDs are unique across every instance
+// sharing the -service name and increasing within one instance; segment
+// values are unique across instances and increasing within one; sequence
+// values are strictly increasing across all of them. So each batch is in
+// increasing order, and so are the IDs one client gets from one instance
+// request after request.
+//
+// Errors are JSON problems (httpx.Problem): 400 bad name or n, 422 name_limit
+// or exhausted (a counter reached 2^53-1), 503 unavailable (Redis unreachable
+// and the segment's runway spent), lease_lost (the node lease could not be
+// renewed in time; it recovers by itself), clock_behind or closed.
+
+// Batch bounds.
+const (
+	maxBatch         = 1000
+	maxSequenceBatch = 100
+)
+
+// config is what newGenerators needs.
+type config struct {
+	Service  string // Snowflake service name: the node table leased from
+	MaxNames int    // most segment and sequence names
+	LeaseTTL time.Duration
+	Options  []idgen.Option // telemetry; added to every generator's options
+}
+
+// generators holds the service's ID generators: one leased Snowflake and a
+// Segment and a Sequence per name, created on first use.
+type generators struct {
+	rdb redis.UniversalClient
+	cfg config
+	sf  *idgen.Snowflake
+
+	last atomic.Int64 // highest Snowflake ID issued by this process
+
+	mu        sync.Mutex
+	segments  map[string]*idgen.Segment
+	sequences map[string]*idgen.Sequence
+	closed    bool
+}
+
+// newGenerators leases a Snowflake node for cfg.Service.
+func newGenerators(ctx context.Context, rdb redis.UniversalClient, cfg config) (*generators, error) {
+	opts := append([]idgen.Option{idgen.WithLeaseTTL(cfg.LeaseTTL)}, cfg.Options...)
+	sf, err := idgen.NewLeasedSnowflake(ctx, rdb, cfg.Service, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("snowflake node lease: %w", err)
+	}
+	return &generators{rdb: rdb, cfg: cfg, sf: sf,
+		segments: make(map[string]*idgen.Segment), sequences: make(map[string]*idgen.Sequence)}, nil
+}
+
+// Close stops every Segment's background fetch and releases the node lease.
+func (g *generators) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil
+	}
+	g.closed = true
+	var errs []error
+	for _, s := range g.segments {
+		errs = append(errs, s.Close())
+	}
+	return errors.Join(append(errs, g.sf.Close())...)
+}
+
+// errNameLimit refuses a new name once MaxNames are served.
+var errNameLimit = errors.New("idservice: too many names")
+
+func (g *generators) segment(name string) (*idgen.Segment, error) {
+	return lookup(g, g.segments, name, func() (*idgen.Segment, error) {
+		return idgen.NewSegment(g.rdb, name, g.cfg.Options...)
+	})
+}
+
+func (g *generators) sequence(name string) (*idgen.Sequence, error) {
+	return lookup(g, g.sequences, name, func() (*idgen.Sequence, error) {
+		return idgen.NewSequence(g.rdb, name, g.cfg.Options...)
+	})
+}
+
+// lookup returns m[name], creating it with create (which validates the
+// name) while fewer than MaxNames generators exist.
+func lookup[T any](g *generators, m map[string]*T, name string, create func() (*T, error)) (*T, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil, idgen.ErrClosed
+	}
+	if gen, ok := m[name]; ok {
+		return gen, nil
+	}
+	gen, err := create() // a bad name is a 400 even when no name is left
+	if err != nil {
+		return nil, err
+	}
+	if len(g.segments)+len(g.sequences) >= g.cfg.MaxNames {
+		if c, ok := any(gen).(io.Closer); ok {
+			_ = c.Close() // nothing started yet: a Segment fetches on first use
+		}
+		return nil, fmt.Errorf("%w: this service serves at most %d names", errNameLimit, g.cfg.MaxNames)
+	}
+	m[name] = gen
+	return gen, nil
+}
+
+// nextSnowflake issues a Snowflake ID and keeps track of the highest.
+func (g *generators) nextSnowflake(ctx context.Context) (idgen.ID, error) {
+	id, err := g.sf.Next(ctx)
+	if err != nil {
+		return id, err
+	}
+	for {
+		last := g.last.Load()
+		if int64(id) <= last || g.last.CompareAndSwap(last, int64(id)) {
+			return id, nil
+		}
+	}
+}
+
+// generatorFunc adapts a function to idgen.Generator.
+type generatorFunc func(ctx context.Context) (idgen.ID, error)
+
+func (f generatorFunc) Next(ctx context.Context) (idgen.ID, error) { return f(ctx) }
+
+type idBody struct {
+	ID     idgen.ID `json:"id"` // a decimal string
+	Base32 string   `json:"base32"`
+}
+
+type batchBody struct {
+	IDs []idBody `json:"ids"`
+}
+
+type statusBody struct {
+	Snowflake snowflakeStatus `json:"snowflake"`
+	Segments  []segmentStatus `json:"segments"`
+	Sequences []string        `json:"sequences"`
+	Names     int             `json:"names"`
+	MaxNames  int             `json:"max_names"`
+}
+
+type snowflakeStatus struct {
+	Service  string `json:"service"`
+	Node     int64  `json:"node"`      // -1 while no node is leased
+	LeaseTTL string `json:"lease_ttl"` // renewed every third of it
+	// Healthy is true when an ID could be issued just now (status draws
+	// one); Error says why not.
+	Healthy bool   `json:"healthy"`
+	Error   string `json:"error,omitempty"`
+	// LastID is the highest ID this process issued, and LastIDTime its
+	// timestamp: the next ID is above it.
+	LastID     *idgen.ID  `json:"last_id,omitempty"`
+	LastIDTime *time.Time `json:"last_id_time,omitempty"`
+}
+
+type segmentStatus struct {
+	Name   string `json:"name"`
+	Runway int64  `json:"runway"` // values it can hand out without Redis
+}
+
+// status reports the generators; ok is false when no Snowflake ID can be
+// issued.
+func (g *generators) status(ctx context.Context) (st statusBody, ok bool) {
+	_, err := g.nextSnowflake(ctx)
+	st.Snowflake = snowflakeStatus{Service: g.cfg.Service, Node: g.sf.Node(), LeaseTTL: g.cfg.LeaseTTL.String(), Healthy: err == nil}
+	if err != nil {
+		st.Snowflake.Error = err.Error()
+	}
+	if last := idgen.ID(g.last.Load()); last > 0 {
+		t := last.SnowflakeTime().UTC()
+		st.Snowflake.LastID, st.Snowflake.LastIDTime = &last, &t
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	st.Segments, st.Sequences = []segmentStatus{}, []string{}
+	for name, s := range g.segments {
+		st.Segments = append(st.Segments, segmentStatus{Name: name, Runway: s.Runway()})
+	}
+	for name := range g.sequences {
+		st.Sequences = append(st.Sequences, name)
+	}
+	slices.SortFunc(st.Segments, func(a, b segmentStatus) int { return cmp.Compare(a.Name, b.Name) })
+	slices.Sort(st.Sequences)
+	st.Names, st.MaxNames = len(g.segments)+len(g.sequences), g.cfg.MaxNames
+	return st, err == nil
+}
+
+type server struct {
+	g   *generators
+	log *slog.Logger
+}
+
+// newServer returns the service's routes over g.
+func newServer(g *generators, log *slog.Logger) http.Handler {
+	s := &server{g: g, log: log}
+	mux := http.NewServeMux()
+	handle := func(pattern string, h func(http.ResponseWriter, *http.Request) error) {
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			if err := h(w, r); err != nil {
+				s.fail(w, r, err)
+			}
+		})
+	}
+	handle("GET /id/snowflake", func(w http.ResponseWriter, r *http.Request) error {
+		return issue(w, r, generatorFunc(g.nextSnowflake), maxBatch)
+	})
+	handle("GET /id/segment/{name...}", func(w http.ResponseWriter, r *http.Request) error {
+		seg, err := g.segment(r.PathValue("name"))
+		if err != nil {
+			return err
+		}
+		return issue(w, r, seg, maxBatch)
+	})
+	handle("GET /id/sequence/{name...}", func(w http.ResponseWriter, r *http.Request) error {
+		seq, err := g.sequence(r.PathValue("name"))
+		if err != nil {
+			return err
+		}
+		return issue(w, r, seq, maxSequenceBatch)
+	})
+	handle("GET /status", func(w http.ResponseWriter, r *http.Request) error {
+		st, ok := g.status(r.Context())
+		code := http.StatusOK
+		if !ok {
+			code = http.StatusServiceUnavailable
+		}
+		httpx.WriteJSON(w, code, st)
+		return nil
+	})
+	return mux
+}
+
+// issue writes one ID, or ?n= of them in increasing order.
+func issue(w http.ResponseWriter, r *http.Request, gen idgen.Generator, most int) error {
+	q := r.URL.Query()
+	if !q.Has("n") {
+		id, err := gen.Next(r.Context())
+		if err != nil {
+			return err
+		}
+		httpx.WriteJSON(w, http.StatusOK, idBody{id, id.Base32()})
+		return nil
+	}
+	n, err := strconv.Atoi(q.Get("n"))
+	if err != nil || n < 1 || n > most {
+		return httpx.Errorf(http.StatusBadRequest, "malformed", "n %q: want 1..%d", q.Get("n"), most)
+	}
+	body := batchBody{IDs: make([]idBody, n)}
+	for i := range body.IDs {
+		id, err := gen.Next(r.Context())
+		if err != nil {
+			return err
+		}
+		body.IDs[i] = idBody{id, id.Base32()}
+	}
+	httpx.WriteJSON(w, http.StatusOK, body)
+	return nil
+}
+
+// fail writes err as a problem with the status DESIGN §9 gives it.
+func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var se *httpx.StatusError
+	status, code := 0, ""
+	switch {
+	case errors.As(err, &se):
+	case errors.Is(err, idgen.ErrInvalid):
+		status, code = http.StatusBadRequest, "invalid"
+	case errors.Is(err, errNameLimit):
+		status, code = http.StatusUnprocessableEntity, "name_limit"
+	case errors.Is(err, idgen.ErrExhausted):
+		status, code = http.StatusUnprocessableEntity, "exhausted"
+	case errors.Is(err, idgen.ErrUnavailable):
+		status, code = http.StatusServiceUnavailable, "unavailable"
+	case errors.Is(err, idgen.ErrLeaseLost):
+		status, code = http.StatusServiceUnavailable, "lease_lost"
+	case errors.Is(err, idgen.ErrClockBehind):
+		status, code = http.StatusServiceUnavailable, "clock_behind"
+	case errors.Is(err, idgen.ErrClosed):
+		status, code = http.StatusServiceUnavailable, "closed"
+	default:
+		s.log.Error("idservice: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	if status != 0 {
+		err = &httpx.StatusError{Status: status, Code: code, Err: err}
+	}
+	httpx.WriteError(w, err)
+}
