@@ -87,7 +87,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "concurrent clients of the load test")
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the load test sends new operations")
 	serve := fs.String("serve", "", "serve HTTP on this address (\":8080\") instead of running the load test")
-	recoverEvery := fs.Duration("recover-every", time.Minute, "how often to finish transfers across slot groups left in flight (wallet.WithRecovery)")
+	recoverEvery := fs.Duration("recover-every", time.Minute, "how often to finish transfers across slot groups left in flight (wallet.WithRecovery; 0: never)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
