@@ -546,6 +546,7 @@ func (l *load) audit(ctx context.Context, led *wallet.Ledger, r *loadReport) err
 	}
 
 	seen := make(map[posting]int)
+	var verifyErrs []error
 	for _, acct := range l.accounts {
 		low := int64(0)
 		for cursor := ""; ; {
@@ -580,7 +581,7 @@ func (l *load) audit(ctx context.Context, led *wallet.Ledger, r *loadReport) err
 			r.pastOverdraft++
 		}
 		if err := led.Verify(ctx, acct); err != nil {
-			r.problem("verify %s: %v", acct, err)
+			verifyErrs = append(verifyErrs, err)
 		} else {
 			r.verified++
 		}
@@ -599,6 +600,9 @@ func (l *load) audit(ctx context.Context, led *wallet.Ledger, r *loadReport) err
 		return err
 	}
 
+	if len(verifyErrs) > 0 {
+		r.problem("Verify failed on %d accounts, first: %v", len(verifyErrs), verifyErrs[0])
+	}
 	if r.doubles > 0 {
 		r.problem("%d double charges", r.doubles)
 	}
@@ -621,7 +625,8 @@ func (l *load) audit(ctx context.Context, led *wallet.Ledger, r *loadReport) err
 		r.problem("holds left alone did not expire: %d still held, %d of %d late captures refused", r.heldAfter, r.late422, r.lateCaptures)
 	}
 	if r.t.resentSame != r.t.resent || r.t.togetherOK != r.t.together || r.t.reused409 != r.t.reused {
-		r.problem("repeated keys answered inconsistently")
+		r.problem("repeated keys answered inconsistently: %d of %d re-sent, %d of %d sent at once, %d of %d reused",
+			r.t.resent-r.t.resentSame, r.t.resent, r.t.together-r.t.togetherOK, r.t.together, r.t.reused-r.t.reused409, r.t.reused)
 	}
 	if r.t.unavailable > 0 {
 		r.problem("%d requests still 503 after %d attempts", r.t.unavailable, maxAttempts)
