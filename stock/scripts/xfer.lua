@@ -47,7 +47,10 @@ if action == 'out' then
   if x == 0 then return {0, 0} end
   local seq = redis.call('HINCRBY', KEYS[3], 'next:' .. to, 1)
   redis.call('HSET', KEYS[3], id, fmt(x) .. ' ' .. to .. ' ' .. fmt(seq))
-  kind, x, reply = 'transfer_out', -x, {x, seq}
+  -- Two statements: Lua implementations differ in whether a multiple
+  -- assignment reads x before or after assigning it.
+  reply = {x, seq}
+  kind, x = 'transfer_out', -x
 elseif action == 'in' then
   local from, seq = ARGV[5], tonumber(ARGV[6])
   local last = tonumber(redis.call('HGET', KEYS[1], 'in:' .. from) or '0')

@@ -29,9 +29,11 @@ local function num(v)
   return tonumber(v) or 0
 end
 
--- str formats an integer-valued number exactly (tostring would use %.14g).
+-- str formats an integer-valued number, or a decimal string, exactly
+-- (tostring would use %.14g). tonumber first: not every Lua converts a string
+-- argument for %f (gopher-lua, in the embedded miniredis, does not).
 local function str(x)
-  return string.format('%.0f', x)
+  return string.format('%.0f', tonumber(x))
 end
 
 -- now_ms is the server's clock in milliseconds.
