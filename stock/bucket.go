@@ -103,7 +103,9 @@ func (inv *Inventory) transfersKey(t, sku string) string { return inv.space.Key(
 
 // refill moves up to want units into bucket to of sku from the other
 // buckets, first finishing transfers a crashed caller left in flight. It
-// returns the units moved.
+// returns the units moved. One pipelined read of every bucket comes first,
+// so a SKU whose buckets are all empty (the usual state once a sale is sold
+// out) costs one round trip here, and empty buckets are not asked.
 func (inv *Inventory) refill(ctx context.Context, sku string, want int64, to int) (int64, error) {
 	g, err := inv.checkSKU(sku)
 	if err != nil {
@@ -113,12 +115,19 @@ func (inv *Inventory) refill(ctx context.Context, sku string, want int64, to int
 	if err != nil {
 		return 0, err
 	}
-	moved, err := inv.finishTransfers(ctx, tags, sku, to)
+	pending, avail, err := inv.bucketState(ctx, tags, sku)
+	if err != nil {
+		return 0, err
+	}
+	moved, err := inv.finish(ctx, tags, sku, to, pending)
 	if err != nil || moved >= want {
 		return moved, err
 	}
 	for step := 1; step < len(tags) && moved < want; step++ {
 		p := pendingTransfer{from: (to + step) % len(tags), to: to, id: "t-" + retry.Nonce()}
+		if avail[p.from] <= 0 {
+			continue
+		}
 		if p.qty, p.seq, err = inv.transferOut(ctx, tags[p.from], sku, p.id, want-moved, to); err != nil {
 			return moved, err
 		}
@@ -186,11 +195,33 @@ type pendingTransfer struct {
 // pendingTransfers lists the out-records of every bucket of sku, in order of
 // giving bucket, receiving bucket and number.
 func (inv *Inventory) pendingTransfers(ctx context.Context, tags []string, sku string) ([]pendingTransfer, error) {
-	var out []pendingTransfer
+	ps, _, err := inv.bucketState(ctx, tags, sku)
+	return ps, err
+}
+
+// bucketState reads, in one pipelined round trip (one per node on a
+// Cluster), the out-records of every bucket of sku, sorted as
+// pendingTransfers returns them, and each bucket's available units.
+func (inv *Inventory) bucketState(ctx context.Context, tags []string, sku string) ([]pendingTransfer, []int64, error) {
+	pipe := inv.rdb.Pipeline()
+	outs := make([]*redis.MapStringStringCmd, len(tags))
+	avails := make([]*redis.StringCmd, len(tags))
 	for k, t := range tags {
-		m, err := inv.rdb.HGetAll(ctx, inv.transfersKey(t, sku)).Result()
+		outs[k] = pipe.HGetAll(ctx, inv.transfersKey(t, sku))
+		avails[k] = pipe.HGet(ctx, inv.skuKey(t, sku), "available")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, nil, err
+	}
+	var out []pendingTransfer
+	avail := make([]int64, len(tags))
+	for k := range tags {
+		m, err := outs[k].Result()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		if avail[k], err = avails[k].Int64(); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, nil, err
 		}
 		for id, v := range m {
 			if strings.HasPrefix(id, "next:") {
@@ -198,7 +229,7 @@ func (inv *Inventory) pendingTransfers(ctx context.Context, tags []string, sku s
 			}
 			p := pendingTransfer{from: k, id: id}
 			if _, err := fmt.Sscanf(v, "%d %d %d", &p.qty, &p.to, &p.seq); err != nil || p.to < 0 || p.to >= len(tags) {
-				return nil, fmt.Errorf("stock: malformed transfer %s of %s: %q", id, sku, v)
+				return nil, nil, fmt.Errorf("stock: malformed transfer %s of %s: %q", id, sku, v)
 			}
 			out = append(out, p)
 		}
@@ -206,19 +237,12 @@ func (inv *Inventory) pendingTransfers(ctx context.Context, tags []string, sku s
 	slices.SortFunc(out, func(a, b pendingTransfer) int {
 		return cmp.Or(cmp.Compare(a.from, b.from), cmp.Compare(a.to, b.to), cmp.Compare(a.seq, b.seq))
 	})
-	return out, nil
+	return out, avail, nil
 }
 
-// finishTransfers credits every transfer still recorded as out and returns
-// the units that were credited now to bucket to.
-func (inv *Inventory) finishTransfers(ctx context.Context, tags []string, sku string, to int) (int64, error) {
-	if len(tags) < 2 {
-		return 0, nil
-	}
-	ps, err := inv.pendingTransfers(ctx, tags, sku)
-	if err != nil {
-		return 0, err
-	}
+// finish credits the transfers ps and returns the units credited to bucket
+// to.
+func (inv *Inventory) finish(ctx context.Context, tags []string, sku string, to int, ps []pendingTransfer) (int64, error) {
 	var n int64
 	for _, p := range ps {
 		if err := inv.transferIn(ctx, tags, sku, p); err != nil {

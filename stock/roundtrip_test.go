@@ -1,6 +1,7 @@
 package stock_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -42,5 +43,41 @@ func TestInventory_oneRoundTripPerOperation(t *testing.T) {
 		before = rt.n.Load()
 		require.NoError(t, s.call(), s.name)
 		require.Equal(t, int64(1), rt.n.Load()-before, s.name)
+	}
+}
+
+// Once every bucket of a SKU is empty, a refusal costs three round trips
+// whatever the bucket count: the home bucket's "short", one pipelined read
+// of every bucket, and the final decision.
+func TestInventory_buckets_soldOutRoundTrips(t *testing.T) {
+	_, _, prefix := newInventory(t)
+	ctx := t.Context()
+	counted := shared.Client()
+	rt := &roundTrips{}
+	counted.AddHook(rt)
+	inv := stock.New(counted, stock.WithKeyPrefix(prefix), stock.WithReclaimInterval(0))
+	defer inv.Close()
+
+	const b = 8
+	require.NoError(t, inv.Create(ctx, "hot", 2*b, stock.WithBuckets(b)))
+	sold := 0
+	for i := 0; sold < 2*b; i++ { // buyers of every bucket until all is sold
+		_, err := inv.Deduct(ctx, order(fmt.Sprintf("o-%d", i), fmt.Sprintf("u-%d", i), "hot", 1))
+		if err == nil {
+			sold++
+			continue
+		}
+		require.ErrorIs(t, err, stock.ErrSoldOut)
+		require.Less(t, i, 10*b, "units left in some bucket were never found")
+	}
+	lv, err := inv.Level(ctx, "hot")
+	require.NoError(t, err)
+	require.Equal(t, stock.Levels{Sold: 2 * b}, lv)
+
+	for k := range b {
+		before := rt.n.Load()
+		_, err = inv.Deduct(ctx, order(fmt.Sprintf("late-%d", k), buyerOfBucket(k, b), "hot", 1))
+		require.ErrorIs(t, err, stock.ErrSoldOut)
+		require.Equal(t, int64(3), rt.n.Load()-before, "a sold-out refusal in bucket %d", k)
 	}
 }
