@@ -105,6 +105,11 @@
 // node, until a new node is leased; both happen in the background, retried
 // every 200ms at most, and Next recovers by itself.
 //
+// Snowflake.Lease reports the lease for a status page or a health check,
+// without a Redis call: the node, until when Next will keep working
+// (Until), the last successful renewal, the high-water mark it stored, and
+// the error of the last renewal attempt when it failed.
+//
 // # Why not bwmarrin/snowflake's generator
 //
 // Its layout (epoch, bit widths) lives in package-level variables that any

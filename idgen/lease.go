@@ -35,20 +35,25 @@ const leaseRetention = 24 * time.Hour
 // nodeLease keeps a Snowflake's node leased: renewal every TTL/3 in one
 // goroutine, re-leasing after a loss, release on close.
 type nodeLease struct {
-	s      *Snowflake
-	rdb    redis.UniversalClient
-	key    string
-	ttl    time.Duration
-	margin time.Duration // Next stops this long before the lease could expire
-	cfg    config
-	tel    *leaseTelemetry
-	life   context.Context // cancelled by close: ends renewal and any wait
-	cancel context.CancelFunc
-	done   chan struct{}
+	s       *Snowflake
+	rdb     redis.UniversalClient
+	service string
+	key     string
+	ttl     time.Duration
+	margin  time.Duration // Next stops this long before the lease could expire
+	cfg     config
+	tel     *leaseTelemetry
+	life    context.Context // cancelled by close: ends renewal and any wait
+	cancel  context.CancelFunc
+	done    chan struct{}
 
-	mu    sync.Mutex // guards owner and node
+	// mu guards owner, node, err and the current tenure's renewed and hw;
+	// it is held while the current tenure is replaced, so Lease sees one
+	// consistent state.
+	mu    sync.Mutex
 	owner string
 	node  int64
+	err   error // of the last renewal or re-lease attempt, nil after a success
 
 	// issued bounds the timestamps of IDs issued under earlier tenures, so a
 	// new tenure stays above them even if the table lost its high-water
@@ -100,7 +105,7 @@ func NewLeasedSnowflake(ctx context.Context, rdb redis.UniversalClient, service 
 		return nil, err
 	}
 	l := &nodeLease{
-		s: s, rdb: rdb, key: nodeTableKey(cfg.prefix, service),
+		s: s, rdb: rdb, service: service, key: nodeTableKey(cfg.prefix, service),
 		ttl: cfg.leaseTTL, margin: cfg.leaseTTL / 10, cfg: cfg, tel: tel,
 		done: make(chan struct{}),
 	}
@@ -145,6 +150,7 @@ func (l *nodeLease) acquireNode(ctx context.Context) (*tenure, error) {
 	if node < 0 {
 		return nil, ErrNoFreeNode
 	}
+	hw := max(start, sent+l.ttl.Milliseconds()) // as lease_acquire.lua stores it
 	start = max(start, l.issued)
 	l.mu.Lock()
 	l.owner, l.node = owner, node
@@ -157,12 +163,15 @@ func (l *nodeLease) acquireNode(ctx context.Context) (*tenure, error) {
 		}
 		// The wait may have outlasted the lease: renew it before use.
 		sent = l.s.nowMs()
-		ok, err := l.renew(ctx, l.ttl)
+		ok, err := l.renew(ctx, l.ttl, sent)
 		if err != nil || !ok {
 			return nil, errors.Join(ErrLeaseLost, err)
 		}
+		hw = max(hw, sent+l.ttl.Milliseconds())
 	}
-	return newTenure(node, start, sent+(l.ttl-l.margin).Milliseconds()), nil
+	t := newTenure(node, start, sent+(l.ttl-l.margin).Milliseconds())
+	t.renewed, t.hw = sent, hw
+	return t, nil
 }
 
 // waitClock waits until the generator's clock reaches ms, if that takes at
@@ -186,12 +195,10 @@ func (l *nodeLease) waitClock(ctx context.Context, ms int64, behind time.Duratio
 	return nil
 }
 
-// renew extends the lease; ok is false when this owner no longer holds the node.
-func (l *nodeLease) renew(ctx context.Context, ttl time.Duration) (ok bool, err error) {
-	return l.renewScript(ctx, ttl, l.s.nowMs())
-}
-
-func (l *nodeLease) renewScript(ctx context.Context, ttl time.Duration, ms int64) (ok bool, err error) {
+// renew extends the lease by ttl from ms, the generator's clock when the
+// renewal is sent, or releases it (ttl 0, ms the highest timestamp issued).
+// ok is false when this owner no longer holds the node.
+func (l *nodeLease) renew(ctx context.Context, ttl time.Duration, ms int64) (ok bool, err error) {
 	l.mu.Lock()
 	owner, node := l.owner, l.node
 	l.mu.Unlock()
@@ -206,7 +213,7 @@ func (l *nodeLease) release(lastMs int64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	ctx, span := l.tel.start(ctx, "idgen.lease.release")
-	_, err := l.renewScript(ctx, 0, max(lastMs, 0))
+	_, err := l.renew(ctx, 0, max(lastMs, 0))
 	l.tel.end(ctx, span, "release", false, err)
 	if err != nil {
 		return fmt.Errorf("idgen: release node: %w", err)
@@ -241,21 +248,29 @@ func (l *nodeLease) step(interval, retry time.Duration) time.Duration {
 	defer cancel()
 	ctx, span := l.tel.start(ctx, "idgen.lease.renew")
 	sent := l.s.nowMs()
-	ok, err := l.renew(ctx, l.ttl)
+	ok, err := l.renew(ctx, l.ttl, sent)
 	switch {
 	case err != nil:
 		l.tel.end(ctx, span, "renew", false, err)
 		l.tel.renewFailed(ctx)
+		l.setErr(fmt.Errorf("idgen: renew node lease: %w", err))
 		return retry
 	case !ok:
 		l.tel.end(ctx, span, "renew", true, nil)
 		l.tel.renewFailed(ctx)
+		l.mu.Lock()
 		old := l.s.t.Swap(newTenure(-1, 0, 0)) // Next fails closed at once
+		l.err = fmt.Errorf("%w: node %d is no longer held by this generator", ErrLeaseLost, old.node>>nodeShift)
+		l.mu.Unlock()
 		l.issued = max(l.issued, retire(old))
 		return l.reacquire(retry)
 	}
 	l.tel.end(ctx, span, "renew", false, nil)
 	until := sent + (l.ttl - l.margin).Milliseconds()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.err = nil
+	t.renewed, t.hw = sent, max(t.hw, sent+l.ttl.Milliseconds()) // as lease_renew.lua stores it
 	for {
 		cur := t.until.Load()
 		if until <= cur || t.until.CompareAndSwap(cur, until) {
@@ -264,15 +279,25 @@ func (l *nodeLease) step(interval, retry time.Duration) time.Duration {
 	}
 }
 
+func (l *nodeLease) setErr(err error) {
+	l.mu.Lock()
+	l.err = err
+	l.mu.Unlock()
+}
+
 // reacquire leases a new node after the old one was taken.
 func (l *nodeLease) reacquire(retry time.Duration) time.Duration {
 	ctx, cancel := context.WithTimeout(l.life, l.ttl/3+l.cfg.maxClockWait)
 	defer cancel()
 	t, err := l.acquire(ctx)
 	if err != nil {
+		l.setErr(err)
 		return retry
 	}
+	l.mu.Lock()
 	l.s.t.Store(t)
+	l.err = nil
+	l.mu.Unlock()
 	return l.ttl / 3
 }
 
@@ -280,7 +305,9 @@ func (l *nodeLease) reacquire(retry time.Duration) time.Duration {
 func (l *nodeLease) close(closed *tenure) error {
 	l.cancel()
 	<-l.done
+	l.mu.Lock()
 	held := l.s.t.Swap(closed)
+	l.mu.Unlock()
 	l.tel.close()
 	if held.node < 0 {
 		return nil

@@ -47,6 +47,10 @@ type tenure struct {
 	node  int64        // node << nodeShift
 	until atomic.Int64 // IDs must carry timestamps below this (ms since Epoch)
 	err   error        // returned once until has passed
+
+	// Of a leased node, guarded by the nodeLease's mu (ms since Epoch):
+	renewed int64 // the last successful acquisition or renewal was sent
+	hw      int64 // the high-water mark that write left in the node table
 }
 
 var _ Generator = (*Snowflake)(nil)
@@ -153,6 +157,63 @@ func (s *Snowflake) Node() int64 {
 		return -1
 	}
 	return t.node >> nodeShift
+}
+
+// LeaseStatus describes a Snowflake's node lease, as Lease reports it.
+type LeaseStatus struct {
+	// Service is the service the node is leased for; empty for a static node.
+	Service string
+	// Node is the node ID in use, as Node returns it: -1 while a leased
+	// generator holds none, and after Close.
+	Node int64
+	// Leased is true for a generator from NewLeasedSnowflake, false for a
+	// static node (NewSnowflake).
+	Leased bool
+	// TTL is the lease's time to live (WithLeaseTTL); it is renewed every
+	// TTL/3. Zero for a static node.
+	TTL time.Duration
+	// Until is when Next starts returning ErrLeaseLost unless a renewal gets
+	// through first: Renewed + TTL − TTL/10, on the generator's clock (the
+	// monotonic clock, or WithClock's).
+	Until time.Time
+	// Renewed is when the last successful acquisition or renewal of the node
+	// was sent, on the generator's clock.
+	Renewed time.Time
+	// HighWater is the node's high-water mark in Redis as that write left it,
+	// in ID time (compare it with ID.SnowflakeTime): no ID of the node carries
+	// a later timestamp. A renewal that failed may have raised it since.
+	HighWater time.Time
+	// Err is the error of the last renewal or re-lease attempt when it
+	// failed; nil once one succeeds. It wraps ErrLeaseLost when the node was
+	// found taken by another process (or the node table lost).
+	Err error
+}
+
+// Lease returns the state of the node lease. Until, Renewed and HighWater
+// are zero while no node is held (Node is -1) and for a static node, which
+// never fails closed. Safe for concurrent use; it makes no Redis call.
+func (s *Snowflake) Lease() LeaseStatus {
+	l := s.lease
+	if l == nil {
+		return LeaseStatus{Node: s.Node()}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := LeaseStatus{Service: l.service, Node: -1, Leased: true, TTL: l.ttl, Err: l.err}
+	t := s.t.Load()
+	if t.node < 0 {
+		return st
+	}
+	st.Node = t.node >> nodeShift
+	st.Until = s.timeOf(t.until.Load())
+	st.Renewed = s.timeOf(t.renewed)
+	st.HighWater = time.UnixMilli(Epoch + t.hw)
+	return st
+}
+
+// timeOf returns the moment the generator's clock reaches ms (since Epoch).
+func (s *Snowflake) timeOf(ms int64) time.Time {
+	return s.base.Add(time.Duration(ms-s.baseMs) * time.Millisecond)
 }
 
 // Close stops a leased generator's renewal, releases its node lease (keeping

@@ -2,6 +2,8 @@ package idgen_test
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -337,4 +339,106 @@ func TestLeasedSnowflake_tableLost_neverRepeats(t *testing.T) {
 	}
 	require.Equal(t, int64(0), sf.Node(), "the same node again")
 	requireIncreasing(t, ids)
+}
+
+func TestSnowflake_Lease_staticNode(t *testing.T) {
+	sf, err := idgen.NewSnowflake(42)
+	require.NoError(t, err)
+	require.Equal(t, idgen.LeaseStatus{Node: 42}, sf.Lease())
+	require.NoError(t, sf.Close())
+	require.Equal(t, idgen.LeaseStatus{Node: -1}, sf.Lease())
+}
+
+// tableHighWater reads a node's high-water mark from the node table, in ID
+// time.
+func tableHighWater(t *testing.T, rdb redis.UniversalClient, service string, node int64) time.Time {
+	t.Helper()
+	v, err := rdb.HGet(t.Context(), nodeTable(service), itoa(node)).Result()
+	require.NoError(t, err)
+	f := strings.Split(v, "|")
+	require.Len(t, f, 4, v)
+	hw, err := strconv.ParseInt(f[2], 10, 64)
+	require.NoError(t, err)
+	return time.UnixMilli(idgen.Epoch + hw)
+}
+
+func TestLeasedSnowflake_Lease_matchesTable(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	rdb := s.Client()
+	const ttl = time.Hour // no renewal during the test
+	before := time.Now()
+	sf, err := idgen.NewLeasedSnowflake(t.Context(), rdb, "status", idgen.WithLeaseTTL(ttl))
+	require.NoError(t, err)
+	defer sf.Close()
+	id, err := sf.Next(t.Context())
+	require.NoError(t, err)
+
+	st := sf.Lease()
+	require.Equal(t, "status", st.Service)
+	require.Equal(t, sf.Node(), st.Node)
+	require.True(t, st.Leased)
+	require.Equal(t, ttl, st.TTL)
+	require.NoError(t, st.Err)
+	require.False(t, st.Renewed.Before(before.Truncate(time.Millisecond)), "renewed %v, before the start %v", st.Renewed, before)
+	require.False(t, st.Renewed.After(time.Now()))
+	require.True(t, st.Until.Equal(st.Renewed.Add(ttl-ttl/10)), "until %v, renewed %v", st.Until, st.Renewed)
+	require.True(t, st.HighWater.Equal(tableHighWater(t, rdb, "status", st.Node)), "high-water %v", st.HighWater)
+	require.False(t, id.SnowflakeTime().After(st.HighWater))
+
+	require.NoError(t, sf.Close())
+	st = sf.Lease()
+	require.Equal(t, idgen.LeaseStatus{Service: "status", Node: -1, Leased: true, TTL: ttl}, st)
+}
+
+// Until moves with each renewal. While Redis does not answer, it stays put,
+// Err says why, and Next fails from Until on; once Redis is back, both
+// recover.
+func TestLeasedSnowflake_Lease_renewals(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	rdb := s.Client(func(o *redis.Options) { o.MaxRetries = -1 })
+	ctx := t.Context()
+	sf, err := idgen.NewLeasedSnowflake(ctx, rdb, "renewals", idgen.WithLeaseTTL(time.Second))
+	require.NoError(t, err)
+	defer sf.Close()
+	first := sf.Lease()
+	require.NoError(t, first.Err)
+	var renewed idgen.LeaseStatus
+	require.Eventually(t, func() bool {
+		renewed = sf.Lease()
+		return renewed.Renewed.After(first.Renewed)
+	}, 30*time.Second, 10*time.Millisecond)
+	require.True(t, renewed.Until.After(first.Until), "until %v after a renewal, %v before", renewed.Until, first.Until)
+	require.True(t, renewed.HighWater.After(first.HighWater))
+	require.Equal(t, first.Node, renewed.Node)
+	require.NoError(t, renewed.Err)
+	// The table agrees once no renewal runs between the two reads.
+	require.Eventually(t, func() bool {
+		a := sf.Lease()
+		hw := tableHighWater(t, rdb, "renewals", a.Node)
+		return sf.Lease().Renewed.Equal(a.Renewed) && hw.Equal(a.HighWater)
+	}, 30*time.Second, time.Millisecond)
+
+	require.NoError(t, s.Pause())
+	for {
+		_, err := sf.Next(ctx)
+		if err != nil {
+			require.ErrorIs(t, err, idgen.ErrLeaseLost)
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	failed := time.Now()
+	st := sf.Lease()
+	require.Equal(t, first.Node, st.Node, "the node is kept while renewal fails")
+	require.False(t, failed.Before(st.Until), "Next failed at %v, before Until %v", failed, st.Until)
+	require.Eventually(t, func() bool { return sf.Lease().Err != nil }, 30*time.Second, 10*time.Millisecond)
+	require.True(t, sf.Lease().Until.Equal(st.Until), "Until moved without a renewal")
+
+	require.NoError(t, s.Resume())
+	require.Eventually(t, func() bool {
+		now := sf.Lease()
+		return now.Err == nil && now.Until.After(st.Until)
+	}, 30*time.Second, 10*time.Millisecond)
+	_, err = sf.Next(ctx)
+	require.NoError(t, err)
 }
