@@ -3,6 +3,7 @@ package reliability
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -172,6 +173,8 @@ func (d *Single) Partition(hold time.Duration) Fault {
 // primary, as clients behind Sentinel or a DNS name would.
 type Pair struct {
 	Pair *redistest.Pair
+	// NoAck makes writes not wait for the replica (ReplicaAck false).
+	NoAck bool
 
 	primary atomic.Pointer[string]
 	// split, while not nil, sends the clients made with an odd index to
@@ -188,13 +191,25 @@ func NewPair(tb testing.TB) *Pair {
 	return d
 }
 
+// Sync waits until the replica has every write so far.
+func (d *Pair) Sync(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := d.Pair.Sync(ctx); err != nil {
+		info, _ := d.Pair.Primary.Client().Info(context.WithoutCancel(ctx), "replication").Result()
+		rinfo, _ := d.Pair.Replica.Client().Info(context.WithoutCancel(ctx), "replication").Result()
+		return fmt.Errorf("replica not in sync: %w\nprimary %s:\n%s\nreplica %s:\n%s", err, d.Pair.Primary.Addr(), info, d.Pair.Replica.Addr(), rinfo)
+	}
+	return nil
+}
+
 func (d *Pair) retarget() {
 	a := d.Pair.Primary.Addr()
 	d.primary.Store(&a)
 }
 
 func (d *Pair) Name() string     { return "pair" }
-func (d *Pair) ReplicaAck() bool { return true }
+func (d *Pair) ReplicaAck() bool { return !d.NoAck }
 
 // Client returns a client that dials the current primary; clients with an
 // odd index follow the other side while a split brain lasts.
@@ -256,6 +271,42 @@ func (d *Pair) CrashFailover(down time.Duration) Fault {
 			}
 			d.retarget()
 			return old.Restart, nil
+		},
+	}
+}
+
+// SplitBrain promotes the replica while the primary keeps serving: half of
+// the clients (those made with an even index) stay with the old primary,
+// the others move to the promoted replica, for hold. Then the old primary
+// is made a replica of the new one, dropping what it accepted meanwhile.
+// Nothing in redkit promises to survive this; runs that use it measure.
+func (d *Pair) SplitBrain(hold time.Duration) Fault {
+	return Fault{
+		Name: "split brain (replica promoted, old primary still serving)", Hold: hold, Blur: true,
+		Start: func(ctx context.Context) (func(context.Context) error, error) {
+			old, next := d.Pair.Primary, d.Pair.Replica
+			admin := next.Client()
+			if err := admin.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
+				return nil, err
+			}
+			a := next.Addr()
+			d.split.Store(&a)
+			if err := old.KillClients(ctx); err != nil { // the clients that move reconnect
+				return nil, err
+			}
+			return func(ctx context.Context) error {
+				host, port, _ := net.SplitHostPort(next.Addr())
+				if err := old.Client().Do(ctx, "REPLICAOF", host, port).Err(); err != nil {
+					return err
+				}
+				d.Pair.Primary, d.Pair.Replica = next, old
+				d.retarget()
+				d.split.Store(nil)
+				if err := old.KillClients(ctx); err != nil {
+					return err
+				}
+				return d.Pair.Sync(ctx)
+			}, nil
 		},
 	}
 }

@@ -75,12 +75,13 @@ type controller struct {
 	blur     func(from, to int64)
 	progress map[string]*Progress
 	quiet    [2]time.Duration
+	limit    int // most faults to inject; 0: no limit
 }
 
 func (c *controller) run(ctx context.Context, stop <-chan struct{}) []Injection {
 	var out []Injection
 	order := c.rng.Perm(len(c.faults))
-	for i := 0; ; i++ {
+	for i := 0; c.limit == 0 || i < c.limit; i++ {
 		if i%len(order) == 0 && i > 0 {
 			order = c.rng.Perm(len(c.faults))
 		}
@@ -124,6 +125,7 @@ func (c *controller) run(ctx context.Context, stop <-chan struct{}) []Injection 
 		}
 		out = append(out, inj)
 	}
+	return out
 }
 
 // sleep waits d and reports whether to go on.

@@ -1,6 +1,7 @@
 package reliability
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -33,6 +34,8 @@ type Scenario struct {
 	Clients, Ops int
 	// Quiet bounds the pause between faults (default 200ms..600ms).
 	Quiet [2]time.Duration
+	// MaxFaults, when positive, stops injecting after that many faults.
+	MaxFaults int
 	// Seed drives every random choice (see Seed).
 	Seed uint64
 	// Stall, when set, is called with the lock workload's stall fault
@@ -116,9 +119,14 @@ func Run(tb testing.TB, sc Scenario) []Row {
 			tb.Fatalf("%s setup: %v", w.name(), err)
 		}
 	}
+	if s, ok := sc.Deploy.(interface{ Sync(context.Context) error }); ok {
+		if err := s.Sync(ctx); err != nil {
+			tb.Fatalf("setup: %v", err)
+		}
+	}
 
 	ctl := &controller{
-		faults: sc.Faults, rng: rand.New(rand.NewPCG(sc.Seed, 0xfa)), quiet: sc.Quiet,
+		faults: sc.Faults, rng: rand.New(rand.NewPCG(sc.Seed, 0xfa)), quiet: sc.Quiet, limit: sc.MaxFaults,
 		clock:    func() int64 { return int64(time.Since(start)) },
 		progress: map[string]*Progress{},
 		blur: func(from, to int64) {
@@ -169,6 +177,9 @@ func Run(tb testing.TB, sc Scenario) []Row {
 			}
 		}
 		rows[i].Tally = w.verify(ctx)
+		if sc.Measure {
+			continue // a history with writes lost on purpose is not linearizable
+		}
 		checks.Go(func() {
 			rows[i].Checked = CheckLinearizable(tb, w.name(), w.model(), w.history(), sc.Seed)
 		})
@@ -178,6 +189,10 @@ func Run(tb testing.TB, sc Scenario) []Row {
 		tb.Logf("%s on %s, %s: %d operations in %v (%d checked by porcupine), %d acknowledged, %d resubmitted, %d unknown, %d unacknowledged by the replica; %d faults, recovery ≤ %v",
 			r.Module, r.Deployment, r.Fault, r.Ops, ran.Round(time.Millisecond), r.Checked, r.Acked, r.Retried, r.Unknown, r.Unacked, r.Injections, r.Recovery.Round(time.Millisecond))
 		for _, p := range r.Problems {
+			if sc.Measure { // consequences of writes lost on purpose
+				tb.Logf("%s: %s", r.Module, p)
+				continue
+			}
 			tb.Errorf("%s: %s (seed %d)", r.Module, p, sc.Seed)
 		}
 		bad := r.Mutex+r.Oversell+r.Double > 0 || r.Gated && r.Lost > 0
