@@ -85,7 +85,7 @@ func parseDecimal[T string | []byte](s T) (int64, error) {
 func syntaxError[T string | []byte](s T) error {
 	const max = 40
 	if len(s) > max {
-		return fmt.Errorf("%w: %q...", ErrSyntax, string(s[:max]))
+		return fmt.Errorf("%w: %q and %d more bytes", ErrSyntax, string(s[:max]), len(s)-max)
 	}
 	return fmt.Errorf("%w: %q", ErrSyntax, string(s))
 }

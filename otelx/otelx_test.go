@@ -46,7 +46,7 @@ func useGlobal(t *testing.T, tp trace.TracerProvider, mp *sdkmetric.MeterProvide
 func attrs(kvs []attribute.KeyValue) map[string]string {
 	m := make(map[string]string, len(kvs))
 	for _, kv := range kvs {
-		m[string(kv.Key)] = kv.Value.Emit()
+		m[string(kv.Key)] = kv.Value.String()
 	}
 	return m
 }

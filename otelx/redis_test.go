@@ -19,12 +19,12 @@ func spanText(s sdktrace.ReadOnlySpan) string {
 	var b strings.Builder
 	b.WriteString(s.Name() + "\n" + s.Status().Description + "\n")
 	for _, kv := range s.Attributes() {
-		b.WriteString(string(kv.Key) + "=" + kv.Value.Emit() + "\n")
+		b.WriteString(string(kv.Key) + "=" + kv.Value.String() + "\n")
 	}
 	for _, ev := range s.Events() {
 		b.WriteString(ev.Name + "\n")
 		for _, kv := range ev.Attributes {
-			b.WriteString(string(kv.Key) + "=" + kv.Value.Emit() + "\n")
+			b.WriteString(string(kv.Key) + "=" + kv.Value.String() + "\n")
 		}
 	}
 	return b.String()

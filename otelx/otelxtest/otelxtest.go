@@ -74,7 +74,7 @@ func (r *Recorder) Strings(tb testing.TB) (out []string, commands int) {
 	tb.Helper()
 	kvs := func(attrs []attribute.KeyValue) {
 		for _, a := range attrs {
-			out = append(out, string(a.Key)+"="+a.Value.Emit())
+			out = append(out, string(a.Key)+"="+a.Value.String())
 		}
 	}
 	for _, s := range r.Spans.Ended() {

@@ -11,7 +11,6 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/redkit-go/redkit/otelx/setup"
 )
@@ -98,7 +97,7 @@ func TestStart_exportsToGivenExporterAndReader(t *testing.T) {
 	tel, err := setup.Start(ctx, "flashsale", setup.WithSpanExporter(exp), setup.WithMetricReader(reader))
 	require.NoError(t, err)
 	require.True(t, tel.Enabled())
-	assert.Same(t, tel.TracerProvider, otel.GetTracerProvider().(trace.TracerProvider))
+	assert.Same(t, tel.TracerProvider, otel.GetTracerProvider())
 
 	_, span := otel.Tracer("test").Start(ctx, "buy")
 	span.End()
@@ -112,7 +111,7 @@ func TestStart_exportsToGivenExporterAndReader(t *testing.T) {
 	assert.Equal(t, "buy", spans[0].Name)
 	attrs := map[string]string{}
 	for _, kv := range spans[0].Resource.Attributes() {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	assert.Equal(t, "flashsale", attrs["service.name"])
 	assert.Equal(t, "test", attrs["deployment.environment"])
@@ -140,7 +139,7 @@ func TestStart_serviceNameFromEnvWins(t *testing.T) {
 	var name string
 	for _, kv := range spans[0].Resource.Attributes() {
 		if kv.Key == "service.name" {
-			name = kv.Value.Emit()
+			name = kv.Value.String()
 		}
 	}
 	assert.Equal(t, "from-env", name)
