@@ -30,14 +30,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/redkit-go/redkit/examples/internal/app"
@@ -48,23 +45,7 @@ import (
 // keyPrefix starts every key the service writes.
 const keyPrefix = "flashsale"
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	context.AfterFunc(ctx, stop) // after the first signal, a second one kills at once
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-	case errors.Is(err, errUsage):
-		os.Exit(2)
-	case err != nil:
-		fmt.Fprintln(os.Stderr, "flashsale:", err)
-		os.Exit(1)
-	}
-}
-
-// errUsage reports bad flags; the flag package has already said why.
-var errUsage = errors.New("usage")
+func main() { app.Main("flashsale", run) }
 
 // run is the whole program: main only adds the signals and the exit code.
 // It returns an error when the simulated sale broke one of its checks.
@@ -83,21 +64,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&cfg.Reserve, "reserve", cfg.Reserve, "fraction of orders reserved and then confirmed")
 	fs.Float64Var(&cfg.Resend, "resend", cfg.Resend, "fraction of orders sent twice, as after a lost reply")
 	serve := fs.String("serve", "", "serve HTTP on this address (\":8080\") instead of simulating a sale")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "flashsale: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return errUsage
+	if err := app.ParseFlags(fs, args); err != nil {
+		return err
 	}
 	if *serve == "" {
 		if err := cfg.check(); err != nil {
-			fmt.Fprintln(stderr, "flashsale:", err)
-			return errUsage
+			return app.UsageError(fs, err)
 		}
 	}
 
@@ -106,19 +78,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if cerr := a.Close(cctx); cerr != nil {
-			log.Warn("flashsale: close", "err", cerr)
-		}
-	}()
+	defer a.Close(ctx)
 	// The reclaimer returns the units of expired holds a few times a second;
 	// correctness never depends on it (an order reclaims them first).
 	inv := stock.New(a.Redis.Client, stock.WithKeyPrefix(keyPrefix), stock.WithReclaimInterval(250*time.Millisecond))
 	defer inv.Close()
 	if !a.Redis.Embedded {
-		warnRiskySettings(ctx, inv, log)
+		app.WarnRiskySettings(ctx, a, inv.Check, stock.SeverityWarning)
 	}
 
 	if *serve != "" {
@@ -133,20 +99,4 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%d check(s) failed: %v", len(rep.Problems), rep.Problems)
 	}
 	return nil
-}
-
-// warnRiskySettings logs the Redis settings that decide what a crash or
-// memory pressure can lose (eviction, AOF, fsync). A production service might
-// refuse to start on them instead.
-func warnRiskySettings(ctx context.Context, inv *stock.Inventory, log *slog.Logger) {
-	rep, err := inv.Check(ctx)
-	if err != nil {
-		log.Warn("flashsale: cannot check the Redis settings", "err", err)
-		return
-	}
-	for _, f := range rep.Findings {
-		if f.Severity >= stock.SeverityWarning {
-			log.Warn("flashsale: risky Redis setting", "finding", f.String())
-		}
-	}
 }

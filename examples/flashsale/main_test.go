@@ -6,53 +6,33 @@ import (
 	"errors"
 	"flag"
 	"io"
-	"log/slog"
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/redkit-go/redkit/examples/internal/app"
+	"github.com/redkit-go/redkit/examples/internal/exampletest"
 	"github.com/redkit-go/redkit/examples/internal/redisconn"
 	"github.com/redkit-go/redkit/redistest"
 	"github.com/redkit-go/redkit/stock"
 )
 
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}
-
 func TestMain(m *testing.M) {
-	redis.SetLogger(quietLogger{}) // the fault tests make go-redis log every failed read
+	exampletest.SilenceRedisLog() // the fault tests make go-redis log every failed read
 	goleak.VerifyTestMain(m)
 }
 
-// eachBackend runs test against the embedded Redis and against a real
-// redis-server, passing the REDIS_URL for each.
-func eachBackend(t *testing.T, test func(t *testing.T, url string)) {
-	t.Run("embedded", func(t *testing.T) { test(t, "") })
-	t.Run("redis-server", func(t *testing.T) {
-		test(t, "redis://"+redistest.New(t, redistest.Options{}).Addr())
-	})
-}
-
-// openInventory connects to url as run does.
-func openInventory(t *testing.T, url string) (*redisconn.Conn, *stock.Inventory) {
+// openInventory opens the inventory on rdb as run does.
+func openInventory(t *testing.T, rdb redis.UniversalClient) *stock.Inventory {
 	t.Helper()
-	conn, err := redisconn.Open(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv := stock.New(conn.Client, stock.WithKeyPrefix(keyPrefix), stock.WithReclaimInterval(250*time.Millisecond))
-	t.Cleanup(func() {
-		_ = inv.Close()
-		_ = conn.Close()
-	})
-	return conn, inv
+	inv := stock.New(rdb, stock.WithKeyPrefix(keyPrefix), stock.WithReclaimInterval(250*time.Millisecond))
+	t.Cleanup(func() { _ = inv.Close() })
+	return inv
 }
 
 // reportNumber reads one number of the printed report.
@@ -66,7 +46,7 @@ func reportNumber(t *testing.T, report, row string) string {
 }
 
 func TestRun_sale(t *testing.T) {
-	eachBackend(t, func(t *testing.T, url string) {
+	exampletest.Backends(t, func(t *testing.T, _ redis.UniversalClient, url string) {
 		t.Setenv(redisconn.Env, url)
 		var out, errs bytes.Buffer
 		err := run(t.Context(), []string{"-stock", "60", "-buyers", "300", "-concurrency", "8",
@@ -93,14 +73,14 @@ func TestRun_sale(t *testing.T) {
 }
 
 func TestSimulate(t *testing.T) {
-	eachBackend(t, func(t *testing.T, url string) {
+	exampletest.Backends(t, func(t *testing.T, rdb redis.UniversalClient, _ string) {
 		for _, buckets := range []int{1, 4} {
-			conn, inv := openInventory(t, url)
+			inv := openInventory(t, rdb)
 			cfg := defaultSale()
 			cfg.Stock, cfg.Buyers, cfg.Concurrency, cfg.Buckets = 80, 400, 16, buckets
 			cfg.Abandon, cfg.Reserve, cfg.Resend = 0.25, 0.25, 0.3
 			var out bytes.Buffer
-			r, err := simulate(t.Context(), conn.Client, inv, cfg, &out)
+			r, err := simulate(t.Context(), rdb, inv, cfg, &out)
 			if err != nil {
 				t.Fatalf("%d buckets: %v", buckets, err)
 			}
@@ -185,8 +165,8 @@ func TestRun_usage(t *testing.T) {
 		{"-nope"}, {"extra"}, {"-concurrency", "0"},
 	} {
 		var errs bytes.Buffer
-		if err := run(t.Context(), args, io.Discard, &errs); !errors.Is(err, errUsage) {
-			t.Errorf("run %q = %v, want errUsage", args, err)
+		if err := run(t.Context(), args, io.Discard, &errs); !errors.Is(err, app.ErrUsage) {
+			t.Errorf("run %q = %v, want app.ErrUsage", args, err)
 		} else if errs.Len() == 0 {
 			t.Errorf("run %q said nothing on stderr", args)
 		}
@@ -197,55 +177,13 @@ func TestRun_usage(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer that run's logger and the test may use at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // -serve serves until ctx ends, then shuts down cleanly.
 func TestRun_serve(t *testing.T) {
 	t.Setenv(redisconn.Env, "")
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	var logs syncBuffer
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"-serve", "127.0.0.1:0"}, io.Discard, &logs) }()
-
-	addr := regexp.MustCompile(`listening" addr=(\S+)`)
-	deadline := time.Now().Add(10 * time.Second)
-	var m []string
-	for m = addr.FindStringSubmatch(logs.String()); m == nil; m = addr.FindStringSubmatch(logs.String()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no listening line:\n%s", logs.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	resp, err := http.Post("http://"+m[1]+"/skus", "application/json", strings.NewReader(`{"sku":"phone","stock":1}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("POST /skus = %d, want 201", resp.StatusCode)
-	}
-	http.DefaultClient.CloseIdleConnections()
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("run -serve after shutdown: %v\n%s", err, logs.String())
+	svc := exampletest.Serve(t, run, "-serve", "127.0.0.1:0")
+	c := exampletest.NewClient(t, svc.URL)
+	c.Do(http.MethodPost, "/skus", "", `{"sku":"phone","stock":1}`).Want(t, http.StatusCreated, "")
+	if err := svc.Stop(); err != nil {
+		t.Fatalf("run -serve after shutdown: %v\n%s", err, svc.Log)
 	}
 }
-
-func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"math"
@@ -42,28 +43,20 @@ const defaultHoldTTL = 5 * time.Minute
 
 type server struct {
 	inv *stock.Inventory
-	log *slog.Logger
 }
 
 // newServer returns the service's routes over inv.
 func newServer(inv *stock.Inventory, log *slog.Logger) http.Handler {
-	s := &server{inv: inv, log: log}
-	mux := http.NewServeMux()
-	handle := func(pattern string, h func(http.ResponseWriter, *http.Request) error) {
-		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-			if err := h(w, r); err != nil {
-				s.fail(w, r, err)
-			}
-		})
-	}
-	handle("POST /skus", s.createSale)
-	handle("GET /skus/{sku}", s.levels)
-	handle("GET /skus/{sku}/audit", s.audit)
-	handle("POST /skus/{sku}/orders", s.buy)
-	handle("POST /skus/{sku}/orders/{id}/refund", s.refund)
-	handle("POST /skus/{sku}/reservations", s.reserve)
-	handle("POST /skus/{sku}/reservations/{id}/confirm", s.confirm)
-	handle("POST /skus/{sku}/reservations/{id}/cancel", s.cancel)
+	s := &server{inv: inv}
+	mux := httpx.NewMux("flashsale", log, statusError)
+	mux.Handle("POST /skus", s.createSale)
+	mux.Handle("GET /skus/{sku}", s.levels)
+	mux.Handle("GET /skus/{sku}/audit", s.audit)
+	mux.Handle("POST /skus/{sku}/orders", s.buy)
+	mux.Handle("POST /skus/{sku}/orders/{id}/refund", s.refund)
+	mux.Handle("POST /skus/{sku}/reservations", s.reserve)
+	mux.Handle("POST /skus/{sku}/reservations/{id}/confirm", s.confirm)
+	mux.Handle("POST /skus/{sku}/reservations/{id}/cancel", s.cancel)
 	return mux
 }
 
@@ -195,40 +188,34 @@ func (s *server) reserve(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *server) confirm(w http.ResponseWriter, r *http.Request) error {
-	o, err := readHeld(r)
-	if err != nil {
-		return err
-	}
-	res, err := s.inv.Confirm(r.Context(), o)
-	return reply(w, o, "sold", res, err)
+	return settle(w, r, "sold", s.inv.Confirm)
 }
 
 func (s *server) cancel(w http.ResponseWriter, r *http.Request) error {
-	o, err := readHeld(r)
-	if err != nil {
-		return err
-	}
-	res, err := s.inv.Cancel(r.Context(), o)
-	return reply(w, o, "cancelled", res, err)
+	return settle(w, r, "cancelled", s.inv.Cancel)
 }
 
 func (s *server) refund(w http.ResponseWriter, r *http.Request) error {
+	return settle(w, r, "refunded", s.inv.Refund)
+}
+
+// settle applies op (Confirm, Cancel or Refund) to the order named in the
+// path and replies with status.
+func settle(w http.ResponseWriter, r *http.Request, status string,
+	op func(context.Context, stock.Order, ...stock.CallOption) (stock.Result, error)) error {
 	o, err := readHeld(r)
 	if err != nil {
 		return err
 	}
-	res, err := s.inv.Refund(r.Context(), o)
-	return reply(w, o, "refunded", res, err)
+	res, err := op(r.Context(), o)
+	return reply(w, o, status, res, err)
 }
 
 // readOrder reads a new order into req (an *orderRequest or a type that
 // embeds one) and takes its ID from the body or the Idempotency-Key header.
 func readOrder(r *http.Request, req interface{ order() *orderRequest }) (stock.Order, error) {
-	if err := httpx.ReadJSON(r, req); err != nil {
-		return stock.Order{}, err
-	}
 	body := req.order()
-	id, err := httpx.OperationID(r, body.ID)
+	id, err := httpx.ReadOperation(r, req, &body.ID)
 	if err != nil {
 		return stock.Order{}, err
 	}
@@ -274,48 +261,30 @@ func reply(w http.ResponseWriter, o stock.Order, status string, res stock.Result
 	return nil
 }
 
-// fail writes err as a problem with the status DESIGN §9 gives it.
-func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
+// statusError gives err the status DESIGN §9 gives it, or returns it
+// unchanged when it is unexpected (a 500).
+func statusError(err error) error {
 	var conflict *stock.ConflictError
-	var se *httpx.StatusError
 	switch {
-	case errors.As(err, &se):
 	case errors.As(err, &conflict) && conflict.Field == "state":
-		err = httpx.Errorf(http.StatusConflict, "conflict", "%s: not possible for an order that is %s", conflict.ID, conflict.State)
+		return httpx.Errorf(http.StatusConflict, "conflict", "%s: not possible for an order that is %s", conflict.ID, conflict.State)
 	case errors.As(err, &conflict):
-		err = httpx.Errorf(http.StatusConflict, "conflict", "%s: %s differs from the first request with this ID", conflict.ID, conflict.Field)
-	case errors.Is(err, stock.ErrInvalid), errors.Is(err, stock.ErrCrossGroup):
-		err = &httpx.StatusError{Status: http.StatusBadRequest, Code: "invalid", Err: err}
-	case errors.Is(err, stock.ErrNotFound):
-		err = &httpx.StatusError{Status: http.StatusNotFound, Code: "not_found", Err: err}
+		return httpx.Errorf(http.StatusConflict, "conflict", "%s: %s differs from the first request with this ID", conflict.ID, conflict.Field)
 	case errors.Is(err, stock.ErrUnknownOutcome):
-		err = httpx.UnknownOutcome(err)
-	default:
-		code := refusalCode(err)
-		if code == "" {
-			s.log.Error("flashsale: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-			break
-		}
-		err = &httpx.StatusError{Status: http.StatusUnprocessableEntity, Code: code, Err: err}
+		return httpx.UnknownOutcome(err)
 	}
-	httpx.WriteError(w, err)
+	return httpx.StatusOf(err, errorStatuses)
 }
 
-// refusalCode names a business refusal, or returns "".
-func refusalCode(err error) string {
-	for _, c := range []struct {
-		err  error
-		code string
-	}{
-		{stock.ErrSoldOut, "sold_out"},
-		{stock.ErrBuyerLimit, "buyer_limit"},
-		{stock.ErrClosed, "closed"},
-		{stock.ErrHoldExpired, "hold_expired"},
-		{stock.ErrCancelled, "cancelled"},
-	} {
-		if errors.Is(err, c.err) {
-			return c.code
-		}
-	}
-	return ""
+// errorStatuses are the statuses of the stock module's errors; the 422s
+// are business refusals.
+var errorStatuses = []httpx.ErrorStatus{
+	{Err: stock.ErrInvalid, Status: http.StatusBadRequest, Code: "invalid"},
+	{Err: stock.ErrCrossGroup, Status: http.StatusBadRequest, Code: "invalid"},
+	{Err: stock.ErrNotFound, Status: http.StatusNotFound, Code: "not_found"},
+	{Err: stock.ErrSoldOut, Status: http.StatusUnprocessableEntity, Code: "sold_out"},
+	{Err: stock.ErrBuyerLimit, Status: http.StatusUnprocessableEntity, Code: "buyer_limit"},
+	{Err: stock.ErrClosed, Status: http.StatusUnprocessableEntity, Code: "closed"},
+	{Err: stock.ErrHoldExpired, Status: http.StatusUnprocessableEntity, Code: "hold_expired"},
+	{Err: stock.ErrCancelled, Status: http.StatusUnprocessableEntity, Code: "cancelled"},
 }

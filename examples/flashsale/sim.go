@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redkit-go/redkit/examples/internal/httpx"
 	"github.com/redkit-go/redkit/idgen"
 	"github.com/redkit-go/redkit/stock"
 )
@@ -284,11 +286,11 @@ func (t *tally) call(op func() (stock.Result, error)) (stock.Result, error) {
 }
 
 // decided reports whether err is an answer to the operation (a refusal, a
-// conflict, bad input) rather than a failure to get one.
+// conflict, bad input: what the service answers with a 4xx) rather than a
+// failure to get one.
 func decided(err error) bool {
-	var conflict *stock.ConflictError
-	return errors.As(err, &conflict) || errors.Is(err, stock.ErrInvalid) || errors.Is(err, stock.ErrNotFound) ||
-		refusalCode(err) != ""
+	var se *httpx.StatusError
+	return errors.As(statusError(err), &se) && se.Status < http.StatusInternalServerError
 }
 
 // settle waits until every hold has ended: abandoned ones run out on the
@@ -431,8 +433,9 @@ func outcome(err error) string {
 	if err == nil {
 		return "ok"
 	}
-	if code := refusalCode(err); code != "" {
-		return code
+	var se *httpx.StatusError
+	if errors.As(statusError(err), &se) && se.Status == http.StatusUnprocessableEntity {
+		return se.Code
 	}
 	return "error"
 }

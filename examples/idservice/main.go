@@ -38,38 +38,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
-	"os/signal"
-	"syscall"
-	"time"
 
 	"github.com/redkit-go/redkit/examples/internal/app"
 	"github.com/redkit-go/redkit/examples/internal/redisconn"
 	"github.com/redkit-go/redkit/idgen"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	context.AfterFunc(ctx, stop) // after the first signal, a second one kills at once
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-	case errors.Is(err, errUsage):
-		os.Exit(2)
-	case err != nil:
-		fmt.Fprintln(os.Stderr, "idservice:", err)
-		os.Exit(1)
-	}
-}
-
-// errUsage reports bad flags; the flag package has already said why.
-var errUsage = errors.New("usage")
-
-// listening, when set (by tests), learns the address the listener is bound
-// to.
-var listening func(net.Addr)
+func main() { app.Main("idservice", run) }
 
 // run is the whole program: main only adds the signals and the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -81,20 +57,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.Service, "service", cfg.Service, "Snowflake service name: instances sharing it lease distinct node IDs")
 	fs.IntVar(&cfg.MaxNames, "max-names", cfg.MaxNames, "most segment and sequence names served")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "Snowflake node lease TTL, renewed every third of it (1s..1h)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "idservice: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return errUsage
+	if err := app.ParseFlags(fs, args); err != nil {
+		return err
 	}
 	if cfg.MaxNames < 0 {
-		fmt.Fprintln(stderr, "idservice: -max-names: must not be negative")
-		return errUsage
+		return app.UsageError(fs, errors.New("-max-names: must not be negative"))
 	}
 
 	log := slog.New(slog.NewTextHandler(stderr, nil))
@@ -102,13 +69,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if cerr := a.Close(cctx); cerr != nil {
-			log.Warn("idservice: close", "err", cerr)
-		}
-	}()
+	defer a.Close(ctx)
 	cfg.Options = []idgen.Option{
 		idgen.WithTracerProvider(a.Tel.TracerProvider),
 		idgen.WithMeterProvider(a.Tel.MeterProvider),
@@ -128,7 +89,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *demo {
 		return runDemo(ctx, g, stdout)
 	}
-	return a.Serve(ctx, *addr, newServer(g, log), listening)
+	return a.Serve(ctx, *addr, newServer(g, log), nil)
 }
 
 // runDemo prints a few IDs of each kind and the status.

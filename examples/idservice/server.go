@@ -225,40 +225,27 @@ func (g *generators) status(ctx context.Context) (st statusBody, ok bool) {
 	return st, err == nil
 }
 
-type server struct {
-	g   *generators
-	log *slog.Logger
-}
-
 // newServer returns the service's routes over g.
 func newServer(g *generators, log *slog.Logger) http.Handler {
-	s := &server{g: g, log: log}
-	mux := http.NewServeMux()
-	handle := func(pattern string, h func(http.ResponseWriter, *http.Request) error) {
-		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-			if err := h(w, r); err != nil {
-				s.fail(w, r, err)
-			}
-		})
-	}
-	handle("GET /id/snowflake", func(w http.ResponseWriter, r *http.Request) error {
+	mux := httpx.NewMux("idservice", log, statusError)
+	mux.Handle("GET /id/snowflake", func(w http.ResponseWriter, r *http.Request) error {
 		return issue(w, r, generatorFunc(g.nextSnowflake), maxBatch)
 	})
-	handle("GET /id/segment/{name...}", func(w http.ResponseWriter, r *http.Request) error {
+	mux.Handle("GET /id/segment/{name...}", func(w http.ResponseWriter, r *http.Request) error {
 		seg, err := g.segment(r.PathValue("name"))
 		if err != nil {
 			return err
 		}
 		return issue(w, r, seg, maxBatch)
 	})
-	handle("GET /id/sequence/{name...}", func(w http.ResponseWriter, r *http.Request) error {
+	mux.Handle("GET /id/sequence/{name...}", func(w http.ResponseWriter, r *http.Request) error {
 		seq, err := g.sequence(r.PathValue("name"))
 		if err != nil {
 			return err
 		}
 		return issue(w, r, seq, maxSequenceBatch)
 	})
-	handle("GET /status", func(w http.ResponseWriter, r *http.Request) error {
+	mux.Handle("GET /status", func(w http.ResponseWriter, r *http.Request) error {
 		st, ok := g.status(r.Context())
 		code := http.StatusOK
 		if !ok {
@@ -297,31 +284,17 @@ func issue(w http.ResponseWriter, r *http.Request, gen idgen.Generator, most int
 	return nil
 }
 
-// fail writes err as a problem with the status DESIGN §9 gives it.
-func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var se *httpx.StatusError
-	status, code := 0, ""
-	switch {
-	case errors.As(err, &se):
-	case errors.Is(err, idgen.ErrInvalid):
-		status, code = http.StatusBadRequest, "invalid"
-	case errors.Is(err, errNameLimit):
-		status, code = http.StatusUnprocessableEntity, "name_limit"
-	case errors.Is(err, idgen.ErrExhausted):
-		status, code = http.StatusUnprocessableEntity, "exhausted"
-	case errors.Is(err, idgen.ErrUnavailable):
-		status, code = http.StatusServiceUnavailable, "unavailable"
-	case errors.Is(err, idgen.ErrLeaseLost):
-		status, code = http.StatusServiceUnavailable, "lease_lost"
-	case errors.Is(err, idgen.ErrClockBehind):
-		status, code = http.StatusServiceUnavailable, "clock_behind"
-	case errors.Is(err, idgen.ErrClosed):
-		status, code = http.StatusServiceUnavailable, "closed"
-	default:
-		s.log.Error("idservice: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-	}
-	if status != 0 {
-		err = &httpx.StatusError{Status: status, Code: code, Err: err}
-	}
-	httpx.WriteError(w, err)
+// statusError gives err the status DESIGN §9 gives it, or returns it
+// unchanged when it is unexpected (a 500).
+func statusError(err error) error { return httpx.StatusOf(err, errorStatuses) }
+
+// errorStatuses are the statuses of idgen's errors and of the name limit.
+var errorStatuses = []httpx.ErrorStatus{
+	{Err: idgen.ErrInvalid, Status: http.StatusBadRequest, Code: "invalid"},
+	{Err: errNameLimit, Status: http.StatusUnprocessableEntity, Code: "name_limit"},
+	{Err: idgen.ErrExhausted, Status: http.StatusUnprocessableEntity, Code: "exhausted"},
+	{Err: idgen.ErrUnavailable, Status: http.StatusServiceUnavailable, Code: "unavailable"},
+	{Err: idgen.ErrLeaseLost, Status: http.StatusServiceUnavailable, Code: "lease_lost"},
+	{Err: idgen.ErrClockBehind, Status: http.StatusServiceUnavailable, Code: "clock_behind"},
+	{Err: idgen.ErrClosed, Status: http.StatusServiceUnavailable, Code: "closed"},
 }

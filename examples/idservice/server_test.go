@@ -2,16 +2,12 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,34 +16,16 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redkit-go/redkit/examples/internal/httpx"
-	"github.com/redkit-go/redkit/examples/internal/redisconn"
+	"github.com/redkit-go/redkit/examples/internal/app"
+	"github.com/redkit-go/redkit/examples/internal/exampletest"
 	"github.com/redkit-go/redkit/idgen"
-	"github.com/redkit-go/redkit/redistest"
 )
-
-// backends runs f against a real redis-server and against the embedded
-// Redis the service uses by default; url is what REDIS_URL would say.
-func backends(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient, url string)) {
-	t.Run("redis-server", func(t *testing.T) {
-		s := redistest.New(t, redistest.Options{})
-		f(t, s.Client(), "redis://"+s.Addr())
-	})
-	t.Run("embedded", func(t *testing.T) {
-		c, err := redisconn.Open(t.Context(), "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
-		f(t, c.Client, "")
-	})
-}
 
 var services atomic.Int64
 
 // startAPI serves newServer over generators on rdb, with a Snowflake
 // service name no other test uses.
-func startAPI(t *testing.T, rdb redis.UniversalClient, maxNames int) (*testClient, *generators) {
+func startAPI(t *testing.T, rdb redis.UniversalClient, maxNames int) (*exampletest.Client, *generators) {
 	t.Helper()
 	g, err := newGenerators(t.Context(), rdb, config{
 		Service: fmt.Sprintf("test-%d", services.Add(1)), MaxNames: maxNames, LeaseTTL: idgen.DefaultLeaseTTL,
@@ -60,68 +38,16 @@ func startAPI(t *testing.T, rdb redis.UniversalClient, maxNames int) (*testClien
 			t.Error(err)
 		}
 	})
-	ts := httptest.NewServer(newServer(g, slog.New(slog.NewTextHandler(io.Discard, nil))))
-	t.Cleanup(ts.Close)
-	return &testClient{t: t, base: ts.URL, hc: ts.Client()}, g
-}
-
-type testClient struct {
-	t    *testing.T
-	base string
-	hc   *http.Client
-}
-
-type reply struct {
-	status int
-	body   []byte
-	code   string // the problem's code
-}
-
-// get fetches path. It may run in any goroutine: failures are returned
-// with the reply, not reported.
-func (c *testClient) get(path string) (reply, error) {
-	req, err := http.NewRequestWithContext(c.t.Context(), "GET", c.base+path, nil)
-	if err != nil {
-		return reply{}, err
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return reply{}, err
-	}
-	defer resp.Body.Close()
-	r := reply{status: resp.StatusCode}
-	if r.body, err = io.ReadAll(resp.Body); err != nil {
-		return r, err
-	}
-	if r.status >= 400 {
-		var p httpx.Problem
-		if err := json.Unmarshal(r.body, &p); err != nil {
-			return r, fmt.Errorf("%d with a body that is no problem: %s", r.status, r.body)
-		}
-		r.code = p.Code
-	}
-	return r, nil
-}
-
-func (c *testClient) want(path string, status int, code string) reply {
-	c.t.Helper()
-	r, err := c.get(path)
-	if err != nil {
-		c.t.Fatalf("GET %s: %v", path, err)
-	}
-	if r.status != status || r.code != code {
-		c.t.Fatalf("GET %s: %d %q, want %d %q: %s", path, r.status, r.code, status, code, r.body)
-	}
-	return r
+	return exampletest.NewServer(t, newServer(g, slog.New(slog.DiscardHandler))), g
 }
 
 // ids decodes a single ID or a batch, checking each base32 form.
-func ids(r reply) ([]idgen.ID, error) {
+func ids(r exampletest.Reply) ([]idgen.ID, error) {
 	var batch struct {
 		IDs []json.RawMessage `json:"ids"`
 	}
-	raws := []json.RawMessage{r.body}
-	if json.Unmarshal(r.body, &batch) == nil && batch.IDs != nil {
+	raws := []json.RawMessage{json.RawMessage(r.Body)}
+	if json.Unmarshal([]byte(r.Body), &batch) == nil && batch.IDs != nil {
 		raws = batch.IDs
 	}
 	out := make([]idgen.ID, 0, len(raws))
@@ -145,7 +71,7 @@ func ids(r reply) ([]idgen.ID, error) {
 	return out, nil
 }
 
-func mustIDs(t *testing.T, r reply) []idgen.ID {
+func mustIDs(t *testing.T, r exampletest.Reply) []idgen.ID {
 	t.Helper()
 	got, err := ids(r)
 	if err != nil {
@@ -164,43 +90,40 @@ func increasing(got []idgen.ID) bool {
 }
 
 func TestAPI(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient, _ string) {
+	exampletest.Backends(t, func(t *testing.T, rdb redis.UniversalClient, _ string) {
 		c, g := startAPI(t, rdb, 4)
 
-		one := mustIDs(t, c.want("/id/snowflake", 200, ""))
+		one := mustIDs(t, c.Get("/id/snowflake").Want(t, 200, ""))
 		if len(one) != 1 || one[0].SnowflakeNode() != g.sf.Node() {
 			t.Fatalf("snowflake %v from node %d", one, g.sf.Node())
 		}
-		batch := mustIDs(t, c.want("/id/snowflake?n=1000", 200, ""))
+		batch := mustIDs(t, c.Get("/id/snowflake?n=1000").Want(t, 200, ""))
 		if len(batch) != 1000 || !increasing(append(one, batch...)) {
 			t.Fatalf("batch of %d not increasing after %v", len(batch), one)
 		}
 		for _, n := range []string{"0", "1001", "x", "-1", ""} {
-			c.want("/id/snowflake?n="+n, 400, "malformed")
+			c.Get("/id/snowflake?n="+n).Want(t, 400, "malformed")
 		}
 
-		seg := mustIDs(t, c.want("/id/segment/order-no?n=3", 200, ""))
+		seg := mustIDs(t, c.Get("/id/segment/order-no?n=3").Want(t, 200, ""))
 		if len(seg) != 3 || seg[0] != 1 || !increasing(seg) {
 			t.Fatalf("segment: %v", seg)
 		}
-		seq := mustIDs(t, c.want("/id/sequence/order-no", 200, ""))
+		seq := mustIDs(t, c.Get("/id/sequence/order-no").Want(t, 200, ""))
 		if seq[0] <= seg[2] { // one counter, ranges of it reserved by the Segment
 			t.Fatalf("sequence %v overlaps the segment's %v", seq, seg)
 		}
-		mustIDs(t, c.want("/id/sequence/shop-7/invoice?n=100", 200, ""))
-		c.want("/id/sequence/shop-7/invoice?n=101", 400, "malformed")
-		c.want("/id/segment/shop-7/orders", 200, "")
+		mustIDs(t, c.Get("/id/sequence/shop-7/invoice?n=100").Want(t, 200, ""))
+		c.Get("/id/sequence/shop-7/invoice?n=101").Want(t, 400, "malformed")
+		c.Get("/id/segment/shop-7/orders").Want(t, 200, "")
 
-		c.want("/id/segment/%7Bbad%7D", 400, "invalid")
-		c.want("/id/segment/a/b/c", 400, "invalid")
-		c.want("/id/sequence/"+strings.Repeat("x", 129), 400, "invalid")
-		c.want("/id/segment/one-too-many", 422, "name_limit")
-		c.want("/id/segment/order-no", 200, "") // names already served still are
+		c.Get("/id/segment/%7Bbad%7D").Want(t, 400, "invalid")
+		c.Get("/id/segment/a/b/c").Want(t, 400, "invalid")
+		c.Get("/id/sequence/"+strings.Repeat("x", 129)).Want(t, 400, "invalid")
+		c.Get("/id/segment/one-too-many").Want(t, 422, "name_limit")
+		c.Get("/id/segment/order-no").Want(t, 200, "") // names already served still are
 
-		var st statusBody
-		if err := json.Unmarshal(c.want("/status", 200, "").body, &st); err != nil {
-			t.Fatal(err)
-		}
+		st := exampletest.Decode[statusBody](t, c.Get("/status").Want(t, 200, ""))
 		if st.Snowflake.Node != g.sf.Node() || !st.Snowflake.Healthy || st.Snowflake.LastID == nil ||
 			*st.Snowflake.LastID <= batch[len(batch)-1] || st.Names != 4 || st.MaxNames != 4 {
 			t.Fatalf("status: %+v", st)
@@ -213,9 +136,9 @@ func TestAPI(t *testing.T) {
 		if err := g.Close(); err != nil {
 			t.Fatal(err)
 		}
-		c.want("/id/snowflake", 503, "closed")
-		c.want("/id/segment/order-no", 503, "closed")
-		c.want("/status", 503, "")
+		c.Get("/id/snowflake").Want(t, 503, "closed")
+		c.Get("/id/segment/order-no").Want(t, 503, "closed")
+		c.Get("/status").Want(t, 503, "")
 	})
 }
 
@@ -224,7 +147,7 @@ func TestAPI(t *testing.T) {
 // request. A Segment and a Sequence of one name share a counter, so their
 // values are unique together.
 func TestAPI_ConcurrentSafe(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient, _ string) {
+	exampletest.Backends(t, func(t *testing.T, rdb redis.UniversalClient, _ string) {
 		c, _ := startAPI(t, rdb, 10)
 		const clients, requests = 8, 25
 		paths := map[string]string{
@@ -245,9 +168,9 @@ func TestAPI_ConcurrentSafe(t *testing.T) {
 				wg.Go(func() {
 					var last idgen.ID
 					for range requests {
-						r, err := c.get(path)
-						if err == nil && r.status != 200 {
-							err = fmt.Errorf("%d %s", r.status, r.body)
+						r, err := c.Try("GET", path, "", "")
+						if err == nil && r.Status != 200 {
+							err = fmt.Errorf("%d %s", r.Status, r.Body)
 						}
 						var got []idgen.ID
 						if err == nil {
@@ -294,33 +217,13 @@ func TestAPI_ConcurrentSafe(t *testing.T) {
 // TestRun_serve runs the service as main does, stops it like SIGTERM, and,
 // on a Redis that outlives it, finds its Snowflake node free again.
 func TestRun_serve(t *testing.T) {
-	backends(t, func(t *testing.T, rdb redis.UniversalClient, redisURL string) {
+	exampletest.Backends(t, func(t *testing.T, rdb redis.UniversalClient, redisURL string) {
 		t.Setenv("REDIS_URL", redisURL)
 		service := fmt.Sprintf("test-%d", services.Add(1))
-		addrs := make(chan string, 1)
-		listening = func(a net.Addr) { addrs <- a.String() }
-		t.Cleanup(func() { listening = nil })
-		ctx, stop := context.WithCancel(t.Context())
-		defer stop()
-		stderr := newSyncBuffer()
-		done := make(chan error, 1)
-		go func() {
-			done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-service", service, "-lease-ttl", "2s"}, io.Discard, stderr)
-		}()
-		var base string
-		select {
-		case a := <-addrs:
-			base = "http://" + a
-		case err := <-done:
-			t.Fatalf("run: %v\n%s", err, stderr)
-		}
-		c := &testClient{t: t, base: base, hc: &http.Client{Transport: &http.Transport{}}}
-		t.Cleanup(c.hc.CloseIdleConnections)
-		mustIDs(t, c.want("/id/snowflake?n=10", 200, ""))
-		var st statusBody
-		if err := json.Unmarshal(c.want("/status", 200, "").body, &st); err != nil {
-			t.Fatal(err)
-		}
+		svc := exampletest.Serve(t, run, "-addr", "127.0.0.1:0", "-service", service, "-lease-ttl", "2s")
+		c := exampletest.NewClient(t, svc.URL)
+		mustIDs(t, c.Get("/id/snowflake?n=10").Want(t, 200, ""))
+		st := exampletest.Decode[statusBody](t, c.Get("/status").Want(t, 200, ""))
 		if st.Snowflake.Service != service || st.Snowflake.Node < 0 || st.Snowflake.LeaseTTL != "2s" || st.Snowflake.LastIDTime == nil {
 			t.Fatalf("status: %+v", st)
 		}
@@ -338,12 +241,11 @@ func TestRun_serve(t *testing.T) {
 			}
 		}
 
-		stop()
-		if err := <-done; err != nil {
-			t.Fatalf("run: %v\n%s", err, stderr)
+		if err := svc.Stop(); err != nil {
+			t.Fatalf("run: %v\n%s", err, svc.Log)
 		}
-		if !strings.Contains(stderr.String(), "idservice: stopped") {
-			t.Fatalf("no graceful stop in the log:\n%s", stderr)
+		if !strings.Contains(svc.Log.String(), "idservice: stopped") {
+			t.Fatalf("no graceful stop in the log:\n%s", svc.Log)
 		}
 		if !external {
 			return // the embedded Redis ended with the service
@@ -365,12 +267,12 @@ func TestRun_serve(t *testing.T) {
 }
 
 func TestRun_demo(t *testing.T) {
-	backends(t, func(t *testing.T, _ redis.UniversalClient, redisURL string) {
+	exampletest.Backends(t, func(t *testing.T, _ redis.UniversalClient, redisURL string) {
 		t.Setenv("REDIS_URL", redisURL)
 		var out bytes.Buffer
-		stderr := newSyncBuffer()
-		if err := run(t.Context(), []string{"-demo", "-service", fmt.Sprintf("test-%d", services.Add(1))}, &out, stderr); err != nil {
-			t.Fatalf("run: %v\n%s", err, stderr)
+		var stderr exampletest.SyncBuffer
+		if err := run(t.Context(), []string{"-demo", "-service", fmt.Sprintf("test-%d", services.Add(1))}, &out, &stderr); err != nil {
+			t.Fatalf("run: %v\n%s", err, &stderr)
 		}
 		for _, want := range []string{"snowflake (node 0)", "segment order-no           1 ", "sequence shop-7/invoice", `"healthy": true`} {
 			if !strings.Contains(out.String(), want) {
@@ -383,8 +285,8 @@ func TestRun_demo(t *testing.T) {
 func TestRun_usage(t *testing.T) {
 	var stderr bytes.Buffer
 	for _, args := range [][]string{{"-nope"}, {"extra"}, {"-max-names", "-1"}} {
-		if err := run(t.Context(), args, io.Discard, &stderr); !errors.Is(err, errUsage) {
-			t.Errorf("%q: %v, want errUsage", args, err)
+		if err := run(t.Context(), args, io.Discard, &stderr); !errors.Is(err, app.ErrUsage) {
+			t.Errorf("%q: %v, want app.ErrUsage", args, err)
 		}
 	}
 	if err := run(t.Context(), []string{"-h"}, io.Discard, &stderr); !errors.Is(err, flag.ErrHelp) {
@@ -394,25 +296,4 @@ func TestRun_usage(t *testing.T) {
 	if err := run(t.Context(), []string{"-demo", "-lease-ttl", "1ms"}, io.Discard, &stderr); !errors.Is(err, idgen.ErrInvalid) {
 		t.Errorf("-lease-ttl 1ms: %v, want ErrInvalid", err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader in different
-// goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func newSyncBuffer() *syncBuffer { return &syncBuffer{} }
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

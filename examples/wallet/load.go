@@ -354,7 +354,7 @@ func (w *worker) write(ctx context.Context, tx acked, path string, body func(n i
 			return first.ok(), err
 		}
 		w.t.reused++
-		var c conflict
+		var c httpx.Problem
 		if a.status == http.StatusConflict && json.Unmarshal(a.body, &c) == nil && c.Field == "amount" {
 			w.t.reused409++
 		}

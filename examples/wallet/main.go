@@ -38,15 +38,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/redkit-go/redkit/examples/internal/app"
@@ -54,27 +50,7 @@ import (
 	"github.com/redkit-go/redkit/wallet"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	context.AfterFunc(ctx, stop) // after the first signal, a second one kills at once
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-	case errors.Is(err, errUsage):
-		os.Exit(2)
-	case err != nil:
-		fmt.Fprintln(os.Stderr, "wallet:", err)
-		os.Exit(1)
-	}
-}
-
-// errUsage reports bad flags; the flag package has already said why.
-var errUsage = errors.New("usage")
-
-// listening, when set (by tests), learns the address the -serve listener
-// is bound to.
-var listening func(net.Addr)
+func main() { app.Main("wallet", run) }
 
 // run is the whole program: main only adds the signals and the exit code.
 // It returns an error when the load test broke one of its checks.
@@ -88,21 +64,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the load test sends new operations")
 	serve := fs.String("serve", "", "serve HTTP on this address (\":8080\") instead of running the load test")
 	recoverEvery := fs.Duration("recover-every", time.Minute, "how often to finish transfers across slot groups left in flight (wallet.WithRecovery; 0: never)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "wallet: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return errUsage
+	if err := app.ParseFlags(fs, args); err != nil {
+		return err
 	}
 	if *serve == "" {
 		if err := cfg.check(); err != nil {
-			fmt.Fprintln(stderr, "wallet:", err)
-			return errUsage
+			return app.UsageError(fs, err)
 		}
 	}
 
@@ -111,13 +78,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if cerr := a.Close(cctx); cerr != nil {
-			log.Warn("wallet: close", "err", cerr)
-		}
-	}()
+	defer a.Close(ctx)
 	led := wallet.New(a.Redis.Client,
 		wallet.WithTracerProvider(a.Tel.TracerProvider),
 		wallet.WithMeterProvider(a.Tel.MeterProvider),
@@ -126,9 +87,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	if *serve != "" {
 		if !a.Redis.Embedded {
-			warnRiskySettings(ctx, led, log)
+			app.WarnRiskySettings(ctx, a, led.Check, wallet.SeverityWarning)
 		}
-		return a.Serve(ctx, *serve, newServer(led, log), listening)
+		return a.Serve(ctx, *serve, newServer(led, log), nil)
 	}
 	rep, err := runLoad(ctx, a, led, cfg)
 	if err != nil {
@@ -139,20 +100,4 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%d check(s) failed: %v", len(rep.Problems), rep.Problems)
 	}
 	return nil
-}
-
-// warnRiskySettings logs the Redis settings that decide what a crash or
-// memory pressure can lose (eviction, AOF, fsync). A production ledger
-// should refuse to start on them instead: rep.Err(wallet.SeverityWarning).
-func warnRiskySettings(ctx context.Context, led *wallet.Ledger, log *slog.Logger) {
-	rep, err := led.Check(ctx)
-	if err != nil {
-		log.Warn("wallet: cannot check the Redis settings", "err", err)
-		return
-	}
-	for _, f := range rep.Findings {
-		if f.Severity >= wallet.SeverityWarning {
-			log.Warn("wallet: risky Redis setting", "finding", f.String())
-		}
-	}
 }

@@ -53,29 +53,21 @@ import (
 
 type server struct {
 	led *wallet.Ledger
-	log *slog.Logger
 }
 
 // newServer returns the service's routes over led.
 func newServer(led *wallet.Ledger, log *slog.Logger) http.Handler {
-	s := &server{led: led, log: log}
-	mux := http.NewServeMux()
-	handle := func(pattern string, h func(http.ResponseWriter, *http.Request) error) {
-		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-			if err := h(w, r); err != nil {
-				s.fail(w, r, err)
-			}
-		})
-	}
-	handle("POST /accounts", s.open)
-	handle("GET /accounts/{id}", s.balance)
-	handle("GET /accounts/{id}/entries", s.entries)
-	handle("POST /accounts/{id}/credits", s.credit)
-	handle("POST /accounts/{id}/debits", s.debit)
-	handle("POST /transfers", s.transfer)
-	handle("POST /accounts/{id}/holds", s.hold)
-	handle("POST /accounts/{id}/holds/{hold}/capture", s.capture)
-	handle("POST /accounts/{id}/holds/{hold}/void", s.void)
+	s := &server{led: led}
+	mux := httpx.NewMux("wallet", log, statusError)
+	mux.Handle("POST /accounts", s.open)
+	mux.Handle("GET /accounts/{id}", s.balance)
+	mux.Handle("GET /accounts/{id}/entries", s.entries)
+	mux.Handle("POST /accounts/{id}/credits", s.credit)
+	mux.Handle("POST /accounts/{id}/debits", s.debit)
+	mux.Handle("POST /transfers", s.transfer)
+	mux.Handle("POST /accounts/{id}/holds", s.hold)
+	mux.Handle("POST /accounts/{id}/holds/{hold}/capture", s.capture)
+	mux.Handle("POST /accounts/{id}/holds/{hold}/void", s.void)
 	return mux
 }
 
@@ -234,10 +226,7 @@ func (s *server) debit(w http.ResponseWriter, r *http.Request) error {
 func (s *server) post(w http.ResponseWriter, r *http.Request, kind string,
 	apply func(ctx context.Context, tx wallet.Tx, opts ...wallet.CallOption) (wallet.Result, error)) error {
 	var req postingRequest
-	if err := httpx.ReadJSON(r, &req); err != nil {
-		return err
-	}
-	id, err := httpx.OperationID(r, req.ID)
+	id, err := httpx.ReadOperation(r, &req, &req.ID)
 	if err != nil {
 		return err
 	}
@@ -252,10 +241,7 @@ func (s *server) post(w http.ResponseWriter, r *http.Request, kind string,
 
 func (s *server) transfer(w http.ResponseWriter, r *http.Request) error {
 	var req transferRequest
-	if err := httpx.ReadJSON(r, &req); err != nil {
-		return err
-	}
-	id, err := httpx.OperationID(r, req.ID)
+	id, err := httpx.ReadOperation(r, &req, &req.ID)
 	if err != nil {
 		return err
 	}
@@ -272,10 +258,7 @@ func (s *server) transfer(w http.ResponseWriter, r *http.Request) error {
 
 func (s *server) hold(w http.ResponseWriter, r *http.Request) error {
 	var req holdRequest
-	if err := httpx.ReadJSON(r, &req); err != nil {
-		return err
-	}
-	id, err := httpx.OperationID(r, req.ID)
+	id, err := httpx.ReadOperation(r, &req, &req.ID)
 	if err != nil {
 		return err
 	}
@@ -316,57 +299,27 @@ func (s *server) void(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// conflict is the 409 body: a Problem naming the field that differs.
-type conflict struct {
-	httpx.Problem
-	Field string `json:"field"`
-}
-
-// fail writes err as a problem with the status DESIGN §9 gives it.
-func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
+// statusError gives err the status DESIGN §9 gives it, or returns it
+// unchanged when it is unexpected (a 500).
+func statusError(err error) error {
 	var ce *wallet.ConflictError
-	var se *httpx.StatusError
 	switch {
-	case errors.As(err, &se):
 	case errors.As(err, &ce):
-		httpx.WriteJSON(w, http.StatusConflict, conflict{
-			Problem: httpx.Problem{Status: http.StatusConflict, Code: "conflict", Error: err.Error()},
-			Field:   ce.Field,
-		})
-		return
+		return &httpx.StatusError{Status: http.StatusConflict, Code: "conflict", Field: ce.Field, Err: err}
 	case errors.Is(err, wallet.ErrUnknownOutcome):
-		err = httpx.UnknownOutcome(err)
-	case errors.Is(err, wallet.ErrInvalid):
-		err = &httpx.StatusError{Status: http.StatusBadRequest, Code: "invalid", Err: err}
-	case errors.Is(err, wallet.ErrAccountNotFound):
-		err = &httpx.StatusError{Status: http.StatusNotFound, Code: "account_not_found", Err: err}
-	case errors.Is(err, wallet.ErrHoldNotFound):
-		err = &httpx.StatusError{Status: http.StatusNotFound, Code: "hold_not_found", Err: err}
-	default:
-		code := refusalCode(err)
-		if code == "" {
-			s.log.Error("wallet: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-			break
-		}
-		err = &httpx.StatusError{Status: http.StatusUnprocessableEntity, Code: code, Err: err}
+		return httpx.UnknownOutcome(err)
 	}
-	httpx.WriteError(w, err)
+	return httpx.StatusOf(err, errorStatuses)
 }
 
-// refusalCode names a business refusal, or returns "".
-func refusalCode(err error) string {
-	for _, c := range []struct {
-		err  error
-		code string
-	}{
-		{wallet.ErrInsufficientFunds, "insufficient_funds"},
-		{wallet.ErrCurrencyMismatch, "currency_mismatch"},
-		{wallet.ErrClosed, "account_closed"},
-		{wallet.ErrHoldExpired, "hold_expired"},
-	} {
-		if errors.Is(err, c.err) {
-			return c.code
-		}
-	}
-	return ""
+// errorStatuses are the statuses of the wallet module's errors; the 422s
+// are business refusals.
+var errorStatuses = []httpx.ErrorStatus{
+	{Err: wallet.ErrInvalid, Status: http.StatusBadRequest, Code: "invalid"},
+	{Err: wallet.ErrAccountNotFound, Status: http.StatusNotFound, Code: "account_not_found"},
+	{Err: wallet.ErrHoldNotFound, Status: http.StatusNotFound, Code: "hold_not_found"},
+	{Err: wallet.ErrInsufficientFunds, Status: http.StatusUnprocessableEntity, Code: "insufficient_funds"},
+	{Err: wallet.ErrCurrencyMismatch, Status: http.StatusUnprocessableEntity, Code: "currency_mismatch"},
+	{Err: wallet.ErrClosed, Status: http.StatusUnprocessableEntity, Code: "account_closed"},
+	{Err: wallet.ErrHoldExpired, Status: http.StatusUnprocessableEntity, Code: "hold_expired"},
 }

@@ -1,7 +1,8 @@
-// Package app is the plumbing every example service shares: the Redis
-// connection (REDIS_URL or the embedded default), OpenTelemetry from the
-// standard OTEL_* variables, go-redis command tracing, and an HTTP server
-// that shuts down gracefully.
+// Package app is the plumbing every example service shares: main's signal
+// handling and exit codes, flag parsing, the Redis connection (REDIS_URL or
+// the embedded default), OpenTelemetry from the standard OTEL_* variables,
+// go-redis command tracing, a warning about risky Redis settings, and an
+// HTTP server that shuts down gracefully.
 package app
 
 import (
@@ -55,9 +56,39 @@ func Start(ctx context.Context, name, redisURL string, log *slog.Logger) (*App, 
 	return &App{Name: name, Redis: conn, Tel: tel, Log: log}, nil
 }
 
-// Close flushes telemetry and closes the Redis connection.
-func (a *App) Close(ctx context.Context) error {
-	return errors.Join(a.Tel.Shutdown(ctx), a.Redis.Close())
+// Close flushes telemetry and closes the Redis connection, for a defer at
+// the start of run: it gets up to 5 s even when ctx has ended (a signal
+// ended it, most likely), and a failure is logged as a warning, since the
+// program is ending anyway.
+func (a *App) Close(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := errors.Join(a.Tel.Shutdown(ctx), a.Redis.Close()); err != nil {
+		a.Log.Warn(a.Name+": close", "err", err)
+	}
+}
+
+// settingsReport is what the libraries' Check methods return
+// (stock.Report, wallet.Report): findings about the Redis settings that
+// decide what a crash or memory pressure can lose.
+type settingsReport[S ~int] interface {
+	// Err lists the findings of severity min or above; nil when there are none.
+	Err(min S) error
+}
+
+// WarnRiskySettings logs, as a warning, the Redis settings that check (a
+// library's Check method, such as stock.Inventory.Check) finds at severity
+// min or above: eviction, AOF, fsync. A production service might refuse to
+// start on them instead.
+func WarnRiskySettings[R settingsReport[S], S ~int](ctx context.Context, a *App, check func(context.Context) (R, error), min S) {
+	rep, err := check(ctx)
+	if err != nil {
+		a.Log.Warn(a.Name+": cannot check the Redis settings", "err", err)
+		return
+	}
+	if err := rep.Err(min); err != nil {
+		a.Log.Warn(a.Name+": risky Redis settings", "findings", err.Error())
+	}
 }
 
 // Handler wraps h so every request gets a server span (a parent for the

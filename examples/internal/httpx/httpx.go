@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 )
@@ -30,12 +31,17 @@ type Problem struct {
 	Status int    `json:"status"`
 	Code   string `json:"code"`  // stable, machine-readable: "sold_out", "conflict", ...
 	Error  string `json:"error"` // for people
+	// Field names the field that differs from the first request with the
+	// same idempotency key, in a 409 that says.
+	Field string `json:"field,omitempty"`
 }
 
-// StatusError is an error that knows its HTTP status and code.
+// StatusError is an error that knows its HTTP status and code, and for a
+// 409, the field that differs (Problem.Field).
 type StatusError struct {
 	Status int
 	Code   string
+	Field  string
 	Err    error
 }
 
@@ -81,6 +87,26 @@ func WriteResult(w http.ResponseWriter, status int, replayed bool, v any) {
 	WriteJSON(w, status, v)
 }
 
+// ErrorStatus gives the errors that match Err (errors.Is) an HTTP status
+// and a problem code.
+type ErrorStatus struct {
+	Err    error
+	Status int
+	Code   string
+}
+
+// StatusOf returns err as a *StatusError with the status and code of the
+// first entry of table that err matches, or err unchanged when it matches
+// none.
+func StatusOf(err error, table []ErrorStatus) error {
+	for _, e := range table {
+		if errors.Is(err, e.Err) {
+			return &StatusError{Status: e.Status, Code: e.Code, Err: err}
+		}
+	}
+	return err
+}
+
 // UnknownOutcome returns the 503 for an operation whose outcome is unknown
 // (the library's ErrUnknownOutcome: the reply from Redis was lost and the
 // retries ran out). The client learns what happened by sending the same
@@ -99,10 +125,19 @@ func WriteError(w http.ResponseWriter, err error) {
 		if se.Status == http.StatusServiceUnavailable {
 			w.Header().Set("Retry-After", "1")
 		}
-		WriteJSON(w, se.Status, Problem{Status: se.Status, Code: se.Code, Error: se.Err.Error()})
+		WriteJSON(w, se.Status, Problem{Status: se.Status, Code: se.Code, Error: se.Err.Error(), Field: se.Field})
 		return
 	}
 	WriteJSON(w, http.StatusInternalServerError, Problem{Status: 500, Code: "internal", Error: "internal error"})
+}
+
+// ReadOperation reads the body of a write into v, as ReadJSON does, and
+// returns its operation ID: OperationID with *bodyID, the ID field of v.
+func ReadOperation(r *http.Request, v any, bodyID *string) (string, error) {
+	if err := ReadJSON(r, v); err != nil {
+		return "", err
+	}
+	return OperationID(r, *bodyID)
 }
 
 // OperationID returns the operation ID of a write: the Idempotency-Key
@@ -119,4 +154,48 @@ func OperationID(r *http.Request, fromBody string) (string, error) {
 		return fromBody, nil
 	}
 	return "", Errorf(http.StatusBadRequest, "malformed", "missing operation ID: send an %s header or an id in the body", IdempotencyKeyHeader)
+}
+
+// Mux routes requests, as an http.ServeMux does, to handlers that return
+// their error instead of writing it. The error goes through the service's
+// status function, which gives it its HTTP status and problem code (a
+// *StatusError), and WriteError writes it. An error that comes out without
+// a status is unexpected: it is logged and answered with a 500.
+type Mux struct {
+	mux    http.ServeMux
+	name   string
+	log    *slog.Logger
+	status func(error) error
+}
+
+var _ http.Handler = (*Mux)(nil)
+
+// NewMux returns a Mux for the service called name (the prefix of its log
+// lines). status maps an error to a *StatusError, or returns it unchanged
+// when it is unexpected; it never sees an error that is a *StatusError
+// already.
+func NewMux(name string, log *slog.Logger, status func(error) error) *Mux {
+	return &Mux{name: name, log: log, status: status}
+}
+
+// Handle registers h for pattern, an http.ServeMux pattern.
+func (m *Mux) Handle(pattern string, h func(http.ResponseWriter, *http.Request) error) {
+	m.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			m.fail(w, r, err)
+		}
+	})
+}
+
+func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.mux.ServeHTTP(w, r) }
+
+func (m *Mux) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var se *StatusError
+	if !errors.As(err, &se) {
+		err = m.status(err)
+		if !errors.As(err, &se) {
+			m.log.Error(m.name+": request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		}
+	}
+	WriteError(w, err)
 }

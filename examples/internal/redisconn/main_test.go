@@ -1,18 +1,14 @@
 package redisconn_test
 
 import (
-	"context"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
+
+	"github.com/redkit-go/redkit/examples/internal/exampletest"
 )
 
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}
-
 func TestMain(m *testing.M) {
-	redis.SetLogger(quietLogger{}) // unreachable servers make go-redis log every failed dial
+	exampletest.SilenceRedisLog() // unreachable servers make go-redis log every failed dial
 	goleak.VerifyTestMain(m)
 }

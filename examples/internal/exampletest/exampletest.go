@@ -1,0 +1,260 @@
+// Package exampletest holds what the example services' tests share: running
+// a test on both kinds of Redis, running a service's run function in the
+// background as main does, and an HTTP client that speaks the services'
+// conventions (package httpx). It is imported by tests only.
+package exampletest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redkit-go/redkit/examples/internal/httpx"
+	"github.com/redkit-go/redkit/examples/internal/redisconn"
+	"github.com/redkit-go/redkit/redistest"
+)
+
+// SilenceRedisLog stops go-redis from logging every failed dial and read,
+// which tests with unreachable or paused servers cause on purpose. Call it
+// from TestMain.
+func SilenceRedisLog() { redis.SetLogger(quietLogger{}) }
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+// Backends runs f against a real redis-server and against the embedded
+// Redis the services use by default. rdb is a client of that server and url
+// what REDIS_URL says for it: for the embedded one "", with which run starts
+// an embedded Redis of its own.
+func Backends(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient, url string)) {
+	t.Run("redis-server", func(t *testing.T) {
+		s := redistest.New(t, redistest.Options{})
+		f(t, s.Client(), "redis://"+s.Addr())
+	})
+	t.Run("embedded", func(t *testing.T) {
+		c, err := redisconn.Open(t.Context(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		f(t, c.Client, "")
+	})
+}
+
+// SyncBuffer is a bytes.Buffer that one goroutine may write (a service's
+// log) while another reads it. The zero value is an empty buffer.
+type SyncBuffer struct {
+	mu      sync.Mutex
+	b       bytes.Buffer
+	written chan struct{} // closed by the next Write
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.written != nil {
+		close(s.written)
+		s.written = nil
+	}
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// next returns the contents and a channel that the next Write closes.
+func (s *SyncBuffer) next() (string, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.written == nil {
+		s.written = make(chan struct{})
+	}
+	return s.b.String(), s.written
+}
+
+// RunFunc is an example's run function, which main calls.
+type RunFunc func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+
+// Service is a run function serving HTTP in the background.
+type Service struct {
+	URL string      // where it listens: "http://127.0.0.1:port"
+	Log *SyncBuffer // what it writes to stderr
+
+	stop context.CancelFunc
+	done chan error
+	once sync.Once
+	err  error
+}
+
+// listening matches the line app.App.Serve logs once its listener is open.
+var listening = regexp.MustCompile(`listening" addr=(\S+)`)
+
+// Serve starts run with args, which must make it serve HTTP on a loopback
+// port ("-serve", "127.0.0.1:0"), and returns once it listens. The test
+// fails if run ends first. Stop stops it; so does the end of the test.
+func Serve(t *testing.T, run RunFunc, args ...string) *Service {
+	t.Helper()
+	ctx, stop := context.WithCancel(t.Context())
+	s := &Service{Log: new(SyncBuffer), stop: stop, done: make(chan error, 1)}
+	go func() { s.done <- run(ctx, args, io.Discard, s.Log) }()
+	t.Cleanup(func() { _ = s.Stop() })
+	timeout := time.NewTimer(time.Minute)
+	defer timeout.Stop()
+	for {
+		log, written := s.Log.next()
+		if m := listening.FindStringSubmatch(log); m != nil {
+			s.URL = "http://" + m[1]
+			return s
+		}
+		select {
+		case <-written:
+		case err := <-s.done:
+			s.once.Do(func() { stop(); s.err = err })
+			t.Fatalf("run %q ended before it listened: %v\n%s", args, err, log)
+		case <-timeout.C:
+			t.Fatalf("run %q does not listen after a minute:\n%s", args, log)
+		}
+	}
+}
+
+// Stop ends run's context, as SIGINT or SIGTERM does, and returns what run
+// returned.
+func (s *Service) Stop() error {
+	s.once.Do(func() {
+		s.stop()
+		s.err = <-s.done
+	})
+	return s.err
+}
+
+// Client calls a service the way the services' clients do: JSON bodies,
+// the operation ID in the Idempotency-Key header, errors as httpx.Problem.
+type Client struct {
+	t    *testing.T
+	base string
+	hc   *http.Client
+}
+
+// NewClient returns a client of the service at base ("http://host:port").
+// Its idle connections are closed when the test ends.
+func NewClient(t *testing.T, base string) *Client {
+	hc := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(hc.CloseIdleConnections)
+	return &Client{t: t, base: base, hc: hc}
+}
+
+// NewServer serves h on a loopback port until the test ends and returns a
+// client of it.
+func NewServer(t *testing.T, h http.Handler) *Client {
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return NewClient(t, ts.URL)
+}
+
+// Reply is a service's answer to one request.
+type Reply struct {
+	Status int
+	Header http.Header
+	Body   string
+	// Problem is the body of an error answered in JSON; the zero Problem
+	// for anything else (success, or the mux's own plain-text 404 and 405).
+	Problem httpx.Problem
+}
+
+// Replayed reports whether the answer repeats the first answer to its
+// idempotency key.
+func (r Reply) Replayed() bool { return r.Header.Get(httpx.ReplayedHeader) == "true" }
+
+// Try sends a request with body (JSON, or "" for none); key, when not
+// empty, is the Idempotency-Key. It may run in any goroutine: failures,
+// including an error answered in JSON that is no Problem, are returned.
+func (c *Client) Try(method, path, key, body string) (Reply, error) {
+	req, err := http.NewRequestWithContext(c.t.Context(), method, c.base+path, strings.NewReader(body))
+	if err != nil {
+		return Reply{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set(httpx.IdempotencyKeyHeader, key)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return Reply{}, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return Reply{}, err
+	}
+	r := Reply{Status: resp.StatusCode, Header: resp.Header, Body: string(data)}
+	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); r.Status >= 400 && ct == "application/json" {
+		if err := json.Unmarshal(data, &r.Problem); err != nil {
+			return r, fmt.Errorf("%s %s: %d with a body that is no problem: %s", method, path, r.Status, data)
+		}
+	}
+	return r, nil
+}
+
+// Do is Try for the test's goroutine: a failure ends the test.
+func (c *Client) Do(method, path, key, body string) Reply {
+	c.t.Helper()
+	r, err := c.Try(method, path, key, body)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return r
+}
+
+// Get is Do for a GET of path.
+func (c *Client) Get(path string) Reply {
+	c.t.Helper()
+	return c.Do(http.MethodGet, path, "", "")
+}
+
+// Want ends the test unless the reply has status and, for an error, the
+// problem code ("" for a success or a reply that is no Problem).
+func (r Reply) Want(t *testing.T, status int, code string) Reply {
+	t.Helper()
+	if r.Status != status || r.Problem.Code != code {
+		t.Fatalf("got %d %q, want %d %q: %s", r.Status, r.Problem.Code, status, code, r.Body)
+	}
+	return r
+}
+
+// JSON decodes the body into a map.
+func (r Reply) JSON(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(r.Body), &m); err != nil {
+		t.Fatalf("body %q: %v", r.Body, err)
+	}
+	return m
+}
+
+// Decode decodes the body into a T, refusing fields T does not have.
+func Decode[T any](t *testing.T, r Reply) T {
+	t.Helper()
+	var v T
+	dec := json.NewDecoder(strings.NewReader(r.Body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("decode %s: %v", r.Body, err)
+	}
+	return v
+}
