@@ -25,6 +25,26 @@ func open(t *testing.T, url string) *redisconn.Conn {
 	return c
 }
 
+// wantConn checks what c is connected to, that Describe says so (it
+// contains describe), and that it works.
+func wantConn(t *testing.T, c *redisconn.Conn, embedded, cluster bool, describe string) {
+	t.Helper()
+	if c.Embedded != embedded || c.Cluster != cluster {
+		t.Fatalf("Embedded %v, Cluster %v; want %v, %v", c.Embedded, c.Cluster, embedded, cluster)
+	}
+	want := "*redis.Client"
+	if cluster {
+		want = "*redis.ClusterClient"
+	}
+	if got := fmt.Sprintf("%T", c.Client); got != want {
+		t.Fatalf("Client is %s, want %s", got, want)
+	}
+	if !strings.Contains(c.Describe, describe) {
+		t.Errorf("Describe = %q, want it to say %q", c.Describe, describe)
+	}
+	roundTrip(t, c.Client)
+}
+
 // roundTrip writes and reads keys in many slots, so on a Cluster the client
 // must follow the slot map to several nodes.
 func roundTrip(t *testing.T, rdb redis.UniversalClient) {
@@ -42,17 +62,7 @@ func roundTrip(t *testing.T, rdb redis.UniversalClient) {
 }
 
 func TestOpen_embedded(t *testing.T) {
-	c := open(t, "")
-	if !c.Embedded || c.Cluster {
-		t.Fatalf("Embedded %v, Cluster %v; want an embedded single server", c.Embedded, c.Cluster)
-	}
-	if _, ok := c.Client.(*redis.Client); !ok {
-		t.Fatalf("Client is %T, want *redis.Client", c.Client)
-	}
-	if !strings.Contains(c.Describe, "embedded") {
-		t.Errorf("Describe = %q, want it to say embedded", c.Describe)
-	}
-	roundTrip(t, c.Client)
+	wantConn(t, open(t, ""), true, false, "embedded")
 }
 
 // TTLs on the embedded server follow the wall clock, without anyone moving
@@ -95,17 +105,7 @@ func TestOpen_server(t *testing.T) {
 	s := redistest.New(t, redistest.Options{})
 	for _, url := range []string{"redis://" + s.Addr(), s.Addr(), " redis://" + s.Addr() + "/2 "} {
 		t.Run(url, func(t *testing.T) {
-			c := open(t, url)
-			if c.Embedded || c.Cluster {
-				t.Fatalf("Embedded %v, Cluster %v; want a single real server", c.Embedded, c.Cluster)
-			}
-			if _, ok := c.Client.(*redis.Client); !ok {
-				t.Fatalf("Client is %T, want *redis.Client", c.Client)
-			}
-			if !strings.Contains(c.Describe, s.Addr()) {
-				t.Errorf("Describe = %q, want the address", c.Describe)
-			}
-			roundTrip(t, c.Client)
+			wantConn(t, open(t, url), false, false, s.Addr())
 		})
 	}
 }
@@ -119,16 +119,13 @@ func TestOpen_aclUserWithoutInfo(t *testing.T) {
 	}
 	s, password := redistest.NewWithACL(t, acl)
 	c := open(t, "redis://app:"+password+"@"+s.Addr())
-	if c.Embedded || c.Cluster {
-		t.Fatalf("Embedded %v, Cluster %v; want a single real server", c.Embedded, c.Cluster)
-	}
 	if err := c.Client.Info(t.Context(), "cluster").Err(); err == nil {
 		t.Fatal("INFO allowed: the ACL does not test what it should")
 	}
 	if strings.Contains(c.Describe, password) {
 		t.Fatalf("Describe = %q shows the password", c.Describe)
 	}
-	roundTrip(t, c.Client)
+	wantConn(t, c, false, false, s.Addr())
 	_, err := redisconn.Open(t.Context(), "redis://app:wrong-"+password+"@"+s.Addr())
 	if err == nil {
 		t.Fatal("Open with a wrong password succeeded")
@@ -148,11 +145,7 @@ func TestOpen_unixSocket(t *testing.T) {
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	sock := filepath.Join(dir, "redis.sock")
 	redistest.New(t, redistest.Options{Config: []string{"unixsocket " + sock, "unixsocketperm 700"}})
-	c := open(t, "unix://"+sock)
-	if c.Embedded || c.Cluster {
-		t.Fatalf("Embedded %v, Cluster %v; want a single real server", c.Embedded, c.Cluster)
-	}
-	roundTrip(t, c.Client)
+	wantConn(t, open(t, "unix://"+sock), false, false, sock)
 }
 
 func TestOpen_cluster(t *testing.T) {
@@ -165,17 +158,7 @@ func TestOpen_cluster(t *testing.T) {
 	}
 	for name, url := range cases {
 		t.Run(name, func(t *testing.T) {
-			c := open(t, url)
-			if c.Embedded || !c.Cluster {
-				t.Fatalf("Embedded %v, Cluster %v; want a Cluster", c.Embedded, c.Cluster)
-			}
-			if _, ok := c.Client.(*redis.ClusterClient); !ok {
-				t.Fatalf("Client is %T, want *redis.ClusterClient", c.Client)
-			}
-			if !strings.Contains(c.Describe, "Cluster") {
-				t.Errorf("Describe = %q, want it to say Cluster", c.Describe)
-			}
-			roundTrip(t, c.Client)
+			wantConn(t, open(t, url), false, true, "Cluster")
 		})
 	}
 }
