@@ -183,6 +183,16 @@ type snowflakeStatus struct {
 	Service  string `json:"service"`
 	Node     int64  `json:"node"`      // -1 while no node is leased
 	LeaseTTL string `json:"lease_ttl"` // renewed every third of it
+	// LeaseUntil is when IDs stop (lease_lost) unless a renewal gets
+	// through first; LeaseRenewed when the last one that did was sent.
+	LeaseUntil   *time.Time `json:"lease_until,omitempty"`
+	LeaseRenewed *time.Time `json:"lease_renewed,omitempty"`
+	// HighWater is the node's high-water mark in Redis: no ID of the node
+	// has a later time, and a process that takes the node next issues IDs
+	// only after it.
+	HighWater *time.Time `json:"high_water,omitempty"`
+	// LeaseError says why the last renewal failed, until one succeeds.
+	LeaseError string `json:"lease_error,omitempty"`
 	// Healthy is true when an ID could be issued just now (status draws
 	// one); Error says why not.
 	Healthy bool   `json:"healthy"`
@@ -202,13 +212,17 @@ type segmentStatus struct {
 // issued.
 func (g *generators) status(ctx context.Context) (st statusBody, ok bool) {
 	_, err := g.nextSnowflake(ctx)
-	st.Snowflake = snowflakeStatus{Service: g.cfg.Service, Node: g.sf.Node(), LeaseTTL: g.cfg.LeaseTTL.String(), Healthy: err == nil}
+	lease := g.sf.Lease()
+	st.Snowflake = snowflakeStatus{Service: lease.Service, Node: lease.Node, LeaseTTL: lease.TTL.String(),
+		LeaseUntil: utc(lease.Until), LeaseRenewed: utc(lease.Renewed), HighWater: utc(lease.HighWater), Healthy: err == nil}
+	if lease.Err != nil {
+		st.Snowflake.LeaseError = lease.Err.Error()
+	}
 	if err != nil {
 		st.Snowflake.Error = err.Error()
 	}
 	if last := idgen.ID(g.last.Load()); last > 0 {
-		t := last.SnowflakeTime().UTC()
-		st.Snowflake.LastID, st.Snowflake.LastIDTime = &last, &t
+		st.Snowflake.LastID, st.Snowflake.LastIDTime = &last, utc(last.SnowflakeTime())
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -297,4 +311,13 @@ var errorStatuses = []httpx.ErrorStatus{
 	{Err: idgen.ErrLeaseLost, Status: http.StatusServiceUnavailable, Code: "lease_lost"},
 	{Err: idgen.ErrClockBehind, Status: http.StatusServiceUnavailable, Code: "clock_behind"},
 	{Err: idgen.ErrClosed, Status: http.StatusServiceUnavailable, Code: "closed"},
+}
+
+// utc returns t in UTC for a JSON body, or nil when it is zero.
+func utc(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
 }

@@ -128,6 +128,7 @@ func TestAPI(t *testing.T) {
 			*st.Snowflake.LastID <= batch[len(batch)-1] || st.Names != 4 || st.MaxNames != 4 {
 			t.Fatalf("status: %+v", st)
 		}
+		checkLease(t, st.Snowflake)
 		if len(st.Segments) != 2 || st.Segments[0].Name != "order-no" || st.Segments[0].Runway <= 0 ||
 			strings.Join(st.Sequences, ",") != "order-no,shop-7/invoice" {
 			t.Fatalf("status: %+v", st)
@@ -138,8 +139,26 @@ func TestAPI(t *testing.T) {
 		}
 		c.Get("/id/snowflake").Want(t, 503, "closed")
 		c.Get("/id/segment/order-no").Want(t, 503, "closed")
-		c.Get("/status").Want(t, 503, "")
+		st = exampletest.Decode[statusBody](t, c.Get("/status").Want(t, 503, ""))
+		if sf := st.Snowflake; sf.Node != -1 || sf.LeaseUntil != nil || sf.HighWater != nil || sf.Healthy {
+			t.Fatalf("status after Close: %+v", sf)
+		}
 	})
+}
+
+// checkLease checks the node lease of a healthy status.
+func checkLease(t *testing.T, sf snowflakeStatus) {
+	t.Helper()
+	switch {
+	case sf.LeaseUntil == nil || sf.LeaseRenewed == nil || sf.HighWater == nil || sf.LastIDTime == nil:
+		t.Fatalf("lease times missing: %+v", sf)
+	case !sf.LeaseUntil.After(*sf.LeaseRenewed):
+		t.Fatalf("lease until %v, not after the renewal %v", sf.LeaseUntil, sf.LeaseRenewed)
+	case sf.LastIDTime.After(*sf.LeaseUntil) || sf.LastIDTime.After(*sf.HighWater):
+		t.Fatalf("last ID at %v, after the lease's end %v or high-water mark %v", sf.LastIDTime, sf.LeaseUntil, sf.HighWater)
+	case sf.LeaseError != "":
+		t.Fatalf("lease error %q", sf.LeaseError)
+	}
 }
 
 // TestAPI_ConcurrentSafe has many clients draw IDs at once: every ID of a
@@ -227,7 +246,23 @@ func TestRun_serve(t *testing.T) {
 		if st.Snowflake.Service != service || st.Snowflake.Node < 0 || st.Snowflake.LeaseTTL != "2s" || st.Snowflake.LastIDTime == nil {
 			t.Fatalf("status: %+v", st)
 		}
+		checkLease(t, st.Snowflake)
 		node := st.Snowflake.Node
+		// The lease is renewed every third of its TTL, and the status shows
+		// it: a later renewal, and a later end.
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			now := exampletest.Decode[statusBody](t, c.Get("/status").Want(t, 200, "")).Snowflake
+			checkLease(t, now)
+			if now.LeaseRenewed.After(*st.Snowflake.LeaseRenewed) {
+				if now.Node != node || !now.LeaseUntil.After(*st.Snowflake.LeaseUntil) || now.HighWater.Before(*st.Snowflake.HighWater) {
+					t.Fatalf("after a renewal: %+v\nbefore: %+v", now, st.Snowflake)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no renewal in 30s of a lease with a 2s TTL: %+v", now)
+			}
+		}
 
 		external := redisURL != ""
 		if external { // while the service runs, its node is taken
