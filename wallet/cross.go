@@ -58,7 +58,7 @@ func (l *Ledger) crossTransfer(ctx context.Context, t Transfer, opts []CallOptio
 	case "pending", "posted", "voided":
 	default:
 		_, rerr := decodePosting("transfer", t.ID, r, &res, t.From, t.To)
-		return res, rerr
+		return res, withAck(rerr, beginAck)
 	}
 	r, ackErr, err := l.settle(ctx, t, r, stop)
 	if err != nil {
@@ -73,8 +73,20 @@ func (l *Ledger) crossTransfer(ctx context.Context, t Transfer, opts []CallOptio
 	res, err = decodeCross(t, r, res)
 	if ackErr = errors.Join(beginAck, ackErr); err == nil && ackErr != nil {
 		err = fmt.Errorf("transfer %s: %w", t.ID, ackErr)
+	} else {
+		err = withAck(err, ackErr)
 	}
 	return res, err
+}
+
+// withAck adds a replica acknowledgement shortfall to a refusal: a refusal
+// is a decision stored like a success, and one the replicas did not
+// acknowledge may be forgotten by a failover.
+func withAck(refusal, ackErr error) error {
+	if refusal == nil || ackErr == nil {
+		return refusal
+	}
+	return fmt.Errorf("%w; %w", refusal, ackErr)
 }
 
 // settle runs steps 2 and 3 of a transfer whose record exists (r is the

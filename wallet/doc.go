@@ -76,7 +76,8 @@
 // the account's slot group (for a transfer across groups, the check is made
 // at its first step). WithReplicaAck(n, timeout) waits (WAIT, pipelined with the
 // script on the primary owning the account) until n replicas have each
-// posting, and reports a shortfall with ErrReplicaAck next to the Result.
+// posting, and reports a shortfall with ErrReplicaAck next to the Result or
+// the refusal.
 // TransferBatch sends many single-group transfers in one pipeline; each
 // stays its own atomic, idempotent transaction.
 //

@@ -84,6 +84,10 @@ func TestLedger_WithReplicaAck(t *testing.T) {
 	require.Equal(t, int64(70), res.Balance.Posted, "the debit was applied")
 	res, err = more.Debit(ctx, wallet.Tx{ID: "d2", Account: "a", Amount: 1000})
 	require.ErrorIs(t, err, wallet.ErrInsufficientFunds)
+	require.ErrorIs(t, err, wallet.ErrReplicaAck, "a refusal is stored too: a failover may forget it")
+	_, err = more.Transfer(ctx, wallet.Transfer{ID: "x1", From: "a", To: "b", Amount: 1000}) // across groups
+	require.ErrorIs(t, err, wallet.ErrInsufficientFunds)
+	require.ErrorIs(t, err, wallet.ErrReplicaAck)
 	bal, err := led.Balance(ctx, "a")
 	require.NoError(t, err)
 	require.Equal(t, int64(70), bal.Posted)

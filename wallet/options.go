@@ -90,9 +90,12 @@ func WithRetry(attempts int, minBackoff, maxBackoff time.Duration) Option {
 // client's ReadTimeout. When fewer replicas acknowledge in time, the call
 // returns its Result together with an error wrapping ErrReplicaAck: the
 // transaction WAS applied on the primary, but a failover before the
-// replicas catch up may lose it. Calling again with the same transaction ID
-// replays it and waits again. A transfer across slot groups waits at each
-// of its three steps.
+// replicas catch up may lose it. A refusal (ErrInsufficientFunds, say) is
+// stored under its ID like a success, so a refusal the replicas did not
+// acknowledge also wraps ErrReplicaAck: after a failover the same ID may be
+// decided anew. Calling again with the same transaction ID replays it and
+// waits again. A transfer across slot groups waits at each of its three
+// steps.
 //
 // Replicas only acknowledge what they received; with appendfsync everysec
 // on the replicas a simultaneous crash of all nodes can still lose it.

@@ -231,9 +231,9 @@ func (l *Ledger) posting(kind, id string, v any, err error, res *Result, from, t
 	}
 	out, derr := decodePosting(kind, id, strs(v), res, from, to)
 	if derr == nil && err != nil {
-		derr = fmt.Errorf("%s %s: %w", kind, id, err)
+		return out, fmt.Errorf("%s %s: %w", kind, id, err)
 	}
-	return out, derr
+	return out, withAck(derr, err)
 }
 
 // fence returns the extra KEYS and ARGV of a fenced call (none without
