@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,8 +39,12 @@ func Seed(tb testing.TB) uint64 {
 
 // ReplayHint is the command line that replays tb with seed.
 func ReplayHint(tb testing.TB, seed uint64) string {
-	name, _, _ := strings.Cut(tb.Name(), "/")
-	cmd := fmt.Sprintf("%s=%d go test -race -count=1 -run '^%s$' ./reliability/", SeedEnv, seed, name)
+	parts := strings.Split(tb.Name(), "/")
+	for i, p := range parts {
+		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
+	}
+	name := strings.Join(parts, "/")
+	cmd := fmt.Sprintf("%s=%d go test -race -count=1 -timeout 60m -run '%s' ./reliability/", SeedEnv, seed, name)
 	if strings.Contains(name, "Chaos") {
 		cmd = "RUN_CHAOS=1 " + cmd
 	}
@@ -77,9 +82,9 @@ func CheckLinearizable(tb testing.TB, what string, model porcupine.Model, h *His
 		if verr != nil {
 			path = fmt.Sprintf("(not written: %v)", verr)
 		}
-		tb.Errorf("%s %q: %d operations: porcupine says %s (Unknown: the check timed out after %v).\n"+
+		tb.Errorf("%s %q: %d operations: porcupine says %s (Unknown: the check timed out after %v).\n%s"+
 			"  visualisation: %s\n  seed %d; replay: %s",
-			what, k, len(ops), res, CheckTimeout, path, seed, ReplayHint(tb, seed))
+			what, k, len(ops), res, CheckTimeout, stuck(model, ops, info), path, seed, ReplayHint(tb, seed))
 	}
 	return n
 }
@@ -95,4 +100,52 @@ func VisualizationPath(tb testing.TB, what string, seed uint64) string {
 		return '_'
 	}, tb.Name()+"-"+what)
 	return filepath.Join(os.TempDir(), fmt.Sprintf("redkit-reliability-%s-%d.html", clean, seed))
+}
+
+// stuck describes where the longest linearization porcupine found ends: the
+// state it reached, its last operations and the operations that could not
+// come next (the earliest ones left).
+func stuck(model porcupine.Model, ops []porcupine.Operation, info porcupine.LinearizationInfo) string {
+	var best []int
+	for _, p := range info.PartialLinearizations() {
+		for _, lin := range p {
+			if len(lin) > len(best) {
+				best = lin
+			}
+		}
+	}
+	state := model.Init()
+	placed := map[int]bool{}
+	for _, id := range best {
+		_, state = model.Step(state, ops[id].Input, ops[id].Output)
+		placed[id] = true
+	}
+	desc := func(id int) string {
+		op := ops[id]
+		return fmt.Sprintf("    client %d [%d, %d] %s\n", op.ClientId, op.Call, op.Return, model.DescribeOperation(op.Input, op.Output))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "  longest linearization: %d of %d operations, ending in state %s after:\n", len(best), len(ops), describeState(model, state))
+	for _, id := range best[max(0, len(best)-5):] {
+		b.WriteString(desc(id))
+	}
+	var left []int
+	for id := range ops {
+		if !placed[id] {
+			left = append(left, id)
+		}
+	}
+	slices.SortFunc(left, func(a, c int) int { return int(ops[a].Call - ops[c].Call) })
+	b.WriteString("  earliest operations left over:\n")
+	for _, id := range left[:min(len(left), 6)] {
+		b.WriteString(desc(id))
+	}
+	return b.String()
+}
+
+func describeState(model porcupine.Model, state any) string {
+	if model.DescribeState == nil {
+		return fmt.Sprint(state)
+	}
+	return model.DescribeState(state)
 }

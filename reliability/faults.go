@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -76,9 +77,16 @@ type controller struct {
 	progress map[string]*Progress
 	quiet    [2]time.Duration
 	limit    int // most faults to inject; 0: no limit
+	done     atomic.Int64
+	finished atomic.Bool
 }
 
+// waiting reports whether fewer than n faults were injected and recovered
+// from while the controller still runs.
+func (c *controller) waiting(n int) bool { return int(c.done.Load()) < n && !c.finished.Load() }
+
 func (c *controller) run(ctx context.Context, stop <-chan struct{}) []Injection {
+	defer c.finished.Store(true)
 	var out []Injection
 	order := c.rng.Perm(len(c.faults))
 	for i := 0; c.limit == 0 || i < c.limit; i++ {
@@ -124,6 +132,7 @@ func (c *controller) run(ctx context.Context, stop <-chan struct{}) []Injection 
 			c.blur(inj.Start-int64(ReadTimeout), c.clock()+int64(ReadTimeout))
 		}
 		out = append(out, inj)
+		c.done.Add(1)
 	}
 	return out
 }

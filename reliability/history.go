@@ -27,6 +27,14 @@ type Op struct {
 	// window in which a demoted node may still answer (see History.Blur) are
 	// left out of the check.
 	Read bool
+	// Fragile, when not nil, is the output (saying "unknown") that replaces
+	// Output if the operation overlaps a blurred window: its answer may
+	// have been given by a node that was being demoted, and may not last.
+	Fragile any
+	// When, if set, keeps the operation only if [When[0], When[1]]
+	// overlaps a blurred window (a consequence of a fragile answer, such as
+	// the lease a lost release leaves held until it expires).
+	When *[2]int64
 }
 
 // History collects the operations of one workload from many goroutines.
@@ -95,15 +103,28 @@ func (h *History) Partitions() map[string][]porcupine.Operation {
 		if op.Read && h.blurredLocked(op) {
 			continue
 		}
-		ret := op.Return
+		if op.When != nil && !h.blurredLocked(Op{Call: op.When[0], Return: op.When[1]}) {
+			continue
+		}
+		ret, output := op.Return, op.Output
+		if op.Fragile != nil && h.blurredLocked(op) {
+			op.Unknown, output = true, op.Fragile
+		}
 		if op.Unknown {
 			ret = end
 		}
 		out[op.Key] = append(out[op.Key], porcupine.Operation{
-			ClientId: op.Client, Input: op.Input, Output: op.Output, Call: op.Call, Return: ret,
+			ClientId: op.Client, Input: op.Input, Output: output, Call: op.Call, Return: ret,
 		})
 	}
 	return out
+}
+
+// Blurred reports whether [call, ret] overlaps a blurred window.
+func (h *History) Blurred(call, ret int64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.blurredLocked(Op{Call: call, Return: ret})
 }
 
 func (h *History) blurredLocked(op Op) bool {

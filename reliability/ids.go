@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -50,7 +51,10 @@ type IDReport struct {
 	// runway spent, lease lost); the generator was asked again.
 	Refused    int
 	Injections int
-	Elapsed    time.Duration
+	// Recovery is the longest time from the end of a fault to the first
+	// ID handed out after it.
+	Recovery time.Duration
+	Elapsed  time.Duration
 }
 
 type seqCall struct {
@@ -161,6 +165,9 @@ func RunIDs(tb testing.TB, r IDRun) IDReport {
 		}
 	}
 	rep := IDReport{Kind: r.Kind, Injections: len(injections), Elapsed: time.Since(start)}
+	for _, inj := range injections {
+		rep.Recovery = max(rep.Recovery, inj.Recovery["idgen"])
+	}
 	var all []int64
 	for g := range r.Generators {
 		rep.Generated += len(ids[g])
@@ -208,4 +215,24 @@ func outOfOrder(cs []seqCall) int {
 		}
 	}
 	return n
+}
+
+// IDRow is the report row of an ID run: duplicates go in the double
+// charges column.
+func IDRow(rep IDReport, d Deployment, faults []Fault) Row {
+	var names []string
+	durable := len(faults) > 0
+	for _, f := range faults {
+		names = append(names, f.Name)
+		durable = durable && f.Durable
+	}
+	return Row{
+		Fault:      fmt.Sprintf("%d %s IDs; %s", rep.Generated, rep.Kind, strings.Join(names, "; ")),
+		Module:     "idgen",
+		Deployment: d.Name(),
+		Injections: rep.Injections,
+		Gated:      durable,
+		Recovery:   rep.Recovery,
+		Tally:      Tally{Ops: rep.Generated, Acked: rep.Generated, Double: rep.Duplicates, Retried: rep.Refused},
+	}
 }

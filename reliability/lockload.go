@@ -140,9 +140,9 @@ func (w *lockLoad) record(op Op) {
 	w.hist.Add(op)
 }
 
-func (w *lockLoad) client(ctx context.Context, c int, rng *rand.Rand, ops int) {
+func (w *lockLoad) client(ctx context.Context, c int, rng *rand.Rand, more func(int) bool) {
 	locks, rdb := w.locks[c%len(w.locks)], w.rdbs[c%len(w.rdbs)]
-	for i := 0; i < ops && ctx.Err() == nil; {
+	for i := 0; more(i) && ctx.Err() == nil; {
 		name := w.names[rng.IntN(len(w.names))]
 		lease := int(w.lease.Add(1))
 		stalled := false
@@ -198,7 +198,7 @@ func (w *lockLoad) client(ctx context.Context, c int, rng *rand.Rand, ops int) {
 		if stalled {
 			time.Sleep(StallFor)
 		}
-		if read && (l.Err() == nil || stalled) && i < ops {
+		if read && (l.Err() == nil || stalled) {
 			_, _, i = w.access(ctx, c, rdb, name, lease, token, "w", val+1, fmt.Sprintf("w%d-%d", c, i), i)
 		}
 		if rng.IntN(4) == 0 {
@@ -217,11 +217,19 @@ func (w *lockLoad) client(ctx context.Context, c int, rng *rand.Rand, ops int) {
 			rel.Output, rel.Unknown = LockOut{Unknown: true}, true
 			w.count(func(t *Tally) { t.Unknown++ })
 		}
+		expire := Op{Client: c, Key: name, Input: LockIn{Kind: LockExpire, Lease: lease}, Output: LockOut{Unknown: true}, Call: acq.Call, Unknown: true}
+		if err == nil && w.ack {
+			// Releases do not wait for the replica (lock's documentation):
+			// one made around a failover may be lost, leaving the lock
+			// held until its TTL.
+			rel.Fragile = LockOut{Unknown: true}
+			expire.When = &[2]int64{rel.Call, rel.Return}
+		}
 		w.record(rel)
-		if err != nil {
+		if err != nil || expire.When != nil {
 			// The lease ended without this release: let the model end it
 			// anywhere after the acquire.
-			w.record(Op{Client: c, Key: name, Input: LockIn{Kind: LockExpire, Lease: lease}, Output: LockOut{Unknown: true}, Call: acq.Call, Unknown: true})
+			w.record(expire)
 		}
 	}
 }

@@ -36,6 +36,9 @@ type Scenario struct {
 	Quiet [2]time.Duration
 	// MaxFaults, when positive, stops injecting after that many faults.
 	MaxFaults int
+	// MinFaults keeps the clients going past Ops until that many faults
+	// have been injected and recovered from.
+	MinFaults int
 	// Seed drives every random choice (see Seed).
 	Seed uint64
 	// Stall, when set, is called with the lock workload's stall fault
@@ -138,11 +141,15 @@ func Run(tb testing.TB, sc Scenario) []Row {
 	for _, w := range loads {
 		ctl.progress[w.name()] = w.progress()
 	}
+	if len(sc.Faults) == 0 {
+		ctl.finished.Store(true)
+	}
+	more := func(done int) bool { return done < sc.Ops || ctl.waiting(sc.MinFaults) }
 	var clients sync.WaitGroup
 	for k, w := range loads {
 		for c := range sc.Clients {
 			rng := rand.New(rand.NewPCG(sc.Seed, uint64(k*1000+c)))
-			clients.Go(func() { w.client(ctx, c, rng, sc.Ops) })
+			clients.Go(func() { w.client(ctx, c, rng, more) })
 		}
 	}
 	stop := make(chan struct{})
@@ -211,7 +218,7 @@ func Run(tb testing.TB, sc Scenario) []Row {
 // long tier's report.
 func FormatTable(rows []Row) string {
 	var b strings.Builder
-	b.WriteString("| fault | deployment | module | faults | operations | unknown | lost acknowledged writes | mutual-exclusion violations | oversell | double charges | recovery |\n")
+	b.WriteString("| fault | deployment | module | faults | operations | unknown | lost acknowledged writes | mutual-exclusion violations | oversell | double charges (idgen: duplicate IDs) | recovery |\n")
 	b.WriteString("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range rows {
 		lost := fmt.Sprint(r.Lost)
@@ -236,6 +243,9 @@ func FormatTable(rows []Row) string {
 		double := "–"
 		if r.Module != ModuleLock {
 			double = fmt.Sprint(r.Double)
+		}
+		if r.Module == "idgen" {
+			lost = "–"
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %d | %s | %s | %s | %s | %s |\n",
 			r.Fault, r.Deployment, r.Module, r.Injections, r.Ops, r.Unknown, lost, mutex, over, double, rec)

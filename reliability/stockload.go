@@ -128,10 +128,10 @@ func answerOf(res stock.Result, err error) string {
 	return fmt.Sprintf("ok %v", res.Levels)
 }
 
-func (w *stockLoad) client(ctx context.Context, c int, rng *rand.Rand, ops int) {
+func (w *stockLoad) client(ctx context.Context, c int, rng *rand.Rand, more func(int) bool) {
 	inv := w.invs[c%len(w.invs)]
 	var mine []*stockRecord // decided operations of this client
-	for i := range ops {
+	for i := 0; more(i); i++ {
 		if ctx.Err() != nil {
 			return
 		}

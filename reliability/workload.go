@@ -56,8 +56,8 @@ func (t *Tally) detail(format string, args ...any) {
 type workload interface {
 	name() string
 	setup(ctx context.Context) error
-	// client runs ops operations as client i.
-	client(ctx context.Context, i int, rng *rand.Rand, ops int)
+	// client runs operations as client i while more(done) says so.
+	client(ctx context.Context, i int, rng *rand.Rand, more func(done int) bool)
 	// verify checks the invariants after recovery; it may issue calls to
 	// resolve outcomes.
 	verify(ctx context.Context) Tally
