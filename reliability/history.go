@@ -23,6 +23,11 @@ type Op struct {
 	// place it anywhere after its call, last included (which is how "never
 	// applied" is expressed); its Output must say so to the model.
 	Unknown bool
+	// Late, when positive, bounds an unknown outcome: whatever the
+	// operation did, it did by Return+Late (a command runs at most that long
+	// after it was last sent), so the checker places it no later than that
+	// instead of at the end of the history.
+	Late int64
 	// Read marks an operation that changes nothing. Reads that overlap a
 	// window in which a demoted node may still answer (see History.Blur) are
 	// left out of the check.
@@ -110,7 +115,10 @@ func (h *History) Partitions() map[string][]porcupine.Operation {
 		if op.Fragile != nil && h.blurredLocked(op) {
 			op.Unknown, output = true, op.Fragile
 		}
-		if op.Unknown {
+		switch {
+		case op.Unknown && op.Late > 0:
+			ret += op.Late
+		case op.Unknown:
 			ret = end
 		}
 		out[op.Key] = append(out[op.Key], porcupine.Operation{

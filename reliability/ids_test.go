@@ -10,6 +10,7 @@ import (
 // IDs stay unique across generators sharing a name while Redis is killed
 // (AOF always) and paused, and Sequence values stay in global order.
 func TestIDs_uniqueUnderRestartsAndPauses(t *testing.T) {
+	t.Parallel() // the generators are paced: mostly idle
 	d := reliability.NewSingle(t)
 	seed := reliability.Seed(t)
 	faults := []reliability.Fault{d.Kill9(500 * time.Millisecond), d.Pause(1500 * time.Millisecond), d.Resets(200 * time.Millisecond)}
@@ -18,7 +19,7 @@ func TestIDs_uniqueUnderRestartsAndPauses(t *testing.T) {
 		{Kind: reliability.IDSnowflake, PerGenerator: 100_000},
 		{Kind: reliability.IDSequence, PerGenerator: 2000},
 	} {
-		run.Deploy, run.Seed, run.Faults, run.Duration = d, seed, faults, 6*time.Second
+		run.Deploy, run.Seed, run.Faults, run.Duration = d, seed, faults, 4*time.Second
 		reliability.RunIDs(t, run)
 	}
 }
@@ -26,6 +27,7 @@ func TestIDs_uniqueUnderRestartsAndPauses(t *testing.T) {
 // Segments and Sequences on a primary with a replica wait for the replica
 // before they use a range, so failovers hand no range out twice.
 func TestIDs_uniqueUnderFailover(t *testing.T) {
+	t.Parallel()
 	d := reliability.NewPair(t)
 	seed := reliability.Seed(t)
 	faults := []reliability.Fault{d.Failover(), d.CrashFailover(500 * time.Millisecond)}
@@ -33,7 +35,7 @@ func TestIDs_uniqueUnderFailover(t *testing.T) {
 		{Kind: reliability.IDSegment, PerGenerator: 100_000},
 		{Kind: reliability.IDSequence, PerGenerator: 2000},
 	} {
-		run.Deploy, run.Seed, run.Faults, run.Duration = d, seed, faults, 6*time.Second
+		run.Deploy, run.Seed, run.Faults, run.Duration = d, seed, faults, 4*time.Second
 		run.Quiet = [2]time.Duration{500 * time.Millisecond, time.Second}
 		reliability.RunIDs(t, run)
 	}

@@ -66,11 +66,14 @@ type lockLoad struct {
 	prog  Progress
 	lease atomic.Int64
 	stall atomic.Int64 // stalls requested and not yet taken
+	// maxHold is the longest fault of the run: a command sent before it may
+	// run when it ends.
+	maxHold time.Duration
 
 	mu     sync.Mutex
 	ops    int
 	writes map[string]fencedWrite // acknowledged writes by operation ID
-	unsure map[string]bool        // writes whose outcome stayed unknown
+	unsure []unsureAccess
 	// refused holds writes the fence refused for certain.
 	refused map[string]bool
 	tally   Tally
@@ -86,7 +89,7 @@ type fencedWrite struct {
 func newLockLoad(tb testing.TB, d Deployment, prefix string, hist *History) *lockLoad {
 	w := &lockLoad{
 		prefix: prefix, names: []string{"lock-a", "lock-b"}, ack: d.ReplicaAck(), admin: d.Admin(tb), hist: hist,
-		writes: map[string]fencedWrite{}, unsure: map[string]bool{}, refused: map[string]bool{},
+		writes: map[string]fencedWrite{}, refused: map[string]bool{},
 	}
 	var opts []lock.Option
 	opts = append(opts, lock.WithKeyPrefix(prefix), lock.WithTTL(LockTTL))
@@ -174,7 +177,7 @@ func (w *lockLoad) client(ctx context.Context, c int, rng *rand.Rand, more func(
 			acq.Output = LockOut{}
 			w.prog.OK(callT)
 		default: // an acquire whose attempt may have run: the lock may have been taken, then cleaned up
-			acq.Output, acq.Unknown = LockOut{Unknown: true}, true
+			acq.Output, acq.Unknown, acq.Late = LockOut{Unknown: true}, true, w.late()
 		}
 		w.record(acq)
 		if stalled && err != nil {
@@ -182,7 +185,7 @@ func (w *lockLoad) client(ctx context.Context, c int, rng *rand.Rand, more func(
 		}
 		if err != nil {
 			if acq.Unknown {
-				w.record(Op{Client: c, Key: name, Input: LockIn{Kind: LockExpire, Lease: lease}, Output: LockOut{Unknown: true}, Call: call, Unknown: true})
+				w.record(w.expire(c, name, lease, acq.Call, acq.Return))
 				w.count(func(t *Tally) { t.Unknown++ })
 			}
 			continue
@@ -214,24 +217,37 @@ func (w *lockLoad) client(ctx context.Context, c int, rng *rand.Rand, more func(
 		case errors.Is(err, lock.ErrLeaseExpired) || errors.Is(err, lock.ErrLeaseTaken):
 			rel.Output = LockOut{}
 		default:
-			rel.Output, rel.Unknown = LockOut{Unknown: true}, true
+			// Not applied means the lock stays until its TTL.
+			rel.Output, rel.Unknown, rel.Late = LockOut{Unknown: true}, true, w.late()+int64(LockTTL)
 			w.count(func(t *Tally) { t.Unknown++ })
 		}
-		expire := Op{Client: c, Key: name, Input: LockIn{Kind: LockExpire, Lease: lease}, Output: LockOut{Unknown: true}, Call: acq.Call, Unknown: true}
+		expire := w.expire(c, name, lease, acq.Call, rel.Return)
 		if err == nil && w.ack {
 			// Releases do not wait for the replica (lock's documentation):
 			// one made around a failover may be lost, leaving the lock
 			// held until its TTL.
-			rel.Fragile = LockOut{Unknown: true}
+			rel.Fragile, rel.Late = LockOut{Unknown: true}, w.late()+int64(LockTTL)
 			expire.When = &[2]int64{rel.Call, rel.Return}
 		}
 		w.record(rel)
 		if err != nil || expire.When != nil {
-			// The lease ended without this release: let the model end it
-			// anywhere after the acquire.
+			// The lease ended without this release.
 			w.record(expire)
 		}
 	}
+}
+
+// late bounds how long after a client gave up on a command the command
+// may still run (a paused server runs what it had received when it
+// resumes), plus slack.
+func (w *lockLoad) late() int64 { return int64(w.maxHold + time.Second) }
+
+// expire is the operation that lets the model end lease without a release,
+// anywhere from its acquire's call until its TTL has passed since the last
+// command that could have renewed it (sent by last) ran.
+func (w *lockLoad) expire(c int, name string, lease int, call, last int64) Op {
+	return Op{Client: c, Key: name, Input: LockIn{Kind: LockExpire, Lease: lease}, Output: LockOut{Unknown: true},
+		Call: call, Return: last, Unknown: true, Late: w.late() + int64(LockTTL)}
 }
 
 func (w *lockLoad) count(f func(t *Tally)) {
@@ -267,18 +283,16 @@ func (w *lockLoad) access(ctx context.Context, c int, rdb redis.UniversalClient,
 	}
 	switch {
 	case !known:
-		out.Unknown, op.Unknown = true, true
-		w.count(func(t *Tally) {
-			t.Unknown++
-			if unacked && err != nil && errors.Is(err, errUnacked) {
-				t.Unacked++
-			}
-		})
-		if kind == "w" {
-			w.mu.Lock()
-			w.unsure[id] = true
-			w.mu.Unlock()
+		// The counter keeps every answer under its operation ID: verify
+		// looks it up and records the operation then.
+		w.mu.Lock()
+		w.tally.Unknown++
+		if errors.Is(err, errUnacked) {
+			w.tally.Unacked++
 		}
+		w.unsure = append(w.unsure, unsureAccess{op: op, id: id, answers: keys[3]})
+		w.mu.Unlock()
+		return false, 0, i + 1
 	case res == "stale":
 		w.prog.OK(callT)
 		if kind == "w" {
@@ -294,13 +308,30 @@ func (w *lockLoad) access(ctx context.Context, c int, rdb redis.UniversalClient,
 		w.tally.Acked++
 		w.mu.Unlock()
 	default:
-		out.OK = true
-		out.Val, _ = strconv.ParseInt(strings.TrimPrefix(res, "v"), 10, 64)
+		out = outputOf(res)
 		w.prog.OK(callT)
 	}
 	op.Output = out
 	w.record(op)
-	return out.OK && !out.Unknown, out.Val, i + 1
+	return out.OK, out.Val, i + 1
+}
+
+// unsureAccess is a fenced read or write whose answer the client never got.
+type unsureAccess struct {
+	op          Op
+	id, answers string
+}
+
+// outputOf turns a stored answer of fencedLua into the model's output.
+func outputOf(res string) LockOut {
+	switch {
+	case res == "stale":
+		return LockOut{}
+	case res == "ok":
+		return LockOut{OK: true}
+	}
+	v, _ := strconv.ParseInt(strings.TrimPrefix(res, "v"), 10, 64)
+	return LockOut{OK: true, Val: v}
 }
 
 var errUnacked = errors.New("reliability: write not acknowledged by the replica")
@@ -330,6 +361,17 @@ func (w *lockLoad) verify(ctx context.Context) Tally {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	t := w.tally
+	for _, u := range w.unsure {
+		res, err := w.admin.HGet(ctx, u.answers, u.id).Result()
+		switch {
+		case errors.Is(err, redis.Nil): // it never ran
+		case err != nil:
+			t.problem("lock: look up the answer to %s: %v", u.id, err)
+		default: // it ran, at the latest when a late command could
+			u.op.Output, u.op.Return = outputOf(res), u.op.Return+w.late()
+			w.record(u.op)
+		}
+	}
 	t.Ops = w.hist.Len()
 	seen := map[string]bool{}
 	for _, name := range w.names {

@@ -43,7 +43,7 @@ type LockOut struct {
 
 type lockState struct {
 	holder int    // lease holding the lock, -1 when free
-	last   uint64 // highest token handed out (a lower bound after unknown acquires)
+	last   uint64 // highest token seen handed out (a lower bound: unknown acquires may have taken more)
 	fence  uint64 // highest token the protected counter has seen
 	val    int64  // the protected counter
 }
@@ -68,8 +68,13 @@ var LockModel = porcupine.Model{
 		case LockAcquire:
 			switch {
 			case out.Unknown:
+				// Taking the lock, then losing it at once (the caller
+				// cleans up, or the expire operation follows) is the same
+				// as not taking it, so "not applied" needs no placement at
+				// the end: the token counter is left as it is (a lower
+				// bound), and the lease's expire operation frees the lock.
 				if s.holder == -1 {
-					s.holder, s.last = in.Lease, s.last+1
+					s.holder = in.Lease
 				}
 				return true, s
 			case out.OK:

@@ -84,7 +84,9 @@ func TestStock_refusalWithReplicaAck_failover(t *testing.T) {
 	inv := stock.New(p.Primary.Client(func(o *redis.Options) { o.ReadTimeout = time.Second }),
 		stock.WithReplicaAck(1, 100*time.Millisecond), stock.WithRetry(stock.RetryPolicy{Attempts: 1}))
 	defer inv.Close()
-	require.NoError(t, inv.Create(ctx, "sku", 0))
+	admin := stock.New(p.Primary.Client())
+	defer admin.Close()
+	require.NoError(t, admin.Create(ctx, "sku", 0))
 	require.NoError(t, p.Sync(ctx))
 
 	require.NoError(t, p.Replica.Client().Do(ctx, "REPLICAOF", "NO", "ONE").Err())

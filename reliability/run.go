@@ -93,6 +93,9 @@ func Run(tb testing.TB, sc Scenario) []Row {
 		switch m {
 		case ModuleLock:
 			lw := newLockLoad(tb, sc.Deploy, prefix, h)
+			for _, f := range sc.Faults {
+				lw.maxHold = max(lw.maxHold, f.Hold)
+			}
 			if sc.Stall {
 				sc.Faults = append(sc.Faults, lw.Stall())
 			}
