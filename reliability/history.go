@@ -128,13 +128,6 @@ func (h *History) Partitions() map[string][]porcupine.Operation {
 	return out
 }
 
-// Blurred reports whether [call, ret] overlaps a blurred window.
-func (h *History) Blurred(call, ret int64) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.blurredLocked(Op{Call: call, Return: ret})
-}
-
 func (h *History) blurredLocked(op Op) bool {
 	for _, w := range h.blurred {
 		if op.Call <= w[1] && op.Return >= w[0] {

@@ -41,8 +41,9 @@ type Scenario struct {
 	MinFaults int
 	// Seed drives every random choice (see Seed).
 	Seed uint64
-	// Stall, when set, is called with the lock workload's stall fault
-	// (a holder paused past its lease), to add it to Faults.
+	// Stall adds the lock workload's stall fault to Faults: the next client
+	// that takes a lock stops, renewals included, past its lease before its
+	// write, as a frozen process would.
 	Stall bool
 	// Measure reports violations instead of failing on them (split brain).
 	Measure bool
