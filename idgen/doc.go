@@ -134,6 +134,7 @@
 //
 //	redkit:idgen:v1:{shop-7}:seq:shop-7/orders     counter of Sequence and Segment
 //	redkit:idgen:v1:{shop-7}:nodes:shop-7/orders   node lease table (hash, ≤ 1,024 fields)
+//	redkit:idgen:v1:{shop-7}:ack                   written before WAIT (range fetches with replicas); expires after a minute
 //
 // Counters never expire: a counter that disappeared would restart at 1 and
 // only the processes that already used it would notice. The lease table

@@ -123,6 +123,7 @@
 //	<prefix>:lock:v1:{<group>}:redlock:<name>        Redlock, on each master (as mutex)
 //	<prefix>:lock:v1:{<group>}:redlock-seq:<name>    Redlock counter on each master; permanent, unused for fencing
 //	<prefix>:lock:v1:{<group>}:rel:<name>:<owner>    release tombstone; expires after 1 minute
+//	<prefix>:lock:v1:{<group>}:ack                   written before WAIT (replica acknowledgement); expires after 1 minute
 //	<prefix>:lock:v1:{<group>}:wake:<kind>:<name>    pub/sub channel (not a key); kind mutex, sem or rw
 //	                                                 (a fair-mode message names the owner ID to wake)
 //	<prefix>:fence:v1:{<protected tag>}:<name>       highest token seen by a protected resource (FenceKey); permanent

@@ -150,6 +150,7 @@
 //	<p>:stock:v1:{g}:journal:<sku>  stream: one entry per change
 //	<p>:stock:v1:{g}:holds:<sku>    sorted set: reservation deadlines
 //	<p>:stock:v1:{g}:op:<op ID>     hash: an operation's decision (expires)
+//	<p>:stock:v1:{g}:ack            written before WAIT (WithReplicaAck); expires after a minute
 //
 // A SKU split into buckets has those keys (markers included: an order's
 // marker lives in its buyer's home bucket) under each bucket's tag {g#k},

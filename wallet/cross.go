@@ -55,7 +55,11 @@ func (l *Ledger) crossTransfer(ctx context.Context, t Transfer, opts []CallOptio
 	switch status(r, 0) {
 	case "conflict":
 		return res, &ConflictError{ID: t.ID, Field: status(r, 2)}
-	case "pending", "posted", "voided":
+	case "pending":
+		if beginAck != nil {
+			return res, fmt.Errorf("transfer %s: %w", t.ID, inFlight(beginAck))
+		}
+	case "posted", "voided":
 	default:
 		_, rerr := decodePosting("transfer", t.ID, r, &res, t.From, t.To)
 		return res, withAck(rerr, beginAck)
@@ -77,6 +81,17 @@ func (l *Ledger) crossTransfer(ctx context.Context, t Transfer, opts []CallOptio
 		err = withAck(err, ackErr)
 	}
 	return res, err
+}
+
+// inFlight is the error of a transfer across groups stopped after a step
+// its replicas did not acknowledge (WithReplicaAck). Going on would build
+// the next step on one a failover may still undo: a source posted for a
+// credit that is then lost, or a credit for a hold that is then lost. So
+// the transfer stays in flight, its outcome unknown to the caller, until a
+// call with the same ID or Recover finds the step acknowledged.
+func inFlight(ackErr error) error {
+	return fmt.Errorf("in flight, stopped after a step the replicas did not acknowledge (call again with the same ID, or Recover): %w: %w",
+		ErrUnknownOutcome, ackErr)
 }
 
 // withAck adds a replica acknowledgement shortfall to a refusal: a refusal
@@ -107,6 +122,9 @@ func (l *Ledger) settle(ctx context.Context, t Transfer, r []string, stop int) (
 	c := strs(v)
 	if len(c) != 6 {
 		return nil, nil, fmt.Errorf("unexpected reply %q", c)
+	}
+	if ackErr != nil {
+		return nil, nil, inFlight(ackErr)
 	}
 	if stop <= stepCredit {
 		return r, ackErr, nil

@@ -166,6 +166,7 @@
 //	redkit:wallet:v1:{shop-7}:hidx:shop-7/alice     sorted set: hold IDs by expiry, decided ones by when they are forgotten
 //	redkit:wallet:v1:{shop-7}:xpend                 sorted set: transfers from this group to others still in flight
 //	redkit:wallet:v1:{shop-8}:xin:<tx id>           hash: a cross-group transfer's credit at the destination
+//	redkit:wallet:v1:{shop-7}:ack                   written before WAIT (WithReplicaAck); expires after a minute
 //
 // The Lua scripts in scripts/*.lua document their KEYS, ARGV and replies;
 // PostingScriptSource returns the credit/debit script for use outside Go.

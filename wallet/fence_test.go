@@ -96,3 +96,42 @@ func TestLedger_WithReplicaAck(t *testing.T) {
 	_, err = tooLong.Credit(ctx, wallet.Tx{ID: "c2", Account: "a", Amount: 1})
 	require.ErrorIs(t, err, wallet.ErrInvalid, "the ack timeout must be below the read timeout")
 }
+
+// A transfer across slot groups never builds a step on one its replicas have
+// not acknowledged: a failover could undo the hold under a credit already
+// made (money created) or the credit under a source already posted (money
+// destroyed). It stays in flight, the caller learns the outcome is unknown,
+// and calling again finishes it once the replicas acknowledge.
+func TestLedger_WithReplicaAck_transferAcrossGroupsWaitsForEachStep(t *testing.T) {
+	ctx := t.Context()
+	pair := redistest.NewPair(t, redistest.Options{})
+	rdb := pair.Primary.Client(func(o *redis.Options) { o.ReadTimeout = 3 * time.Second })
+	acked := wallet.New(rdb, wallet.WithReplicaAck(1, time.Second))
+	defer acked.Close()
+	for _, a := range []string{"gx/a", "gy/b"} {
+		require.NoError(t, acked.Open(ctx, a, wallet.WithCurrency("CNY")))
+	}
+	_, err := acked.Credit(ctx, wallet.Tx{ID: "fund", Account: "gx/a", Amount: 100})
+	require.NoError(t, err)
+
+	tr := wallet.Transfer{ID: "x-1", From: "gx/a", To: "gy/b", Amount: 30}
+	short := wallet.New(rdb, wallet.WithReplicaAck(2, 100*time.Millisecond)) // one replica: never enough
+	defer short.Close()
+	_, err = short.Transfer(ctx, tr)
+	require.ErrorIs(t, err, wallet.ErrReplicaAck)
+	require.ErrorIs(t, err, wallet.ErrUnknownOutcome)
+	src, err := acked.Balance(ctx, "gx/a")
+	require.NoError(t, err)
+	require.Equal(t, wallet.Balance{Posted: 100, Held: 30, Available: 70, Currency: "CNY"}, src, "held, not posted")
+	dst, err := acked.Balance(ctx, "gy/b")
+	require.NoError(t, err)
+	require.Zero(t, dst.Posted, "no credit on a hold the replicas have not acknowledged")
+
+	res, err := acked.Transfer(ctx, tr) // the same ID, with replicas that acknowledge
+	require.NoError(t, err)
+	require.Equal(t, int64(70), res.Balance.Posted)
+	require.Equal(t, int64(30), res.To.Posted)
+	for _, a := range []string{"gx/a", "gy/b"} {
+		require.NoError(t, acked.Verify(ctx, a))
+	}
+}

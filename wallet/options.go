@@ -94,8 +94,12 @@ func WithRetry(attempts int, minBackoff, maxBackoff time.Duration) Option {
 // stored under its ID like a success, so a refusal the replicas did not
 // acknowledge also wraps ErrReplicaAck: after a failover the same ID may be
 // decided anew. Calling again with the same transaction ID replays it and
-// waits again. A transfer across slot groups waits at each of its three
-// steps.
+// waits again. A transfer across slot groups waits at each of its steps and
+// never goes on past one the replicas did not acknowledge (a failover could
+// undo it under the next step: a credit without its hold, a posted source
+// without its credit): it stays in flight and the call fails with
+// ErrUnknownOutcome and ErrReplicaAck; calling again with the same ID, or
+// Recover, finishes it once the replicas acknowledge.
 //
 // Replicas only acknowledge what they received; with appendfsync everysec
 // on the replicas a simultaneous crash of all nodes can still lose it.

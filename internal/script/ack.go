@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,6 +30,15 @@ var ErrReplicaAck = errors.New("redkit: replica acknowledgement not reached")
 // primary that owns keys[0] (on a Cluster client, the master for that slot:
 // a WAIT anywhere else would count nothing). NOSCRIPT is handled inside that
 // pipeline: SCRIPT LOAD, EVALSHA and WAIT are resent together once.
+//
+// WAIT counts replicas that have this connection's last write, and a script
+// that replays an operation writes nothing: WAIT would then cover some older
+// write of the connection, not the operation's, which another connection (or
+// process) made and which a replica may not have yet. So a SET of AckKey
+// (keys[0]'s slot, a minute's TTL) goes between the script and WAIT: every
+// write the primary had when the script ran is then before this
+// connection's last write, and an acknowledgement covers the operation
+// whoever first made it.
 //
 // cmd holds the script reply; acked is the number of replicas WAIT reported.
 // err is cmd.Err() when the script failed (redis.Nil included); otherwise it
@@ -77,11 +87,24 @@ func evalAndWait(ctx context.Context, primary *redis.Client, ack Ack, s *Script,
 		pipe.ScriptLoad(ctx, s.src)
 	}
 	cmd := pipe.EvalSha(ctx, s.Hash(), keys, args...)
+	pipe.Set(ctx, AckKey(keys[0]), "1", time.Minute)
 	// WAIT's timeout is in whole milliseconds and 0 means forever: round up.
 	wait := redis.NewIntCmd(ctx, "wait", ack.Replicas, (ack.Timeout + time.Millisecond - 1).Milliseconds())
 	_ = pipe.Process(ctx, wait)
 	_, _ = pipe.Exec(ctx) // errors are on each command
 	return cmd, wait
+}
+
+// AckKey is the key RunAck writes before WAIT: in key's slot and, for a
+// key of the schema <prefix>:<module>:v<N>:{<tag>}:..., under its
+// "<prefix>:<module>:v<N>:{<tag>}" (so a module's ACL key pattern covers it).
+func AckKey(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key[:i+1+j+1] + ":ack"
+		}
+	}
+	return "{" + key + "}:ack"
 }
 
 // Primary returns a client whose connections reach the primary that owns

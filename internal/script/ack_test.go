@@ -145,3 +145,41 @@ func replicaOf(t *testing.T, c *redistest.Cluster, addr string) *redistest.Serve
 	t.Fatalf("no replica of %s", addr)
 	return nil
 }
+
+// A script that writes nothing (a replay of an operation another connection
+// made) is acknowledged only once the replicas have what the primary had
+// when it ran: WAIT alone would count this connection's own writes, none.
+func TestRunAck_readOnlyScript_coversEarlierWrites(t *testing.T) {
+	p := redistest.NewPair(t, redistest.Options{})
+	ctx := t.Context()
+	get := script.New("return redis.call('GET', KEYS[1])")
+	writer := p.Primary.Client(longReads)
+	reader := p.Primary.Client(longReads) // another process
+	require.NoError(t, reader.ScriptLoad(ctx, get.Source()).Err())
+	require.NoError(t, p.Sync(ctx))
+	// The primary knows the replica has every write the reader made.
+	require.Equal(t, int64(1), reader.Do(ctx, "WAIT", 1, 5000).Val())
+	require.NoError(t, p.Replica.Pause())
+	t.Cleanup(func() { _ = p.Replica.Resume() })
+
+	_, _, err := script.RunAck(ctx, writer, ackBrief, incr, []string{"{op}:x"})
+	require.ErrorIs(t, err, script.ErrReplicaAck)
+	t.Logf("plain WAIT on reader: %v; info: %s", reader.Do(ctx, "WAIT", 1, 200).Val(), writer.Info(ctx, "replication").Val())
+	cmd, _, err := script.RunAck(ctx, reader, ackBrief, get, []string{"{op}:x"})
+	require.Equal(t, "1", cmd.Val(), "the read sees the write")
+	require.ErrorIs(t, err, script.ErrReplicaAck, "which the replica does not have yet")
+
+	require.NoError(t, p.Replica.Resume())
+	_, acked, err := script.RunAck(ctx, reader, ackOne, get, []string{"{op}:x"})
+	require.NoError(t, err)
+	require.Equal(t, 1, acked)
+	require.Equal(t, "1", p.Replica.Client().Get(ctx, "{op}:x").Val())
+}
+
+func TestAckKey_sameSlotAndPrefix(t *testing.T) {
+	for _, k := range []string{"redkit:stock:v1:{shop-7}:op:o-1", "redkit:wallet:v1:{a}:acct:a", "plain", "a{b}c"} {
+		ack := script.AckKey(k)
+		require.Equal(t, redistest.KeySlot(k), redistest.KeySlot(ack), k)
+	}
+	require.Equal(t, "redkit:stock:v1:{shop-7}:ack", script.AckKey("redkit:stock:v1:{shop-7}:op:o-1"))
+}
