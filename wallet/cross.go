@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redkit-go/redkit/internal/keys"
 	"github.com/redkit-go/redkit/internal/retry"
+	"github.com/redkit-go/redkit/internal/script"
 )
 
 // Journal entry kinds of a transfer across slot groups (besides
@@ -245,6 +246,13 @@ func (l *Ledger) recoverOne(ctx context.Context, group, indexKey, id string) err
 	amount, _ := strconv.ParseInt(rec["n"], 10, 64)
 	t := Transfer{ID: id, From: rec["a"], To: rec["b"], Amount: amount, Memo: rec["m"]}
 	state := []string{rec["s"], "0", "", rec["cur"]}
+	if state[0] == "pending" {
+		// The record was read, not written, here: make sure the replicas
+		// have it (and the hold) before crediting the destination for it.
+		if _, err := script.Acked(ctx, l.rdb, l.cfg.ack, l.txKey(group, id)); err != nil {
+			return inFlight(err)
+		}
+	}
 	if _, _, err := l.settle(ctx, t, state, allSteps); err != nil {
 		return err
 	}

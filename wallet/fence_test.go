@@ -126,6 +126,11 @@ func TestLedger_WithReplicaAck_transferAcrossGroupsWaitsForEachStep(t *testing.T
 	dst, err := acked.Balance(ctx, "gy/b")
 	require.NoError(t, err)
 	require.Zero(t, dst.Posted, "no credit on a hold the replicas have not acknowledged")
+	_, err = short.Recover(ctx) // recovery builds on the hold only once it is acknowledged too
+	require.ErrorIs(t, err, wallet.ErrReplicaAck)
+	dst, err = acked.Balance(ctx, "gy/b")
+	require.NoError(t, err)
+	require.Zero(t, dst.Posted)
 
 	res, err := acked.Transfer(ctx, tr) // the same ID, with replicas that acknowledge
 	require.NoError(t, err)

@@ -79,6 +79,44 @@ func RunAck(ctx context.Context, c redis.UniversalClient, ack Ack, s *Script, ke
 	return cmd, acked, nil
 }
 
+// Acked waits, as RunAck does after a script, until ack.Replicas replicas
+// have every write the primary owning key had when it was called, whoever
+// made them: for a step that only reads what an earlier call wrote (a
+// recovery), before building on it. It returns the replicas counted, and an
+// error wrapping ErrReplicaAck when ack.Required and they are too few. With
+// ack.Replicas <= 0 it sends nothing.
+func Acked(ctx context.Context, c redis.UniversalClient, ack Ack, key string) (int, error) {
+	if ack.Replicas <= 0 {
+		return 0, nil
+	}
+	primary, err := Primary(ctx, c, key)
+	if err != nil {
+		return 0, err
+	}
+	if err := checkAckTimeout(ack.Timeout, primary.Options().ReadTimeout); err != nil {
+		return 0, err
+	}
+	pipe := primary.Pipeline()
+	set := pipe.Set(ctx, AckKey(key), "1", time.Minute)
+	wait := waitCmd(ctx, ack)
+	_ = pipe.Process(ctx, wait)
+	_, _ = pipe.Exec(ctx)
+	if err := set.Err(); err != nil {
+		return 0, err
+	}
+	acked := int(wait.Val())
+	if ack.Required && acked < ack.Replicas {
+		return acked, fmt.Errorf("%w: %d of %d replicas within %v", ErrReplicaAck, acked, ack.Replicas, ack.Timeout)
+	}
+	return acked, nil
+}
+
+// waitCmd is WAIT ack.Replicas ack.Timeout. WAIT's timeout is in whole
+// milliseconds and 0 means forever: round up.
+func waitCmd(ctx context.Context, ack Ack) *redis.IntCmd {
+	return redis.NewIntCmd(ctx, "wait", ack.Replicas, (ack.Timeout + time.Millisecond - 1).Milliseconds())
+}
+
 // evalAndWait sends [SCRIPT LOAD,] EVALSHA, WAIT in one pipeline on one
 // connection, so WAIT covers exactly this write.
 func evalAndWait(ctx context.Context, primary *redis.Client, ack Ack, s *Script, keys []string, args []any, load bool) (*redis.Cmd, *redis.IntCmd) {
@@ -88,8 +126,7 @@ func evalAndWait(ctx context.Context, primary *redis.Client, ack Ack, s *Script,
 	}
 	cmd := pipe.EvalSha(ctx, s.Hash(), keys, args...)
 	pipe.Set(ctx, AckKey(keys[0]), "1", time.Minute)
-	// WAIT's timeout is in whole milliseconds and 0 means forever: round up.
-	wait := redis.NewIntCmd(ctx, "wait", ack.Replicas, (ack.Timeout + time.Millisecond - 1).Milliseconds())
+	wait := waitCmd(ctx, ack)
 	_ = pipe.Process(ctx, wait)
 	_, _ = pipe.Exec(ctx) // errors are on each command
 	return cmd, wait

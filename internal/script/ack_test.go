@@ -183,3 +183,31 @@ func TestAckKey_sameSlotAndPrefix(t *testing.T) {
 	}
 	require.Equal(t, "redkit:stock:v1:{shop-7}:ack", script.AckKey("redkit:stock:v1:{shop-7}:op:o-1"))
 }
+
+// Acked waits for the replicas to have what the primary has, whoever wrote
+// it, and reports a shortfall.
+func TestAcked(t *testing.T) {
+	p := redistest.NewPair(t, redistest.Options{})
+	ctx := t.Context()
+	writer := p.Primary.Client(longReads)
+	other := p.Primary.Client(longReads)
+	require.NoError(t, p.Sync(ctx))
+	n, err := script.Acked(ctx, other, ackOne, "{op}:y")
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+
+	require.NoError(t, p.Replica.Pause())
+	t.Cleanup(func() { _ = p.Replica.Resume() })
+	require.NoError(t, writer.Set(ctx, "{op}:y", "1", 0).Err())
+	_, err = script.Acked(ctx, other, ackBrief, "{op}:y")
+	require.ErrorIs(t, err, script.ErrReplicaAck)
+	require.NoError(t, p.Replica.Resume())
+	n, err = script.Acked(ctx, other, ackOne, "{op}:y")
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, "1", p.Replica.Client().Get(ctx, "{op}:y").Val())
+
+	n, err = script.Acked(ctx, other, script.Ack{}, "{op}:y")
+	require.NoError(t, err)
+	require.Zero(t, n, "no acknowledgement asked: nothing sent")
+}
