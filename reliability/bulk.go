@@ -123,7 +123,7 @@ func bulkRow(module string, r BulkRun, injections []Injection, t Tally) Row {
 	for _, inj := range injections {
 		if d, ok := inj.Recovery["bulk"]; ok {
 			row.Recovery = max(row.Recovery, d)
-		} else {
+		} else if !inj.Cut {
 			row.NoRecovery++
 		}
 	}

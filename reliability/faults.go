@@ -64,7 +64,10 @@ type Injection struct {
 	// completion of the first operation issued after it that succeeded;
 	// missing when none did before the next fault or the end of the run.
 	Recovery map[string]time.Duration
-	Err      error
+	// Cut says the run ended before every workload recovered: a missing
+	// recovery then means nothing.
+	Cut bool
+	Err error
 }
 
 // controller injects one fault at a time, in random order, with quiet
@@ -124,7 +127,11 @@ func (c *controller) run(ctx context.Context, stop <-chan struct{}) []Injection 
 					done = false
 				}
 			}
-			if done || !c.sleep(ctx, stop, 5*time.Millisecond) {
+			if done {
+				break
+			}
+			if !c.sleep(ctx, stop, 5*time.Millisecond) {
+				inj.Cut = true
 				break
 			}
 		}

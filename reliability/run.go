@@ -183,7 +183,7 @@ func Run(tb testing.TB, sc Scenario) []Row {
 		for _, inj := range injections {
 			if d, ok := inj.Recovery[w.name()]; ok {
 				rows[i].Recovery = max(rows[i].Recovery, d)
-			} else {
+			} else if !inj.Cut {
 				rows[i].NoRecovery++
 			}
 		}
