@@ -164,11 +164,20 @@
 // unless RELIABILITY_KNOWN_BUGS=1. Until the bug is fixed the workloads
 // avoid it where it would fail every run, and say so:
 //
-//   - TestWallet_crossGroupCreditWithoutReplicaAck_failover: with
-//     WithReplicaAck, a transfer across slot groups posts the source although
-//     the replica never acknowledged the destination's credit; a failover
-//     loses the credit, keeps the debit, the same transfer sent again
-//     reports success and Recover finds nothing to do. The wallet workload
-//     leaves transfers across groups out on deployments that fail over to a
-//     replica (RELIABILITY_KNOWN_BUGS=1 puts them back).
+//   - TestStock_bucketTransferWithoutReplicaAck_failover: with
+//     WithReplicaAck, a refill between the buckets of a hot SKU ignores the
+//     replica acknowledgement of its "out" and "in" steps and deletes the
+//     out-record without one; a failover that loses the credit but keeps
+//     the deletion destroys the units in flight (or, losing the "out" but
+//     keeping the "in", creates units), and the audit identity breaks. The
+//     stock workload leaves the SKU split into buckets out on deployments
+//     that fail over to a replica (RELIABILITY_KNOWN_BUGS=1 puts it back).
+//
+// Regression tests for bugs this suite found and that are fixed:
+// TestWallet_refusalWithoutReplicaAck_failover (a refusal the replica did
+// not acknowledge was reported without ErrReplicaAck, and a failover then
+// let the declined transaction through) and
+// TestWallet_crossGroupCreditWithoutReplicaAck_failover (a transfer across
+// slot groups posted the source after an unacknowledged destination credit,
+// and a failover destroyed the money).
 package reliability

@@ -3,6 +3,7 @@ package reliability_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"sync/atomic"
@@ -16,15 +17,6 @@ import (
 	"github.com/redkit-go/redkit/stock"
 	"github.com/redkit-go/redkit/wallet"
 )
-
-// knownBug skips a test that demonstrates a library bug, unless
-// RELIABILITY_KNOWN_BUGS=1 asks to run it (and see it fail).
-func knownBug(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv("RELIABILITY_KNOWN_BUGS") == "" {
-		t.Skip("known bug: " + what + " (RELIABILITY_KNOWN_BUGS=1 runs it)")
-	}
-}
 
 // TestWallet_refusalWithoutReplicaAck_failover: with WithReplicaAck, a debit
 // refused for insufficient funds while no replica acknowledges it must be
@@ -96,18 +88,16 @@ func TestStock_refusalWithReplicaAck_failover(t *testing.T) {
 }
 
 // TestWallet_crossGroupCreditWithoutReplicaAck_failover: with WithReplicaAck,
-// a transfer across slot groups posts the source (step 3) although the
-// replica never acknowledged the destination's credit (step 2). A failover
-// then loses the credit and keeps the debit. The first call reports
-// ErrReplicaAck; the same transfer sent again reports success, Recover finds
-// nothing to do, and the money is gone: the package promises that such a
-// transfer "ends posted or voided, never both, and no money is created or
-// destroyed", and that it "waits at each of its three steps".
+// a transfer across slot groups whose destination credit (step 2) no
+// replica acknowledged must not post the source (step 3) on the strength of
+// it: a failover loses the credit, and the debit would stay, the same
+// transfer sent again would report success and Recover would find nothing
+// to do. The package promises that such a transfer "ends posted or voided,
+// never both, and no money is created or destroyed".
 //
 // Every reply is delayed by a proxy so that the test can act between the
 // steps; it watches the keys to know when each step has run.
 func TestWallet_crossGroupCreditWithoutReplicaAck_failover(t *testing.T) {
-	knownBug(t, "wallet cross-group transfer posts the source after an unacknowledged destination credit (Ledger.settle, wallet/cross.go)")
 	ctx := t.Context()
 	p := redistest.NewPair(t, redistest.Options{})
 	a, b := p.Primary, p.Replica
@@ -123,10 +113,12 @@ func TestWallet_crossGroupCreditWithoutReplicaAck_failover(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	led := wallet.New(rdb, wallet.WithReplicaAck(1, 100*time.Millisecond))
 	defer led.Close()
+	plain := wallet.New(a.Client())
+	defer plain.Close()
 	for _, acct := range []string{"gx/a", "gy/b"} {
-		require.NoError(t, led.Open(ctx, acct, wallet.WithCurrency("CNY")))
+		require.NoError(t, plain.Open(ctx, acct, wallet.WithCurrency("CNY")))
 	}
-	_, err := led.Credit(ctx, wallet.Tx{ID: "fund", Account: "gx/a", Amount: 100})
+	_, err := plain.Credit(ctx, wallet.Tx{ID: "fund", Account: "gx/a", Amount: 100})
 	require.NoError(t, err)
 	require.NoError(t, p.Sync(ctx))
 	pxA.SetLatency(300 * time.Millisecond)
@@ -169,4 +161,122 @@ func TestWallet_crossGroupCreditWithoutReplicaAck_failover(t *testing.T) {
 	t.Logf("sent again: %v; Recover handled %d; source posted %d, destination posted %d; %+v", again, n, src.Posted, dst.Posted, trial)
 	require.Equal(t, int64(100), src.Posted+dst.Posted, "money was destroyed")
 	require.Zero(t, trial.NetTransfers(), "a transfer that is both posted and not credited")
+}
+
+// knownBug skips a test that demonstrates a library bug, unless
+// RELIABILITY_KNOWN_BUGS=1 asks to run it (and see it fail).
+func knownBug(t *testing.T, what string) {
+	t.Helper()
+	if os.Getenv("RELIABILITY_KNOWN_BUGS") == "" {
+		t.Skip("known bug: " + what + " (RELIABILITY_KNOWN_BUGS=1 runs it)")
+	}
+}
+
+// homeBucket is stock's routing of a buyer to a bucket (documented in
+// stock/scripts/deduct.lua): hash = hash*31 + byte, mod 2^32, mod buckets.
+func homeBucket(buyer string, buckets int) int {
+	var h uint32
+	for i := 0; i < len(buyer); i++ {
+		h = h*31 + uint32(buyer[i])
+	}
+	return int(h % uint32(buckets))
+}
+
+// TestStock_bucketTransferWithoutReplicaAck_failover: with WithReplicaAck,
+// a refill between the buckets of a hot SKU credits the receiving bucket
+// without the replica's acknowledgement, then deletes the giving bucket's
+// out-record. A failover that loses the credit but keeps the deletion
+// destroys the units in flight (the audit identity breaks), and, because
+// the receiving bucket applies transfers strictly in order, every later
+// transfer between the two buckets fails as "an earlier transfer is
+// missing". The package promises that each transfer "is credited exactly
+// once however often, however late and by however many callers it is
+// finished" and that Audit counts the units in flight.
+//
+// Every reply is delayed by a proxy so that the test can act between the
+// steps; it watches the keys to know when each step has run.
+func TestStock_bucketTransferWithoutReplicaAck_failover(t *testing.T) {
+	knownBug(t, "stock refills between buckets ignore ErrReplicaAck and delete the out-record unacknowledged (Inventory.transferOut/transferIn, stock/bucket.go)")
+	ctx := t.Context()
+	p := redistest.NewPair(t, redistest.Options{})
+	a, b := p.Primary, p.Replica
+	pxA, pxB := redistest.NewProxy(t, a.Addr()), redistest.NewProxy(t, b.Addr())
+	var target atomic.Pointer[string]
+	ta := pxA.Addr()
+	target.Store(&ta)
+	rdb := redis.NewClient(&redis.Options{Addr: "primary", ReadTimeout: 2 * time.Second,
+		Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, *target.Load())
+		}})
+	t.Cleanup(func() { _ = rdb.Close() })
+	admin := stock.New(a.Client())
+	defer admin.Close()
+	// Two buckets of 5 units; the buyer's home bucket must be refilled
+	// from the other one to sell 7.
+	require.NoError(t, admin.Create(ctx, "hot", 10, stock.WithBuckets(2)))
+	require.NoError(t, p.Sync(ctx))
+	inv := stock.New(rdb, stock.WithReplicaAck(1, 100*time.Millisecond))
+	defer inv.Close()
+	buyer := "b0"
+	for i := 1; homeBucket(buyer, 2) != 1; i++ {
+		buyer = fmt.Sprintf("b%d", i)
+	}
+	tagOf := map[int]string{0: "{hot}", 1: "{hot#1}"}
+	pxA.SetLatency(300 * time.Millisecond)
+	pxB.SetLatency(300 * time.Millisecond)
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := inv.Deduct(ctx, stock.Order{ID: "o-1", Buyer: buyer, Items: []stock.Item{{SKU: "hot", Qty: 7}}})
+		first <- err
+	}()
+	waitFor := func(what string, s *redistest.Server, cond func(c *redis.Client) bool) {
+		t.Helper()
+		c := s.Client()
+		for deadline := time.Now().Add(20 * time.Second); !cond(c); time.Sleep(2 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	outRecord := func(c *redis.Client) bool {
+		m, _ := c.HGetAll(ctx, "redkit:stock:v1:"+tagOf[0]+":transfers:hot").Result()
+		for k := range m {
+			if len(k) > 2 && k[:2] == "t-" {
+				return true
+			}
+		}
+		return false
+	}
+	credited := func(c *redis.Client) bool {
+		n, _ := c.XLen(ctx, "redkit:stock:v1:"+tagOf[1]+":journal:hot").Result()
+		return n >= 2 // create, transfer_in
+	}
+	// The units left bucket 0 and the replica has that: a failover begins.
+	waitFor("the out-record on the primary", a, outRecord)
+	waitFor("the out-record on the replica", b, outRecord)
+	require.NoError(t, b.Client().Do(ctx, "REPLICAOF", "NO", "ONE").Err())
+	// Bucket 1 is credited on the old primary only; then the old primary
+	// is demoted, and the out-record's deletion goes to the new primary.
+	waitFor("the credit on the old primary", a, credited)
+	host, port, _ := net.SplitHostPort(b.Addr())
+	require.NoError(t, a.Client().Do(ctx, "REPLICAOF", host, port).Err())
+	tb := pxB.Addr()
+	target.Store(&tb)
+	p.Primary, p.Replica = b, a
+
+	err := <-first
+	t.Logf("order: %v", err)
+	pxB.SetLatency(0)
+	waitFor("the out-record's deletion", b, func(c *redis.Client) bool { return !outRecord(c) })
+	check := stock.New(b.Client())
+	defer check.Close()
+	rep, aerr := check.Audit(ctx, "hot")
+	require.NoError(t, aerr)
+	t.Logf("audit: supply %d, levels %+v, in flight %d, problems %v", rep.Supply, rep.Levels, rep.InFlight, rep.Problems)
+	_, err = check.Deduct(ctx, stock.Order{ID: "o-2", Buyer: buyer, Items: []stock.Item{{SKU: "hot", Qty: 1}}})
+	t.Logf("a later order from the same bucket: %v", err)
+	require.Empty(t, rep.Problems, "units in flight were lost")
+	require.NoError(t, err)
 }

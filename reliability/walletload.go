@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -52,12 +51,7 @@ func (r *walletRecord) id() string {
 }
 
 type walletLoad struct {
-	prefix string
-	// cross: transfers across slot groups are part of the workload. On a
-	// deployment that fails over to a replica they can destroy money
-	// (TestWallet_crossGroupCreditWithoutReplicaAck_failover), so there
-	// they are left out unless RELIABILITY_KNOWN_BUGS is set.
-	cross   bool
+	prefix  string
 	replays []replayed
 	leds    []*wallet.Ledger
 	admin   redis.UniversalClient
@@ -71,8 +65,7 @@ type walletLoad struct {
 }
 
 func newWalletLoad(tb testing.TB, d Deployment, prefix string, hist *History) *walletLoad {
-	w := &walletLoad{prefix: prefix, admin: d.Admin(tb), hist: hist,
-		cross: !d.ReplicaAck() || os.Getenv("RELIABILITY_KNOWN_BUGS") != ""}
+	w := &walletLoad{prefix: prefix, admin: d.Admin(tb), hist: hist}
 	opts := []wallet.Option{wallet.WithKeyPrefix(prefix)}
 	if d.ReplicaAck() {
 		opts = append(opts, wallet.WithReplicaAck(1, AckTimeout))
@@ -193,7 +186,7 @@ func (w *walletLoad) client(ctx context.Context, c int, rng *rand.Rand, more fun
 		case p < 20:
 			mine = append(mine, w.batch(ctx, c, led, g, id, rng)...)
 			continue
-		case p < 26 && w.cross:
+		case p < 26:
 			k := rng.IntN(2)
 			r.kind, r.transfer = "transfer", wallet.Transfer{ID: id, From: crossPair[k], To: crossPair[1-k], Amount: amt}
 			if p >= 23 {
