@@ -7,6 +7,10 @@ import (
 	"github.com/redkit-go/redkit/reliability"
 )
 
+// TestFaults_singleServer runs the lock, stock and wallet workloads (8
+// clients × 1,000 operations each) on one server with AOF and appendfsync
+// always while every single-server fault hits it in turn, a lock holder
+// pausing past its lease included, and checks every history and invariant.
 func TestFaults_singleServer(t *testing.T) {
 	d := reliability.NewSingle(t)
 	reliability.Run(t, reliability.Scenario{
@@ -25,6 +29,9 @@ func TestFaults_singleServer(t *testing.T) {
 	})
 }
 
+// TestFaults_failover runs the workloads on a primary and replica, with
+// writes waiting for the replica, through failovers with the old primary
+// running and killed.
 func TestFaults_failover(t *testing.T) {
 	d := reliability.NewPair(t)
 	reliability.Run(t, reliability.Scenario{
@@ -35,6 +42,8 @@ func TestFaults_failover(t *testing.T) {
 	})
 }
 
+// TestFaults_clusterShardFailover runs the workloads on a 3-master Cluster
+// while the shards of their slot groups fail over in turn.
 func TestFaults_clusterShardFailover(t *testing.T) {
 	d := reliability.NewCluster(t)
 	reliability.Run(t, reliability.Scenario{
