@@ -158,26 +158,20 @@
 // failure message names it, with the longest linearization found and the
 // operations that could not follow it).
 //
-// # Known bugs
+// # Regression tests
 //
-// Tests that demonstrate a library bug are skipped with "known bug: ..."
-// unless RELIABILITY_KNOWN_BUGS=1. Until the bug is fixed the workloads
-// avoid it where it would fail every run, and say so:
+// Bugs this suite found, each fixed and kept as a test that reproduces the
+// exact sequence of the failure (every reply delayed by a proxy so the test
+// acts between the steps):
 //
-//   - TestStock_bucketTransferWithoutReplicaAck_failover: with
-//     WithReplicaAck, a refill between the buckets of a hot SKU ignores the
-//     replica acknowledgement of its "out" and "in" steps and deletes the
-//     out-record without one; a failover that loses the credit but keeps
-//     the deletion destroys the units in flight (or, losing the "out" but
-//     keeping the "in", creates units), and the audit identity breaks. The
-//     stock workload leaves the SKU split into buckets out on deployments
-//     that fail over to a replica (RELIABILITY_KNOWN_BUGS=1 puts it back).
-//
-// Regression tests for bugs this suite found and that are fixed:
-// TestWallet_refusalWithoutReplicaAck_failover (a refusal the replica did
-// not acknowledge was reported without ErrReplicaAck, and a failover then
-// let the declined transaction through) and
-// TestWallet_crossGroupCreditWithoutReplicaAck_failover (a transfer across
-// slot groups posted the source after an unacknowledged destination credit,
-// and a failover destroyed the money).
+//   - TestWallet_refusalWithoutReplicaAck_failover: a refusal the replica
+//     did not acknowledge was reported without ErrReplicaAck, and a failover
+//     then let the declined transaction through when it was sent again.
+//   - TestWallet_crossGroupCreditWithoutReplicaAck_failover: a transfer
+//     across slot groups posted the source after an unacknowledged
+//     destination credit, and a failover destroyed the money.
+//   - TestStock_bucketTransferWithoutReplicaAck_failover: a refill between
+//     the buckets of a hot SKU ignored the acknowledgement of its steps and
+//     deleted the out-record without one; a failover lost the units in
+//     flight (or created units).
 package reliability

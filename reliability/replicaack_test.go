@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -163,15 +162,6 @@ func TestWallet_crossGroupCreditWithoutReplicaAck_failover(t *testing.T) {
 	require.Zero(t, trial.NetTransfers(), "a transfer that is both posted and not credited")
 }
 
-// knownBug skips a test that demonstrates a library bug, unless
-// RELIABILITY_KNOWN_BUGS=1 asks to run it (and see it fail).
-func knownBug(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv("RELIABILITY_KNOWN_BUGS") == "" {
-		t.Skip("known bug: " + what + " (RELIABILITY_KNOWN_BUGS=1 runs it)")
-	}
-}
-
 // homeBucket is stock's routing of a buyer to a bucket (documented in
 // stock/scripts/deduct.lua): hash = hash*31 + byte, mod 2^32, mod buckets.
 func homeBucket(buyer string, buckets int) int {
@@ -196,7 +186,6 @@ func homeBucket(buyer string, buckets int) int {
 // Every reply is delayed by a proxy so that the test can act between the
 // steps; it watches the keys to know when each step has run.
 func TestStock_bucketTransferWithoutReplicaAck_failover(t *testing.T) {
-	knownBug(t, "stock refills between buckets ignore ErrReplicaAck and delete the out-record unacknowledged (Inventory.transferOut/transferIn, stock/bucket.go)")
 	ctx := t.Context()
 	p := redistest.NewPair(t, redistest.Options{})
 	a, b := p.Primary, p.Replica
@@ -268,15 +257,25 @@ func TestStock_bucketTransferWithoutReplicaAck_failover(t *testing.T) {
 
 	err := <-first
 	t.Logf("order: %v", err)
+	require.ErrorIs(t, err, stock.ErrUnknownOutcome, "the credit was not acknowledged: the order is not decided")
 	pxB.SetLatency(0)
-	waitFor("the out-record's deletion", b, func(c *redis.Client) bool { return !outRecord(c) })
+	require.True(t, outRecord(b.Client()), "the transfer stays in flight on the new primary")
 	check := stock.New(b.Client())
 	defer check.Close()
 	rep, aerr := check.Audit(ctx, "hot")
 	require.NoError(t, aerr)
 	t.Logf("audit: supply %d, levels %+v, in flight %d, problems %v", rep.Supply, rep.Levels, rep.InFlight, rep.Problems)
+	require.Empty(t, rep.Problems, "units in flight are counted")
+
+	// The order sent again finishes the transfer and is decided.
+	_, err = inv.Deduct(ctx, stock.Order{ID: "o-1", Buyer: buyer, Items: []stock.Item{{SKU: "hot", Qty: 7}}})
+	require.NoError(t, err)
 	_, err = check.Deduct(ctx, stock.Order{ID: "o-2", Buyer: buyer, Items: []stock.Item{{SKU: "hot", Qty: 1}}})
 	t.Logf("a later order from the same bucket: %v", err)
-	require.Empty(t, rep.Problems, "units in flight were lost")
 	require.NoError(t, err)
+	rep, aerr = check.Audit(ctx, "hot")
+	require.NoError(t, aerr)
+	require.True(t, rep.OK(), "%+v", rep)
+	require.Equal(t, int64(8), rep.Levels.Sold)
+	require.Equal(t, int64(10), rep.Levels.Available+rep.Levels.Sold+rep.InFlight)
 }

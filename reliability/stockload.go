@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -47,17 +46,11 @@ type stockRecord struct {
 type stockLoad struct {
 	prefix string
 	ack    bool
-	// hot: the SKU split into buckets is part of the workload. On a
-	// deployment that fails over to a replica, a refill between buckets can
-	// lose or create the units in flight
-	// (TestStock_bucketTransferWithoutReplicaAck_failover), so there it is
-	// left out unless RELIABILITY_KNOWN_BUGS is set.
-	hot   bool
-	invs  []*stock.Inventory
-	admin redis.UniversalClient
-	vinv  *stock.Inventory // verification, on admin
-	hist  *History
-	prog  Progress
+	invs   []*stock.Inventory
+	admin  redis.UniversalClient
+	vinv   *stock.Inventory // verification, on admin
+	hist   *History
+	prog   Progress
 
 	mu      sync.Mutex
 	records []*stockRecord
@@ -65,8 +58,7 @@ type stockLoad struct {
 }
 
 func newStockLoad(tb testing.TB, d Deployment, prefix string, hist *History) *stockLoad {
-	w := &stockLoad{prefix: prefix, ack: d.ReplicaAck(), admin: d.Admin(tb), hist: hist,
-		hot: !d.ReplicaAck() || os.Getenv("RELIABILITY_KNOWN_BUGS") != ""}
+	w := &stockLoad{prefix: prefix, ack: d.ReplicaAck(), admin: d.Admin(tb), hist: hist}
 	opts := []stock.Option{stock.WithKeyPrefix(prefix), stock.WithReclaimInterval(0)}
 	if w.ack {
 		opts = append(opts, stock.WithReplicaAck(1, AckTimeout))
@@ -150,7 +142,7 @@ func (w *stockLoad) client(ctx context.Context, c int, rng *rand.Rand, more func
 		case p < 8 && len(mine) > 0:
 			w.replay(ctx, inv, mine[rng.IntN(len(mine))])
 			continue
-		case p < 15 && w.hot:
+		case p < 15:
 			buyer := fmt.Sprintf("b%d", rng.IntN(16))
 			r := &stockRecord{kind: "deduct", sku: hotSKU, qty: int64(1 + rng.IntN(2))}
 			r.order = stock.Order{ID: id, Buyer: buyer, Items: []stock.Item{{SKU: hotSKU, Qty: r.qty}}}
@@ -165,11 +157,11 @@ func (w *stockLoad) client(ctx context.Context, c int, rng *rand.Rand, more func
 		case p < 35:
 			mine = append(mine, w.batch(ctx, c, inv, g, id, rng)...)
 			continue
-		case p < 37 && w.hot:
+		case p < 37:
 			r := &stockRecord{kind: "restock", op: id, sku: hotSKU, qty: int64(1 + rng.IntN(3))}
 			w.write(ctx, c, inv, r, "", StockIn{})
 			continue
-		case p < 39 && w.hot:
+		case p < 39:
 			var sold *stockRecord
 			for _, m := range mine {
 				if m.kind == "deduct" && m.sku == hotSKU && len(m.answer) > 1 && m.answer[:2] == "ok" {

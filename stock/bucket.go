@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redkit-go/redkit/internal/retry"
+	"github.com/redkit-go/redkit/internal/script"
 )
 
 // MaxBuckets is the most buckets a SKU can be split into.
@@ -143,13 +144,28 @@ func (inv *Inventory) refill(ctx context.Context, sku string, want int64, to int
 }
 
 func (inv *Inventory) transferOut(ctx context.Context, from, sku, id string, want int64, to int) (qty, seq int64, err error) {
-	reply, _, err := inv.write(ctx, xferScript,
+	reply, ackErr, err := inv.write(ctx, xferScript,
 		[]string{inv.skuKey(from, sku), inv.journalKey(from, sku), inv.transfersKey(from, sku)},
 		[]any{"out", sku, id, want, to})
+	if err == nil && ackErr != nil {
+		err = unacked(ackErr)
+	}
 	if err != nil {
 		return 0, 0, err
 	}
 	return num(reply, 0), num(reply, 1), nil
+}
+
+// unacked is the error of a refill stopped at a transfer step its replicas
+// did not acknowledge (WithReplicaAck). Going on would build on a step a
+// failover may undo: units credited that never left the other bucket, or an
+// out-record deleted for a credit that is then lost. The transfer stays in
+// flight (Audit counts it) and the next refill finishes it once the
+// replicas acknowledge; the order that needed the units is not decided, so
+// calling again with the same ID decides it.
+func unacked(ackErr error) error {
+	return fmt.Errorf("transfer between buckets in flight, stopped after a step the replicas did not acknowledge: %w: %w",
+		ErrUnknownOutcome, ackErr)
 }
 
 // transferIn credits transfer p to its bucket, first crediting the earlier
@@ -157,9 +173,12 @@ func (inv *Inventory) transferOut(ctx context.Context, from, sku, id string, wan
 // then deletes p's out-record.
 func (inv *Inventory) transferIn(ctx context.Context, tags []string, sku string, p pendingTransfer) error {
 	for attempt := 0; ; attempt++ {
-		reply, _, err := inv.write(ctx, xferScript,
+		reply, ackErr, err := inv.write(ctx, xferScript,
 			[]string{inv.skuKey(tags[p.to], sku), inv.journalKey(tags[p.to], sku)},
 			[]any{"in", sku, p.id, p.qty, p.from, p.seq})
+		if err == nil && ackErr != nil {
+			err = unacked(ackErr) // keep the out-record: the credit may yet be lost
+		}
 		if err != nil {
 			return err
 		}
@@ -241,8 +260,20 @@ func (inv *Inventory) bucketState(ctx context.Context, tags []string, sku string
 }
 
 // finish credits the transfers ps and returns the units credited to bucket
-// to.
+// to. Their out-records were read, not written, here: with WithReplicaAck
+// the replicas must have each giving bucket's records before any is
+// credited.
 func (inv *Inventory) finish(ctx context.Context, tags []string, sku string, to int, ps []pendingTransfer) (int64, error) {
+	acked := map[int]bool{}
+	for _, p := range ps {
+		if acked[p.from] {
+			continue
+		}
+		if _, err := script.Acked(ctx, inv.rdb, inv.cfg.ack, inv.transfersKey(tags[p.from], sku)); err != nil {
+			return 0, unacked(err)
+		}
+		acked[p.from] = true
+	}
 	var n int64
 	for _, p := range ps {
 		if err := inv.transferIn(ctx, tags, sku, p); err != nil {

@@ -70,6 +70,42 @@ func TestInventory_WithReplicaAck_pair(t *testing.T) {
 	require.Equal(t, int64(2), res.Levels["sku"].Sold, "the write happened")
 }
 
+// A refill between the buckets of a hot SKU never goes past a transfer
+// step its replicas did not acknowledge: a failover could lose the units in
+// flight or create some. The order is not decided (ErrUnknownOutcome), the
+// units stay in flight (Audit counts them), and the order sent again
+// finishes the transfer once the replicas acknowledge.
+func TestInventory_WithReplicaAck_bucketRefillWaitsForEachStep(t *testing.T) {
+	p := redistest.NewPair(t, redistest.Options{})
+	rdb := p.Primary.Client(func(o *redis.Options) { o.ReadTimeout = 5 * time.Second })
+	ctx := t.Context()
+	inv := stock.New(rdb, stock.WithReplicaAck(1, time.Second), stock.WithReclaimInterval(0))
+	defer inv.Close()
+	require.NoError(t, inv.Create(ctx, "hot", 10, stock.WithBuckets(2))) // 5 units a bucket
+	buyer := buyerOfBucket(1, 2)
+	o := order("o-1", buyer, "hot", 7)
+
+	short := stock.New(rdb, stock.WithReplicaAck(2, 100*time.Millisecond), stock.WithReclaimInterval(0)) // one replica: never enough
+	defer short.Close()
+	_, err := short.Deduct(ctx, o)
+	require.ErrorIs(t, err, stock.ErrUnknownOutcome)
+	require.ErrorIs(t, err, stock.ErrReplicaAck)
+	rep, err := inv.Audit(ctx, "hot")
+	require.NoError(t, err)
+	require.True(t, rep.OK(), "%+v", rep)
+	require.Equal(t, int64(5), rep.InFlight, "out of bucket 0, not credited to bucket 1")
+	require.Zero(t, rep.Levels.Sold)
+
+	res, err := inv.Deduct(ctx, o) // the same order, with replicas that acknowledge
+	require.NoError(t, err)
+	require.False(t, res.Replayed, "decided now, not before")
+	rep, err = inv.Audit(ctx, "hot")
+	require.NoError(t, err)
+	require.True(t, rep.OK(), "%+v", rep)
+	require.Equal(t, stock.Levels{Available: 3, Sold: 7}, rep.Levels)
+	require.Zero(t, rep.InFlight)
+}
+
 func TestInventory_WithReplicaAck_cluster(t *testing.T) {
 	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3, Replicas: 1})
 	rdb := c.Client(func(o *redis.ClusterOptions) { o.ReadTimeout = 5 * time.Second })

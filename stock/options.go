@@ -79,7 +79,12 @@ var ErrReplicaAck = script.ErrReplicaAck
 // WithReplicaAck makes every write wait until n replicas acknowledged it,
 // at most timeout (default: no waiting). WAIT is pipelined with the script on
 // the connection to the primary that owns the SKU's slot, so it counts this
-// write. timeout must be shorter than the client's ReadTimeout.
+// write (and, for a replay, the first call's). timeout must be shorter than
+// the client's ReadTimeout. A refill between the buckets of a SKU split into
+// buckets never goes past a transfer step its replicas did not acknowledge:
+// the order then fails with ErrUnknownOutcome and ErrReplicaAck, undecided,
+// its units in flight (Audit counts them), and calling again with the same
+// order finishes the transfer once the replicas acknowledge.
 func WithReplicaAck(n int, timeout time.Duration) Option {
 	return optionFunc(func(c *config) {
 		c.ack = script.Ack{Replicas: max(n, 0), Timeout: timeout, Required: true}
