@@ -45,3 +45,24 @@ func TestSnapshot(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, before, after)
 }
+
+// RequireUnchanged passes when nothing changed and fails, naming the key,
+// when a key under the pattern changed or the database grew.
+func TestState_RequireUnchanged(t *testing.T) {
+	rdb := redistest.New(t, redistest.Options{}).Client()
+	ctx := t.Context()
+	require.NoError(t, rdb.HSet(ctx, "p:a", "f", 1).Err())
+	fails := func(change func()) string {
+		before := redistest.Capture(t, rdb, "p:*")
+		change()
+		f := &fatalTB{TB: t}
+		done := make(chan struct{})
+		go func() { defer close(done); before.RequireUnchanged(f, rdb, "the call") }()
+		<-done
+		return f.msg
+	}
+	require.Empty(t, fails(func() {}))
+	require.Contains(t, fails(func() { rdb.HSet(ctx, "p:a", "f", 2) }), "p:a")
+	require.Contains(t, fails(func() { rdb.Del(ctx, "p:a") }), "p:a (deleted)")
+	require.Contains(t, fails(func() { rdb.Set(ctx, "elsewhere", 1, 0) }), "grew the database")
+}

@@ -3,7 +3,6 @@ package stock_test
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -45,42 +44,6 @@ func fuzzInventory(t *testing.T, rdb *redis.Client) (*stock.Inventory, string) {
 	return inv, prefix
 }
 
-// state is the content of every key under prefix and the database size.
-type state struct {
-	keys map[string]string
-	size int64
-}
-
-func snapshot(t *testing.T, rdb *redis.Client, prefix string) state {
-	t.Helper()
-	ks, err := redistest.Snapshot(t.Context(), rdb, prefix+":*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return state{keys: ks, size: rdb.DBSize(t.Context()).Val()}
-}
-
-// requireUnchanged fails when a refused call changed a key under prefix or
-// added a key anywhere.
-func requireUnchanged(t *testing.T, rdb *redis.Client, prefix string, before state, what string) {
-	t.Helper()
-	after := snapshot(t, rdb, prefix)
-	if !reflect.DeepEqual(before.keys, after.keys) {
-		t.Fatalf("%s was refused but changed the keys under %s: %v -> %v", what, prefix, keyNames(before.keys), keyNames(after.keys))
-	}
-	if after.size > before.size {
-		t.Fatalf("%s was refused but the database grew from %d to %d keys", what, before.size, after.size)
-	}
-}
-
-func keyNames(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
-}
-
 // requireTagged fails unless every key under prefix carries exactly one hash
 // tag: the slot group g, or g#k for bucket k < buckets of a hot SKU.
 func requireTagged(t *testing.T, rdb *redis.Client, prefix, g string, buckets int) {
@@ -118,13 +81,13 @@ func FuzzCreate(f *testing.F) {
 		ctx := t.Context()
 		want := validName(sku) && (initial == 0 || validAmount(initial)) &&
 			(limit == 0 || validAmount(limit)) && buckets >= 0 && buckets <= stock.MaxBuckets
-		before := snapshot(t, rdb, prefix)
+		before := redistest.Capture(t, rdb, prefix+":*")
 		err := inv.Create(ctx, sku, initial, stock.WithBuyerLimit(limit), stock.WithBuckets(buckets))
 		if !want {
 			if !errors.Is(err, stock.ErrInvalid) {
 				t.Fatalf("Create(%q, %d, limit %d, buckets %d) = %v, want ErrInvalid", sku, initial, limit, buckets, err)
 			}
-			requireUnchanged(t, rdb, prefix, before, "create")
+			before.RequireUnchanged(t, rdb, "a refused create")
 			return
 		}
 		if err != nil {
@@ -164,14 +127,14 @@ func FuzzDeduct(f *testing.F) {
 			}
 		}
 		o := stock.Order{ID: orderID, Buyer: buyer, Items: []stock.Item{{SKU: sku, Qty: qty}}}
-		before := snapshot(t, rdb, prefix)
+		before := redistest.Capture(t, rdb, prefix+":*")
 		res, err := inv.Deduct(ctx, o)
 		switch {
 		case !names || !validAmount(qty):
 			if !errors.Is(err, stock.ErrInvalid) {
 				t.Fatalf("Deduct(%+v) = %v, want ErrInvalid", o, err)
 			}
-			requireUnchanged(t, rdb, prefix, before, "deduct")
+			before.RequireUnchanged(t, rdb, "a refused deduct")
 		case qty > supply:
 			if !errors.Is(err, stock.ErrSoldOut) {
 				t.Fatalf("Deduct(%+v) = %v, want ErrSoldOut", o, err)
@@ -191,7 +154,7 @@ func FuzzDeduct(f *testing.F) {
 		}
 
 		r := stock.Order{ID: "r-" + buyer, Buyer: buyer, Items: []stock.Item{{SKU: sku, Qty: 1}}}
-		before = snapshot(t, rdb, prefix)
+		before = redistest.Capture(t, rdb, prefix+":*")
 		d := time.Duration(ttl)
 		_, err = inv.Reserve(ctx, r, d)
 		switch {
@@ -199,7 +162,7 @@ func FuzzDeduct(f *testing.F) {
 			if !errors.Is(err, stock.ErrInvalid) {
 				t.Fatalf("Reserve(%+v, %v) = %v, want ErrInvalid", r, d, err)
 			}
-			requireUnchanged(t, rdb, prefix, before, "reserve")
+			before.RequireUnchanged(t, rdb, "a refused reserve")
 		case err != nil && !errors.Is(err, stock.ErrSoldOut) && !errors.As(err, new(*stock.ConflictError)):
 			// A conflict: the fuzzer chose orderID == r.ID.
 			t.Fatalf("Reserve(%+v, %v): %v", r, d, err)

@@ -3,7 +3,6 @@ package wallet_test
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"regexp"
 	"testing"
 	"time"
@@ -45,33 +44,6 @@ func fuzzLedger(t *testing.T, rdb *redis.Client) (*wallet.Ledger, string) {
 	return led, prefix
 }
 
-type state struct {
-	keys map[string]string
-	size int64
-}
-
-func snapshot(t *testing.T, rdb *redis.Client, prefix string) state {
-	t.Helper()
-	ks, err := redistest.Snapshot(t.Context(), rdb, prefix+":*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return state{keys: ks, size: rdb.DBSize(t.Context()).Val()}
-}
-
-// requireUnchanged fails when a refused call changed a key under prefix or
-// added a key anywhere.
-func requireUnchanged(t *testing.T, rdb *redis.Client, prefix string, before state, what string) {
-	t.Helper()
-	after := snapshot(t, rdb, prefix)
-	if !reflect.DeepEqual(before.keys, after.keys) {
-		t.Fatalf("%s was refused but changed keys under %s (%d keys before, %d after)", what, prefix, len(before.keys), len(after.keys))
-	}
-	if after.size > before.size {
-		t.Fatalf("%s was refused but the database grew from %d to %d keys", what, before.size, after.size)
-	}
-}
-
 // requireTagged fails unless every key under prefix carries exactly the hash
 // tag g.
 func requireTagged(t *testing.T, rdb *redis.Client, prefix, g string) {
@@ -103,13 +75,13 @@ func FuzzOpen(f *testing.F) {
 	f.Fuzz(func(t *testing.T, account, currency string, overdraft int64) {
 		led, prefix := fuzzLedger(t, rdb)
 		ctx := t.Context()
-		before := snapshot(t, rdb, prefix)
+		before := redistest.Capture(t, rdb, prefix+":*")
 		err := led.Open(ctx, account, wallet.WithCurrency(currency), wallet.WithOverdraft(overdraft))
 		if !validName(account) || !validCurrency(currency) || overdraft < 0 || overdraft > 1<<53-1 {
 			if !errors.Is(err, wallet.ErrInvalid) {
 				t.Fatalf("Open(%q, %q, overdraft %d) = %v, want ErrInvalid", account, currency, overdraft, err)
 			}
-			requireUnchanged(t, rdb, prefix, before, "open")
+			before.RequireUnchanged(t, rdb, "a refused open")
 			return
 		}
 		if err != nil {
@@ -149,7 +121,7 @@ func FuzzDebit(f *testing.F) {
 			}
 		}
 		tx := wallet.Tx{ID: txID, Account: account, Amount: amount, Currency: currency, Memo: memo}
-		before := snapshot(t, rdb, prefix)
+		before := redistest.Capture(t, rdb, prefix+":*")
 		res, err := led.Debit(ctx, tx)
 		switch {
 		case !validName(txID) || !validName(account) || !validAmount(amount) ||
@@ -157,7 +129,7 @@ func FuzzDebit(f *testing.F) {
 			if !errors.Is(err, wallet.ErrInvalid) {
 				t.Fatalf("Debit(%+v) = %v, want ErrInvalid", tx, err)
 			}
-			requireUnchanged(t, rdb, prefix, before, "debit")
+			before.RequireUnchanged(t, rdb, "a refused debit")
 		case txID == seedTx:
 			if !conflict(err) {
 				t.Fatalf("Debit(%+v) reusing the credit's ID = %v, want a ConflictError", tx, err)
@@ -182,14 +154,14 @@ func FuzzDebit(f *testing.F) {
 		}
 
 		h := wallet.HoldReq{ID: "hold-1", Account: account, Amount: 1, TTL: time.Duration(ttl)}
-		before = snapshot(t, rdb, prefix)
+		before = redistest.Capture(t, rdb, prefix+":*")
 		_, err = led.Hold(ctx, h)
 		switch {
 		case !validName(account) || h.TTL < time.Second || h.TTL > 7*24*time.Hour:
 			if !errors.Is(err, wallet.ErrInvalid) {
 				t.Fatalf("Hold(%+v) = %v, want ErrInvalid", h, err)
 			}
-			requireUnchanged(t, rdb, prefix, before, "hold")
+			before.RequireUnchanged(t, rdb, "a refused hold")
 		case err != nil && !errors.Is(err, wallet.ErrInsufficientFunds) && !conflict(err):
 			t.Fatalf("Hold(%+v): %v", h, err)
 		}
