@@ -198,7 +198,7 @@ func RunStockBulk(tb testing.TB, r BulkRun) Row {
 				if !stockAnswer(err) {
 					retried[w]++
 					var known bool
-					err, known, _ = settle(ctx, func() error { _, err := inv.Deduct(ctx, orders[k]); return err }, stockAnswer)
+					known, _, err = settle(ctx, func() error { _, err := inv.Deduct(ctx, orders[k]); return err }, stockAnswer)
 					if !known {
 						continue
 					}
@@ -343,7 +343,7 @@ func RunWalletBulk(tb testing.TB, r BulkRun) Row {
 				if !walletAnswer(err) {
 					retried[w]++
 					var known bool
-					err, known, _ = settle(ctx, func() error { _, err := led.Transfer(ctx, ts[k]); return err }, walletAnswer)
+					known, _, err = settle(ctx, func() error { _, err := led.Transfer(ctx, ts[k]); return err }, walletAnswer)
 					if !known {
 						continue
 					}

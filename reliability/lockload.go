@@ -71,7 +71,6 @@ type lockLoad struct {
 	maxHold time.Duration
 
 	mu     sync.Mutex
-	ops    int
 	writes map[string]fencedWrite // acknowledged writes by operation ID
 	unsure []unsureAccess
 	// refused holds writes the fence refused for certain.
@@ -265,7 +264,7 @@ func (w *lockLoad) access(ctx context.Context, c int, rdb redis.UniversalClient,
 	call, callT := w.hist.Now(), time.Now()
 	var res string
 	unacked := false
-	err, known, calls := settle(ctx, func() error {
+	known, calls, err := settle(ctx, func() error {
 		var err error
 		res, unacked, err = w.run(ctx, rdb, keys, args)
 		if err == nil && unacked {

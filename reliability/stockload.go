@@ -285,7 +285,7 @@ func (w *stockLoad) write(ctx context.Context, c int, inv *stock.Inventory, r *s
 // the answer to its first call (made in a batch).
 func (w *stockLoad) finish(ctx context.Context, c int, inv *stock.Inventory, r *stockRecord, g string, in StockIn, call int64, callT time.Time, first *stock.BatchResult) {
 	var res stock.Result
-	err, known, calls := settle(ctx, func() error {
+	known, calls, err := settle(ctx, func() error {
 		if b := first; b != nil {
 			first = nil
 			res = b.Result
@@ -355,7 +355,7 @@ func (w *stockLoad) replay(ctx context.Context, inv *stock.Inventory, r *stockRe
 	rr := *r
 	rr.kind = kind
 	var res stock.Result
-	err, known, _ := settle(ctx, func() error {
+	known, _, err := settle(ctx, func() error {
 		var err error
 		res, err = w.call(ctx, inv, &rr)
 		return err
@@ -435,7 +435,7 @@ func (w *stockLoad) verify(ctx context.Context) Tally {
 		}
 		res, err, known := func() (stock.Result, error, bool) {
 			var res stock.Result
-			err, known, _ := settle(ctx, func() error {
+			known, _, err := settle(ctx, func() error {
 				var err error
 				res, err = w.call(ctx, w.vinv, r)
 				return err

@@ -219,7 +219,7 @@ func (w *walletLoad) write(ctx context.Context, c int, led *wallet.Ledger, r *wa
 // is the answer to its first call (made in a batch).
 func (w *walletLoad) finish(ctx context.Context, c int, led *wallet.Ledger, r *walletRecord, g string, in BankIn, call int64, callT time.Time, first *wallet.BatchResult) {
 	var res wallet.Result
-	err, known, calls := settle(ctx, func() error {
+	known, calls, err := settle(ctx, func() error {
 		if b := first; b != nil {
 			first = nil
 			res = b.Result
@@ -293,7 +293,7 @@ func (w *walletLoad) batch(ctx context.Context, c int, led *wallet.Ledger, g, id
 // replay resubmits a decided transaction: it must get the first answer.
 func (w *walletLoad) replay(ctx context.Context, led *wallet.Ledger, r *walletRecord) {
 	var res wallet.Result
-	err, known, _ := settle(ctx, func() error {
+	known, _, err := settle(ctx, func() error {
 		var err error
 		res, err = w.call(ctx, led, r)
 		return err
@@ -350,7 +350,7 @@ func (w *walletLoad) verify(ctx context.Context) Tally {
 			continue
 		}
 		var res wallet.Result
-		err, known, _ := settle(ctx, func() error {
+		known, _, err := settle(ctx, func() error {
 			var err error
 			res, err = w.call(ctx, w.vled, r)
 			return err

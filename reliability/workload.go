@@ -72,18 +72,18 @@ type workload interface {
 var SettleBudget = 8 * time.Second
 
 // settle calls op until it returns an answer (answer(err) is true), ctx
-// ends or the budget runs out; it reports whether the last error is an
-// answer, and how many calls it made. Every call must carry the same
-// operation ID.
-func settle(ctx context.Context, op func() error, answer func(error) bool) (error, bool, int) {
+// ends or the budget runs out; it returns whether the last error is an
+// answer, how many calls it made, and that error. Every call must carry the
+// same operation ID.
+func settle(ctx context.Context, op func() error, answer func(error) bool) (known bool, calls int, err error) {
 	deadline := time.Now().Add(SettleBudget)
 	for n := 1; ; n++ {
 		err := op()
 		if answer(err) {
-			return err, true, n
+			return true, n, err
 		}
 		if ctx.Err() != nil || time.Now().After(deadline) {
-			return err, false, n
+			return false, n, err
 		}
 		t := time.NewTimer(time.Duration(10+rand.IntN(30)) * time.Millisecond)
 		select {
