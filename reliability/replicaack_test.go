@@ -98,18 +98,8 @@ func TestStock_refusalWithReplicaAck_failover(t *testing.T) {
 // steps; it watches the keys to know when each step has run.
 func TestWallet_crossGroupCreditWithoutReplicaAck_failover(t *testing.T) {
 	ctx := t.Context()
-	p := redistest.NewPair(t, redistest.Options{})
+	p, rdb, pxA, pxB, target := proxiedPair(t)
 	a, b := p.Primary, p.Replica
-	pxA, pxB := redistest.NewProxy(t, a.Addr()), redistest.NewProxy(t, b.Addr())
-	var target atomic.Pointer[string]
-	ta := pxA.Addr()
-	target.Store(&ta)
-	rdb := redis.NewClient(&redis.Options{Addr: "primary", ReadTimeout: 2 * time.Second,
-		Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, *target.Load())
-		}})
-	t.Cleanup(func() { _ = rdb.Close() })
 	led := wallet.New(rdb, wallet.WithReplicaAck(1, 100*time.Millisecond))
 	defer led.Close()
 	plain := wallet.New(a.Client())
@@ -143,8 +133,7 @@ func TestWallet_crossGroupCreditWithoutReplicaAck_failover(t *testing.T) {
 	waitKey(a, "redkit:wallet:v1:{gy}:xin:x-1")
 	host, port, _ := net.SplitHostPort(b.Addr())
 	require.NoError(t, a.Client().Do(ctx, "REPLICAOF", host, port).Err())
-	tb := pxB.Addr()
-	target.Store(&tb)
+	target(pxB)
 	p.Primary, p.Replica = b, a
 
 	err = <-first
@@ -187,18 +176,8 @@ func homeBucket(buyer string, buckets int) int {
 // steps; it watches the keys to know when each step has run.
 func TestStock_bucketTransferWithoutReplicaAck_failover(t *testing.T) {
 	ctx := t.Context()
-	p := redistest.NewPair(t, redistest.Options{})
+	p, rdb, pxA, pxB, target := proxiedPair(t)
 	a, b := p.Primary, p.Replica
-	pxA, pxB := redistest.NewProxy(t, a.Addr()), redistest.NewProxy(t, b.Addr())
-	var target atomic.Pointer[string]
-	ta := pxA.Addr()
-	target.Store(&ta)
-	rdb := redis.NewClient(&redis.Options{Addr: "primary", ReadTimeout: 2 * time.Second,
-		Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, *target.Load())
-		}})
-	t.Cleanup(func() { _ = rdb.Close() })
 	admin := stock.New(a.Client())
 	defer admin.Close()
 	// Two buckets of 5 units; the buyer's home bucket must be refilled
@@ -251,8 +230,7 @@ func TestStock_bucketTransferWithoutReplicaAck_failover(t *testing.T) {
 	waitFor("the credit on the old primary", a, credited)
 	host, port, _ := net.SplitHostPort(b.Addr())
 	require.NoError(t, a.Client().Do(ctx, "REPLICAOF", host, port).Err())
-	tb := pxB.Addr()
-	target.Store(&tb)
+	target(pxB)
 	p.Primary, p.Replica = b, a
 
 	err := <-first
@@ -278,4 +256,22 @@ func TestStock_bucketTransferWithoutReplicaAck_failover(t *testing.T) {
 	require.True(t, rep.OK(), "%+v", rep)
 	require.Equal(t, int64(8), rep.Levels.Sold)
 	require.Equal(t, int64(10), rep.Levels.Available+rep.Levels.Sold+rep.InFlight)
+}
+
+// proxiedPair starts a primary and a replica, each behind a fault proxy,
+// and a client that dials whichever proxy target last named (the primary's
+// at first), as a client that follows a failover does.
+func proxiedPair(t *testing.T) (p *redistest.Pair, rdb *redis.Client, pxA, pxB *redistest.Proxy, target func(*redistest.Proxy)) {
+	p = redistest.NewPair(t, redistest.Options{})
+	pxA, pxB = redistest.NewProxy(t, p.Primary.Addr()), redistest.NewProxy(t, p.Replica.Addr())
+	var addr atomic.Pointer[string]
+	target = func(px *redistest.Proxy) { a := px.Addr(); addr.Store(&a) }
+	target(pxA)
+	rdb = redis.NewClient(&redis.Options{Addr: "primary", ReadTimeout: 2 * time.Second,
+		Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, *addr.Load())
+		}})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return p, rdb, pxA, pxB, target
 }
