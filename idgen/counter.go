@@ -38,6 +38,11 @@ type counter struct {
 	mu       sync.Mutex
 	replicas int
 	probedAt time.Duration // mono() of the last probe; 0 = never
+	// seen: a replica was once connected to the key's primary. From then on
+	// every reservation waits for one, even while a probe counts none (a
+	// replica resyncing after a failover, or cut off): reserving without
+	// one then would let the next failover hand the range out again.
+	seen bool
 }
 
 func counterKey(prefix, name string) string {
@@ -111,8 +116,13 @@ func (c *counter) replicaCount(ctx context.Context) (int, error) {
 		n = 0
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n > 0 {
+		c.seen = true
+	} else if c.seen {
+		n = 1
+	}
 	c.replicas, c.probedAt = n, now
-	c.mu.Unlock()
 	return n, nil
 }
 

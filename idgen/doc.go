@@ -64,15 +64,16 @@
 // one already handed out. Run with a replica (or AOF with appendfsync always
 // and no failover) when that matters.
 //
-// "Has replicas" means replicas connected to the primary at probe time
-// (connected_slaves of INFO replication). A replica that disconnects (it
-// died, or a network partition cut it off) stops being counted at the next
-// probe, and reservations then proceed without acknowledgement; if that
-// replica is later promoted (a split brain), ranges reserved in between can
-// be handed out again. Set min-replicas-to-write 1 on the primary to make it
-// refuse writes while no replica is connected. A server whose INFO is
-// refused (an ACL without it, some managed services) counts as having no
-// replicas.
+// "Has replicas" means a replica was connected to the primary
+// (connected_slaves of INFO replication) at some probe since the generator
+// was made. From then on every reservation waits for a replica's
+// acknowledgement, also while none is connected (one resyncing after a
+// failover, or cut off by a partition): the fetch fails, a Segment serves
+// its runway, and IDs come again once a replica acknowledges. Going on
+// without one would let the next failover hand those ranges out again. A
+// deployment that drops its replicas for good needs its processes restarted.
+// A server whose INFO is refused (an ACL without it, some managed services)
+// counts as having no replicas.
 //
 // Snowflake. The wall clock is read once, when the generator starts; elapsed
 // time comes from Go's monotonic clock, so wall-clock steps in a running

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -261,6 +262,26 @@ func TestSegment_replicaAck_required(t *testing.T) {
 	require.ErrorIs(t, got, idgen.ErrUnavailable)
 	require.ErrorContains(t, got, "replica")
 	require.NoError(t, p.Replica.Resume())
+	require.Eventually(t, func() bool { _, err := seg.Next(t.Context()); return err == nil }, 30*time.Second, 20*time.Millisecond)
+
+	// A replica that is gone (the primary counts none connected) is waited
+	// for all the same: reserving without it would let a later failover to
+	// it hand the range out again.
+	require.NoError(t, p.Replica.Kill())
+	require.Eventually(t, func() bool {
+		info, _ := rdb.Info(t.Context(), "replication").Result()
+		return strings.Contains(info, "connected_slaves:0")
+	}, 30*time.Second, 20*time.Millisecond)
+	got = nil
+	for i := 0; i < 100 && got == nil; i++ {
+		_, got = seg.Next(t.Context())
+	}
+	require.ErrorIs(t, got, idgen.ErrUnavailable)
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		_, err := seg.Next(t.Context()) // re-probed after each failure: still no range without a replica
+		require.ErrorIs(t, err, idgen.ErrUnavailable)
+	}
+	require.NoError(t, p.Replica.Restart(t.Context()))
 	require.Eventually(t, func() bool { _, err := seg.Next(t.Context()); return err == nil }, 30*time.Second, 20*time.Millisecond)
 }
 
