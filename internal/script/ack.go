@@ -38,7 +38,9 @@ var ErrReplicaAck = errors.New("redkit: replica acknowledgement not reached")
 // (keys[0]'s slot, a minute's TTL) goes between the script and WAIT: every
 // write the primary had when the script ran is then before this
 // connection's last write, and an acknowledgement covers the operation
-// whoever first made it.
+// whoever first made it. (Redis 7.0.15 already moves a connection's offset
+// on a read-only command, so there the marker changes nothing; it makes the
+// guarantee rest on WAIT's documented contract rather than on that.)
 //
 // cmd holds the script reply; acked is the number of replicas WAIT reported.
 // err is cmd.Err() when the script failed (redis.Nil included); otherwise it
