@@ -46,7 +46,10 @@ func (c *Client) RWMutex(name string, opts ...Option) *RWMutex {
 	if w.err == nil {
 		g := keys.Group(name)
 		mark := c.space.Key(g, "rww", name)
-		w.acquireKeys = []string{w.key, r.key, mark, c.space.Key(g, "rwtoken", name)}
+		// The writer's fence counter is the Mutex's of the same name: both
+		// hand out fences named name, so a resource fenced by both sees
+		// one strictly increasing sequence.
+		w.acquireKeys = []string{w.key, r.key, mark, c.space.Key(g, "token", name)}
 		w.releaseKeys = []string{mark}
 		r.acquireKeys = []string{r.key, w.key, mark}
 		r.channel = w.channel

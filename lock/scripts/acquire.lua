@@ -12,10 +12,10 @@ if not redkit_valid_owner(owner) or not ttl then
 end
 local cur, mine = redkit_lock_get(KEYS[1], owner)
 if mine then
-  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[1], redkit_int(ttl))
   return {1, redkit_token(cur)}
 end
 if cur then return {0, redis.call('PTTL', KEYS[1])} end
 local token = redis.call('INCR', KEYS[2])
-redis.call('SET', KEYS[1], owner .. ':' .. token, 'PX', ttl)
+redis.call('SET', KEYS[1], owner .. ':' .. redkit_int(token), 'PX', redkit_int(ttl))
 return {1, token}

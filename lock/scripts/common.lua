@@ -18,6 +18,14 @@ local function redkit_ttl(v)
   return ttl
 end
 
+-- redkit_int: an integer as a decimal string. Every number a script passes
+-- to redis.call or puts in a value goes through it: Lua's own formatting
+-- keeps 14 digits ('%.14g'), and how Redis formats a Lua number differs
+-- between versions (an exponent, or a shortest form).
+local function redkit_int(n)
+  return string.format('%d', n)
+end
+
 -- redkit_publisher: the publish command for the wake-up channel ('1':
 -- sharded pub/sub, on Cluster).
 local function redkit_publisher(flag)
@@ -41,6 +49,6 @@ end
 -- wake-up.
 local function redkit_unlock(key, tomb, tombttl, publish, channel, msg)
   redis.call('DEL', key)
-  redis.call('SET', tomb, '1', 'PX', tombttl)
+  redis.call('SET', tomb, '1', 'PX', redkit_int(tombttl))
   if msg then redis.call(publish, channel, msg) end
 end

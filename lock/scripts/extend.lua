@@ -18,7 +18,7 @@ for i = 1, n do
   elseif not mine then
     res[i] = 2
   else
-    redis.call('PEXPIRE', KEYS[i], ARGV[2 * i])
+    redis.call('PEXPIRE', KEYS[i], redkit_int(redkit_ttl(ARGV[2 * i])))
     res[i] = 1
   end
 end

@@ -14,34 +14,35 @@
 --                      re-sent acquire of this owner ID
 --          {0, wait}   not its turn; wait = the holder's remaining ms, or
 --                      -1 when the lock is free but another waiter is first
-local owner, ttl, hb = ARGV[1], redkit_ttl(ARGV[2]), tonumber(ARGV[3])
-if not redkit_valid_owner(owner) or not ttl or hb == nil or hb < 1 then
+local owner, ttl, hb = ARGV[1], redkit_ttl(ARGV[2]), redkit_ttl(ARGV[3])
+if not redkit_valid_owner(owner) or not ttl or not hb then
   return redis.error_reply('ERR lock: bad fair acquire arguments')
 end
 local now, t = redkit_now()
 local cur, mine = redkit_lock_get(KEYS[1], owner)
 if mine then
-  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[1], redkit_int(ttl))
   return {1, redkit_token(cur)}
 end
-local dead = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, 100)
+local dead = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', redkit_int(now), 'LIMIT', '0', '100')
 for _, d in ipairs(dead) do
   if d ~= owner then
     redis.call('ZREM', KEYS[3], d)
     redis.call('ZREM', KEYS[4], d)
   end
 end
-local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+local head = redis.call('ZRANGE', KEYS[3], '0', '0')[1]
 if not cur and (not head or head == owner) then
   redis.call('ZREM', KEYS[3], owner)
   redis.call('ZREM', KEYS[4], owner)
   local token = redis.call('INCR', KEYS[2])
-  redis.call('SET', KEYS[1], owner .. ':' .. token, 'PX', ttl)
+  redis.call('SET', KEYS[1], owner .. ':' .. redkit_int(token), 'PX', redkit_int(ttl))
   return {1, token}
 end
 if ARGV[4] == 'true' then
-  redis.call('ZADD', KEYS[3], 'NX', tonumber(t[1]) * 1000000 + tonumber(t[2]), owner)
-  redis.call('ZADD', KEYS[4], now + hb, owner)
+  -- Arrival in µs as digits: as a Lua number it would exceed 2^53.
+  redis.call('ZADD', KEYS[3], 'NX', t[1] .. string.format('%06d', tonumber(t[2])), owner)
+  redis.call('ZADD', KEYS[4], redkit_int(now + hb), owner)
 end
 if cur then return {0, redis.call('PTTL', KEYS[1])} end
 return {0, -1}

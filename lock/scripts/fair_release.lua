@@ -12,7 +12,8 @@
 -- Reply    1 released (now, or by an earlier call that left the tombstone),
 --          0 not held (expired, or only waiting), 2 held by another owner
 local owner = ARGV[1]
-if not redkit_valid_owner(owner) or tonumber(ARGV[2]) == nil then
+local tombttl = redkit_ttl(ARGV[2])
+if not redkit_valid_owner(owner) or not tombttl then
   return redis.error_reply('ERR lock: bad release arguments')
 end
 local publish = redkit_publisher(ARGV[4])
@@ -29,17 +30,17 @@ elseif cur then
 end
 redis.call('ZREM', KEYS[3], owner)
 redis.call('ZREM', KEYS[4], owner)
-local dead = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, 100)
+local dead = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', redkit_int(now), 'LIMIT', '0', '100')
 for _, d in ipairs(dead) do
   redis.call('ZREM', KEYS[3], d)
   redis.call('ZREM', KEYS[4], d)
 end
 if mine then
-  redkit_unlock(KEYS[1], KEYS[2], ARGV[2], publish, ARGV[3], nil) -- the head is woken below
+  redkit_unlock(KEYS[1], KEYS[2], tombttl, publish, ARGV[3], nil) -- the head is woken below
   cur = false
 end
 if not cur then
-  local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+  local head = redis.call('ZRANGE', KEYS[3], '0', '0')[1]
   if head then redis.call(publish, ARGV[3], head) end
 end
 return status

@@ -18,7 +18,7 @@ if not held or tonumber(held) <= now then
   if wait < 0 then wait = redis.call('PTTL', KEYS[3]) end
   if wait >= 0 then return {0, wait} end
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-redis.call('ZADD', KEYS[1], now + ttl, owner)
-if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', redkit_int(now))
+redis.call('ZADD', KEYS[1], redkit_int(now + ttl), owner)
+if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], redkit_int(ttl)) end
 return {1, 0}

@@ -2,7 +2,8 @@
 -- KEYS[1]  writer key (string "<owner>:<token>", always with a TTL)
 -- KEYS[2]  readers key: sorted set of owner ID -> expiry (server time, ms)
 -- KEYS[3]  waiting-writer mark: while it exists new readers are refused
--- KEYS[4]  fence counter of the name (permanent integer)
+-- KEYS[4]  fence counter of the name, shared with the Mutex of that name
+--          (permanent integer)
 -- ARGV[1]  owner ID, 32 hex characters
 -- ARGV[2]  TTL in milliseconds, 10..86400000
 -- ARGV[3]  'true' when the caller will wait: it then sets the mark
@@ -16,25 +17,28 @@ end
 local now, t = redkit_now()
 local cur, mine = redkit_lock_get(KEYS[1], owner)
 if mine then
-  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[1], redkit_int(ttl))
   return {1, redkit_token(cur)}
 end
 local wait = -1
 if cur then
   wait = redis.call('PTTL', KEYS[1])
 else
-  local first = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  local first = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. redkit_int(now), '+inf', 'WITHSCORES', 'LIMIT', '0', '1')
   if #first > 0 then wait = tonumber(first[2]) - now end
 end
 local mark = redis.call('GET', KEYS[3])
 if wait >= 0 then
   if ARGV[3] == 'true' and (not mark or mark == owner) then
-    redis.call('SET', KEYS[3], owner, 'PX', 2 * ttl) -- outlives the writer's next retry
+    -- The mark outlives the writer's next attempt, which comes when the
+    -- holders it waits for end (wait), whatever their TTLs; a writer that
+    -- crashed stops new readers for at most 2 of its TTLs after that.
+    redis.call('SET', KEYS[3], owner, 'PX', redkit_int(wait + 2 * ttl))
   end
   return {0, wait}
 end
 if mark == owner then redis.call('DEL', KEYS[3]) end
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', redkit_int(now))
 local token = redis.call('INCR', KEYS[4])
-redis.call('SET', KEYS[1], owner .. ':' .. token, 'PX', ttl)
+redis.call('SET', KEYS[1], owner .. ':' .. redkit_int(token), 'PX', redkit_int(ttl))
 return {1, token}

@@ -9,7 +9,8 @@
 -- Reply    1 released (now, or by an earlier call that left the tombstone),
 --          0 not held (expired, or only waiting), 2 held by another writer
 local owner = ARGV[1]
-if not redkit_valid_owner(owner) or tonumber(ARGV[2]) == nil then
+local tombttl = redkit_ttl(ARGV[2])
+if not redkit_valid_owner(owner) or not tombttl then
   return redis.error_reply('ERR lock: bad release arguments')
 end
 local publish = redkit_publisher(ARGV[4])
@@ -17,7 +18,7 @@ local cur, mine = redkit_lock_get(KEYS[1], owner)
 local marked = redis.call('GET', KEYS[3]) == owner
 if marked then redis.call('DEL', KEYS[3]) end
 if mine then
-  redkit_unlock(KEYS[1], KEYS[2], ARGV[2], publish, ARGV[3], 'r')
+  redkit_unlock(KEYS[1], KEYS[2], tombttl, publish, ARGV[3], 'r')
   return 1
 end
 if redis.call('EXISTS', KEYS[2]) == 1 then return 1 end

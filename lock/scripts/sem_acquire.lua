@@ -13,14 +13,14 @@ if not redkit_valid_owner(owner) or not ttl
 end
 local now, t = redkit_now()
 local held = redis.call('ZSCORE', KEYS[1], owner)
-local live = redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
+local live = redis.call('ZCOUNT', KEYS[1], '(' .. redkit_int(now), '+inf')
 if not held or tonumber(held) <= now then
   if live >= permits then
-    local first = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    local first = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. redkit_int(now), '+inf', 'WITHSCORES', 'LIMIT', '0', '1')
     return {0, tonumber(first[2]) - now}
   end
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-redis.call('ZADD', KEYS[1], now + ttl, owner)
-if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', redkit_int(now))
+redis.call('ZADD', KEYS[1], redkit_int(now + ttl), owner)
+if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], redkit_int(ttl)) end
 return {1, 0}

@@ -13,7 +13,7 @@ end
 local now, t = redkit_now()
 local res = {}
 for i = 1, n do
-  local owner, ttl = ARGV[2 * i - 1], tonumber(ARGV[2 * i])
+  local owner, ttl = ARGV[2 * i - 1], redkit_ttl(ARGV[2 * i])
   local score = redis.call('ZSCORE', KEYS[i], owner)
   if not score then
     res[i] = 0
@@ -21,8 +21,8 @@ for i = 1, n do
     redis.call('ZREM', KEYS[i], owner)
     res[i] = 0
   else
-    redis.call('ZADD', KEYS[i], now + ttl, owner)
-    if redis.call('PTTL', KEYS[i]) < ttl then redis.call('PEXPIRE', KEYS[i], ttl) end
+    redis.call('ZADD', KEYS[i], redkit_int(now + ttl), owner)
+    if redis.call('PTTL', KEYS[i]) < ttl then redis.call('PEXPIRE', KEYS[i], redkit_int(ttl)) end
     res[i] = 1
   end
 end

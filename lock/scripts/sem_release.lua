@@ -8,7 +8,8 @@
 -- Reply    1 released (now, or by an earlier call that left the tombstone),
 --          0 already expired
 local owner = ARGV[1]
-if not redkit_valid_owner(owner) or tonumber(ARGV[2]) == nil then
+local tombttl = redkit_ttl(ARGV[2])
+if not redkit_valid_owner(owner) or not tombttl then
   return redis.error_reply('ERR lock: bad semaphore release arguments')
 end
 local publish = redkit_publisher(ARGV[4])
@@ -17,7 +18,7 @@ local score = redis.call('ZSCORE', KEYS[1], owner)
 local tomb = redis.call('EXISTS', KEYS[2])
 if score then redis.call('ZREM', KEYS[1], owner) end
 if score and tonumber(score) > now then
-  redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+  redis.call('SET', KEYS[2], '1', 'PX', redkit_int(tombttl))
   redis.call(publish, ARGV[3], 'r')
   return 1
 end
