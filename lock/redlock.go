@@ -86,7 +86,7 @@ func (rl *Redlock) Mutex(name string, opts ...Option) *RedlockMutex {
 		}
 		// A master that is down must not hold up the others: no retries
 		// beyond go-redis's own.
-		pr.policy = retry.Policy{Attempts: 1}
+		pr.policy = retry.Policy{Attempts: 1}.For(p.rdb)
 		r.peers = append(r.peers, pr)
 	}
 	return &RedlockMutex{r: r}

@@ -2,7 +2,6 @@ package stock
 
 import (
 	"context"
-	"errors"
 
 	"github.com/redkit-go/redkit/internal/retry"
 	"github.com/redkit-go/redkit/internal/script"
@@ -69,9 +68,7 @@ func (inv *Inventory) deductBatch(ctx context.Context, orders []Order, opts []Ca
 			// The pipeline was the first attempt; continue with the rest.
 			first := err
 			reply, ackErr, err = inv.write(ctx, c.script, c.keys, c.args)
-			if err != nil && retry.Ambiguous(first) && !errors.Is(err, retry.ErrUnknownOutcome) {
-				err = errors.Join(retry.ErrUnknownOutcome, err)
-			}
+			err = inv.cfg.retry.After(first, err)
 		}
 		if code := str(reply, 0); err == nil && (code == "buckets" || code == "short") {
 			// A SKU split into buckets needs routing or a refill: nothing was

@@ -39,6 +39,7 @@ type Inventory struct {
 // invalid one makes every call return an error wrapping ErrInvalid.
 func New(rdb redis.UniversalClient, opts ...Option) *Inventory {
 	cfg := newConfig(opts)
+	cfg.retry = cfg.retry.For(rdb) // whether go-redis re-sends decides what a failure means
 	return &Inventory{rdb: rdb, cfg: cfg, space: keys.Space{Prefix: cfg.prefix, Module: "stock", Version: 1},
 		tel: newTelemetry(cfg)}
 }

@@ -2,7 +2,6 @@ package wallet
 
 import (
 	"context"
-	"errors"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redkit-go/redkit/internal/retry"
@@ -57,11 +56,10 @@ func (l *Ledger) TransferBatch(ctx context.Context, ts []Transfer, opts ...CallO
 		i, t, call := sent[j], ts[sent[j]], calls[j]
 		v, err := cmd.Val(), cmd.Err()
 		if err != nil && (retry.Ambiguous(err) || retry.Retryable(err)) {
-			ambiguous := retry.Ambiguous(err)
+			first := err
 			v, err = l.write(ctx, call.Script, call.Keys, call.Args...)
-			if ambiguous && v == nil && err != nil && !errors.Is(err, ErrUnknownOutcome) &&
-				(retry.Ambiguous(err) || retry.Retryable(err) || ctx.Err() != nil) {
-				err = errors.Join(ErrUnknownOutcome, err)
+			if v == nil {
+				err = l.cfg.policy.After(first, err)
 			}
 		} else if err != nil {
 			v, err = nil, l.scriptError(ctx, err)

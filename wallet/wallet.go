@@ -40,6 +40,7 @@ type Ledger struct {
 // error wrapping ErrInvalid.
 func New(rdb redis.UniversalClient, opts ...Option) *Ledger {
 	cfg := newConfig(opts)
+	cfg.policy = cfg.policy.For(rdb) // whether go-redis re-sends decides what a failure means
 	l := &Ledger{
 		rdb:   rdb,
 		cfg:   cfg,

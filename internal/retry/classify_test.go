@@ -71,7 +71,13 @@ func TestClassify_serverErrors(t *testing.T) {
 		{"READONLY You can't write against a read only replica.", true},
 		{"NOSCRIPT No matching script", false},
 		{"ERR something else", false},
-		{"OOM command not allowed when used memory > 'maxmemory'.", false},
+		{"OOM command not allowed when used memory > 'maxmemory'.", true},
+		{"BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT.", true},
+		{"BUSYKEY Target key name already exists.", false},
+		{"MOVED 3999 127.0.0.1:6381", true},
+		{"ASK 3999 127.0.0.1:6381", true},
+		{"NOREPLICAS Not enough good replicas to write.", true},
+		{"ERR max number of clients reached", true},
 	} {
 		err := rdb.Eval(t.Context(), "return redis.error_reply(ARGV[1])", nil, tc.reply).Err()
 		require.Error(t, err, tc.reply)

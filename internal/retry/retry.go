@@ -1,23 +1,56 @@
 // Package retry runs an idempotent Redis write until it gets a definite
 // answer, and says so when it cannot.
 //
-// A failed call falls in one of three classes:
+// # The error contract
 //
-//   - Retryable: the command certainly did not run (connection refused, a dial
-//     failure, go-redis pool timeout, LOADING, MASTERDOWN, TRYAGAIN,
-//     CLUSTERDOWN, READONLY) and may succeed later;
+// Every write of stock, wallet and lock (and every idgen reservation) ends in
+// exactly one of:
+//
+//   - success, or a replay of an earlier call's success;
+//   - a decision of the script: a refusal (sold out, insufficient funds), a
+//     conflict (same ID, different fields), a stale fence. It is final: a
+//     call with the same ID returns it again;
+//   - ErrUnknownOutcome, joined with the last cause (and ctx.Err() when the
+//     context ended): the write may or may not have been applied, and
+//     calling again with the same operation ID returns the first decision;
+//   - a bare transport or Redis error only when redkit knows that no attempt
+//     reached Redis: invalid input found before any I/O, a context that had
+//     ended before the first send, or a failure that says "not sent" (a dial
+//     failure, a pool timeout, LOADING...) from a client that sends each
+//     command at most once per call.
+//
+// # Why the client matters
+//
+// go-redis re-sends a command inside its own process loop, below every hook:
+// a *redis.Client after a read timeout, EOF, pool timeout, LOADING,
+// READONLY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN (MaxRetries, default 3); a
+// *redis.ClusterClient also after MOVED and ASK (MaxRedirects, default 3).
+// The error a call returns is only the last send's, so "connection refused"
+// after a reply that was lost says nothing about the send before it, which
+// may have applied the write. Policy.For asks the client: MaxRetries and
+// MaxRedirects from Options() for *redis.Client (failover clients too),
+// *redis.ClusterClient and *redis.Ring; a client of any other type is taken
+// to re-send.
+//
+// # Classes of a failed attempt
+//
+//   - Retryable ("not run"): this send certainly did not run (a dial failure,
+//     connection refused, a go-redis pool timeout, LOADING, READONLY,
+//     MASTERDOWN, TRYAGAIN, CLUSTERDOWN, MOVED, ASK, BUSY, NOREPLICAS, OOM,
+//     max clients) and may succeed later;
 //   - Ambiguous: the command may have run (read timeout, EOF, connection
 //     reset, broken pipe, context ended while the call was in flight);
-//   - anything else is an answer (a script error, a business refusal) and is
-//     returned unchanged.
+//   - anything else is an answer (a script decision, a business refusal) and
+//     is returned unchanged.
 //
-// Do retries the first two classes with jittered, bounded backoff and never
-// sleeps past the context's deadline. Retrying an ambiguous failure is safe
-// only because every redkit write is idempotent by its operation ID and is
-// re-sent with identical arguments. When the attempts run out and some
-// attempt was ambiguous, Do returns errors.Join(ErrUnknownOutcome, cause), plus
-// ctx.Err() when the context ended: the caller resolves it by calling again
-// with the same operation ID.
+// An attempt may have run when it failed Ambiguous, or Retryable on a client
+// that re-sends. Do retries both classes with jittered, bounded backoff and
+// never sleeps past the context's deadline. Retrying is safe only because
+// every redkit write is idempotent by its operation ID and is re-sent with
+// identical arguments. Do's result is unknown exactly when some attempt may
+// have run and no later attempt answered: a "not run" error after an
+// ambiguous attempt of Do's own is unknown too. The decision is made in Go
+// once per failed call; the success path costs nothing.
 package retry
 
 import (
@@ -28,6 +61,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"syscall"
 	"time"
 
@@ -43,6 +77,10 @@ type Policy struct {
 	Attempts   int           // total calls, first one included; < 1 means 1
 	MinBackoff time.Duration // wait before the second call; doubles per attempt
 	MaxBackoff time.Duration // cap on one wait
+
+	// sendsOnce is set by For when the client sends each command at most
+	// once per call. The zero value assumes re-sends, the safe side.
+	sendsOnce bool
 }
 
 // DefaultPolicy is 3 attempts with 10ms..200ms jittered backoff.
@@ -50,8 +88,33 @@ func DefaultPolicy() Policy {
 	return Policy{Attempts: 3, MinBackoff: 10 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}
 }
 
-// Retryable reports whether err means the command certainly did not run and
-// may succeed if sent again later.
+// For returns p for calls made through rdb: it records whether rdb may send
+// one command more than once per call (see Resends). Call it once, where the
+// client is stored; it reads the client's options, never Redis.
+func (p Policy) For(rdb any) Policy {
+	p.sendsOnce = !Resends(rdb)
+	return p
+}
+
+// Resends reports whether rdb may send a command more than once within one
+// call: go-redis's MaxRetries (and a Cluster client's MaxRedirects) above 0.
+// A client of a type it does not know is taken to re-send.
+func Resends(rdb any) bool {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return c.Options().MaxRetries > 0
+	case *redis.ClusterClient:
+		o := c.Options()
+		return o.MaxRedirects > 0 || o.MaxRetries > 0
+	case *redis.Ring:
+		return c.Options().MaxRetries > 0
+	}
+	return true
+}
+
+// Retryable reports whether err means this send certainly did not run and
+// may succeed if sent again later. It says nothing about earlier sends of
+// the same call by a client that re-sends: see Policy.MayHaveRun.
 func Retryable(err error) bool {
 	if err == nil {
 		return false
@@ -60,13 +123,28 @@ func Retryable(err error) bool {
 	if errors.As(err, &op) && op.Op == "dial" {
 		return true // the connection never existed, so nothing was sent
 	}
-	return errors.Is(err, syscall.ECONNREFUSED) ||
+	if errors.Is(err, syscall.ECONNREFUSED) ||
 		errors.Is(err, redis.ErrPoolTimeout) ||
 		redis.IsLoadingError(err) ||
 		redis.IsMasterDownError(err) ||
 		redis.IsTryAgainError(err) ||
 		redis.IsClusterDownError(err) ||
-		redis.IsReadOnlyError(err)
+		redis.IsReadOnlyError(err) ||
+		redis.IsMaxClientsError(err) ||
+		redis.IsNoReplicasError(err) ||
+		redis.IsOOMError(err) {
+		return true
+	}
+	if _, ok := redis.IsMovedError(err); ok {
+		return true
+	}
+	if _, ok := redis.IsAskError(err); ok {
+		return true
+	}
+	// BUSY: another script holds the server; this command was not run.
+	// (BUSYKEY and BUSYGROUP are answers about data, not this.)
+	var rerr redis.Error
+	return errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "BUSY ")
 }
 
 // Ambiguous reports whether err means the command may have run: the request
@@ -85,16 +163,32 @@ func Ambiguous(err error) bool {
 		errors.Is(err, context.DeadlineExceeded)
 }
 
+// MayHaveRun reports whether an attempt that ended in err, made through a
+// client described by p, may have run its command: err is Ambiguous, or it
+// is Retryable and the client may have sent the command before, in the same
+// call, without the reply reaching us. nil and answers did not leave the
+// outcome open.
+func (p Policy) MayHaveRun(err error) bool {
+	if err == nil {
+		return false
+	}
+	if Retryable(err) {
+		return !p.sendsOnce
+	}
+	return Ambiguous(err)
+}
+
 // Do calls fn until it succeeds, returns an error that is neither Ambiguous
 // nor Retryable, p.Attempts calls were made, or ctx ends. attempt is 1 for
 // the first call. fn must be idempotent: send identical arguments each time.
 //
 // Results:
 //   - nil when a call succeeded;
-//   - the error unchanged when it is an answer, or when every failure was
-//     Retryable (nothing ran), joined with ctx.Err() if ctx ended;
+//   - the error unchanged when it is an answer, or when no call may have run
+//     (every failure Retryable on a client that sends once), joined with
+//     ctx.Err() if ctx ended;
 //   - errors.Join(ErrUnknownOutcome, last error[, ctx.Err()]) when some call
-//     was Ambiguous and no later call gave an answer.
+//     may have run (see MayHaveRun) and no later call gave an answer.
 //
 // Do never sleeps past ctx's deadline: when the next wait would end after
 // it, Do gives up at once instead.
@@ -108,11 +202,23 @@ func Do(ctx context.Context, p Policy, fn func(ctx context.Context, attempt int)
 		if err == nil || !Ambiguous(err) && !Retryable(err) {
 			return err
 		}
-		unknown = unknown || Ambiguous(err)
+		unknown = unknown || p.MayHaveRun(err)
 		if attempt >= p.Attempts || !sleep(ctx, backoff(p, attempt)) {
 			return giveUp(ctx, unknown, err)
 		}
 	}
+}
+
+// After is the outcome of a call whose first attempt was made outside Do (a
+// pipeline of many calls) and ended in first, and whose further attempts
+// Do ended in err. An answer or success in err stands; otherwise the call
+// is unknown when first may have run.
+func (p Policy) After(first, err error) error {
+	if err == nil || errors.Is(err, ErrUnknownOutcome) || !p.MayHaveRun(first) ||
+		!Ambiguous(err) && !Retryable(err) {
+		return err
+	}
+	return errors.Join(ErrUnknownOutcome, err)
 }
 
 func giveUp(ctx context.Context, unknown bool, cause error) error {

@@ -3,6 +3,7 @@ package retry_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync/atomic"
@@ -37,37 +38,106 @@ func script(calls *int, errs ...error) func(context.Context, int) error {
 	}
 }
 
+// sendsOnce returns p for a client that sends each command at most once
+// per call (go-redis MaxRetries -1).
+func sendsOnce(t *testing.T, p retry.Policy) retry.Policy {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return p.For(rdb)
+}
+
 func TestDo_outcomes(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		errs      []error
 		calls     int
-		unknown   bool
+		unknown   bool // on a client that sends once
+		resends   bool // on a client that re-sends (go-redis defaults)
 		wantCause error
 	}{
-		{"first call succeeds", nil, 1, false, nil},
-		{"success after ambiguous", []error{io.EOF, io.EOF}, 3, false, nil},
-		{"answer returned unchanged", []error{errAnswer}, 1, false, errAnswer},
-		{"answer after ambiguous is definite", []error{io.EOF, errAnswer}, 2, false, errAnswer},
-		{"all ambiguous", []error{io.EOF, io.EOF, io.ErrUnexpectedEOF}, 3, true, io.ErrUnexpectedEOF},
-		{"all retryable: nothing ran", []error{errRefused, errRefused, errRefused}, 3, false, syscall.ECONNREFUSED},
-		{"ambiguous then retryable", []error{io.EOF, errRefused, errRefused}, 3, true, syscall.ECONNREFUSED},
+		{"first call succeeds", nil, 1, false, false, nil},
+		{"success after ambiguous", []error{io.EOF, io.EOF}, 3, false, false, nil},
+		{"answer returned unchanged", []error{errAnswer}, 1, false, false, errAnswer},
+		{"answer after ambiguous is definite", []error{io.EOF, errAnswer}, 2, false, false, errAnswer},
+		{"answer after not-run is definite", []error{errRefused, errAnswer}, 2, false, false, errAnswer},
+		{"all ambiguous", []error{io.EOF, io.EOF, io.ErrUnexpectedEOF}, 3, true, true, io.ErrUnexpectedEOF},
+		{"all not-run", []error{errRefused, errRefused, errRefused}, 3, false, true, syscall.ECONNREFUSED},
+		{"ambiguous then not-run", []error{io.EOF, errRefused, errRefused}, 3, true, true, syscall.ECONNREFUSED},
+	} {
+		for _, resends := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/resends=%v", tc.name, resends), func(t *testing.T) {
+				p, unknown := sendsOnce(t, fast), tc.unknown
+				if resends {
+					p, unknown = fast, tc.resends
+				}
+				calls := 0
+				err := retry.Do(t.Context(), p, script(&calls, tc.errs...))
+				require.Equal(t, tc.calls, calls)
+				if tc.wantCause == nil {
+					require.NoError(t, err)
+					return
+				}
+				require.ErrorIs(t, err, tc.wantCause)
+				require.Equal(t, unknown, errors.Is(err, retry.ErrUnknownOutcome), "%v", err)
+				if !unknown && tc.calls == len(tc.errs) {
+					require.Equal(t, tc.errs[len(tc.errs)-1], err, "returned unchanged")
+				}
+			})
+		}
+	}
+}
+
+func TestResends(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rdb  interface{ Close() error }
+		want bool
+	}{
+		{"client default", redis.NewClient(&redis.Options{}), true},
+		{"client MaxRetries -1", redis.NewClient(&redis.Options{MaxRetries: -1}), false},
+		{"client MaxRetries 1", redis.NewClient(&redis.Options{MaxRetries: 1}), true},
+		{"failover default", redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"127.0.0.1:1"}}), true},
+		{"failover MaxRetries -1", redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"127.0.0.1:1"}, MaxRetries: -1}), false},
+		{"cluster default", redis.NewClusterClient(&redis.ClusterOptions{}), true},
+		{"cluster MaxRedirects -1", redis.NewClusterClient(&redis.ClusterOptions{MaxRedirects: -1}), false},
+		{"cluster MaxRedirects -1, MaxRetries 2", redis.NewClusterClient(&redis.ClusterOptions{MaxRedirects: -1, MaxRetries: 2}), true},
+		{"ring default", redis.NewRing(&redis.RingOptions{}), true},
+		{"ring MaxRetries -1", redis.NewRing(&redis.RingOptions{MaxRetries: -1}), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			calls := 0
-			err := retry.Do(t.Context(), fast, script(&calls, tc.errs...))
-			require.Equal(t, tc.calls, calls)
-			if tc.wantCause == nil {
-				require.NoError(t, err)
-				return
-			}
-			require.ErrorIs(t, err, tc.wantCause)
-			require.Equal(t, tc.unknown, errors.Is(err, retry.ErrUnknownOutcome), "%v", err)
-			if !tc.unknown && tc.calls == len(tc.errs) {
-				require.Equal(t, tc.errs[len(tc.errs)-1], err, "returned unchanged")
+			defer tc.rdb.Close()
+			require.Equal(t, tc.want, retry.Resends(tc.rdb))
+		})
+	}
+	require.True(t, retry.Resends(nil), "a client of unknown type re-sends")
+	require.True(t, retry.Resends(struct{ redis.UniversalClient }{}), "a wrapped client is unknown")
+}
+
+func TestPolicy_After(t *testing.T) {
+	once := sendsOnce(t, fast)
+	for _, tc := range []struct {
+		name        string
+		p           retry.Policy
+		first, err  error
+		wantUnknown bool
+	}{
+		{"success stands", fast, io.EOF, nil, false},
+		{"answer stands", fast, io.EOF, errAnswer, false},
+		{"ambiguous then not-run", once, io.EOF, errRefused, true},
+		{"not-run then not-run, sends once", once, errRefused, errRefused, false},
+		{"not-run then not-run, re-sends", fast, errRefused, errRefused, true},
+		{"nothing open then ctx", once, nil, context.Canceled, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.p.After(tc.first, tc.err)
+			require.Equal(t, tc.wantUnknown, errors.Is(err, retry.ErrUnknownOutcome), "%v", err)
+			if tc.err != nil {
+				require.ErrorIs(t, err, tc.err)
 			}
 		})
 	}
+	already := errors.Join(retry.ErrUnknownOutcome, io.EOF)
+	require.Equal(t, already, fast.After(io.EOF, already), "not joined twice")
 }
 
 func TestDo_attemptsBelowOne(t *testing.T) {
@@ -122,7 +192,7 @@ func TestDo_ctxEndsDuringBackoff(t *testing.T) {
 		cancel()
 		return errRefused
 	}
-	err := runDo(t, ctx, slow, fn)
+	err := runDo(t, ctx, sendsOnce(t, slow), fn)
 	require.Equal(t, 1, calls)
 	require.ErrorIs(t, err, syscall.ECONNREFUSED)
 	require.ErrorIs(t, err, context.Canceled, "ctx error joined, not swallowed")
