@@ -1,19 +1,22 @@
 # redkit: every target works on a fresh Debian machine with Go installed.
 SHELL := /bin/bash
-MODULES := internal otelx otelx/setup redistest idgen lock stock wallet reliability examples bench
+MODULES := internal otelx otelx/setup redistest idgen lock stock wallet pgjournal reliability examples bench
 GO ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server gcc libc6-dev
+APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server gcc libc6-dev postgresql
 
 .PHONY: test deps vet unit modules chaos bench lint fmt
 
 test: deps vet unit modules
 
-# The tests need real redis-server processes, and -race needs cgo (gcc).
+# The tests need real redis-server and PostgreSQL processes, and -race needs
+# cgo (gcc). Debian keeps initdb and postgres in /usr/lib/postgresql/<ver>/bin,
+# off PATH; pgjournal/pgtest looks there.
 deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-cli"; \
 	command -v gcc >/dev/null 2>&1 || missing="$$missing gcc"; \
 	if [ -n "$$missing" ]; then \

@@ -1,0 +1,26 @@
+module github.com/redkit-go/redkit/pgjournal
+
+go 1.26.0
+
+require (
+	github.com/jackc/pgx/v5 v5.12.0
+	go.uber.org/goleak v1.3.0
+)
+
+require (
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
+	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
+)
+
+replace (
+	github.com/redkit-go/redkit/internal => ../internal
+	github.com/redkit-go/redkit/lock => ../lock
+	github.com/redkit-go/redkit/otelx => ../otelx
+	github.com/redkit-go/redkit/redistest => ../redistest
+	github.com/redkit-go/redkit/stock => ../stock
+	github.com/redkit-go/redkit/wallet => ../wallet
+)
