@@ -124,13 +124,13 @@ func TestWallet_crossGroupCreditWithoutReplicaAck_failover(t *testing.T) {
 	}
 	// Step 1 (hold on the source) has run and reached the replica: the
 	// replica is promoted (a failover begins) before step 2 runs.
-	waitKey(a, "redkit:wallet:v1:{gx}:tx:x-1")
-	waitKey(b, "redkit:wallet:v1:{gx}:tx:x-1")
+	waitKey(a, "redkit:wallet:v2:{gx}:tx:x-1")
+	waitKey(b, "redkit:wallet:v2:{gx}:tx:x-1")
 	require.NoError(t, b.Client().Do(ctx, "REPLICAOF", "NO", "ONE").Err())
 	// Step 2 (credit at the destination) runs on the old primary, which no
 	// replica acknowledges any more; then the old primary is demoted, and
 	// step 3 (post the source) goes to the new primary.
-	waitKey(a, "redkit:wallet:v1:{gy}:xin:x-1")
+	waitKey(a, "redkit:wallet:v2:{gy}:xin:gx/x-1")
 	host, port, _ := net.SplitHostPort(b.Addr())
 	require.NoError(t, a.Client().Do(ctx, "REPLICAOF", host, port).Err())
 	target(pxB)

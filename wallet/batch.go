@@ -28,6 +28,12 @@ func (l *Ledger) TransferBatch(ctx context.Context, ts []Transfer, opts ...CallO
 	out := make([]BatchResult, len(ts))
 	if l.cfg.ack.Replicas > 0 {
 		for i, t := range ts {
+			// transferCall refuses what a batch never sends (ErrCrossGroup
+			// included) before any I/O, as the pipelined path does.
+			if _, err := l.transferCall(t, opts); err != nil {
+				out[i].Result.TxID, out[i].Err = t.ID, err
+				continue
+			}
 			out[i].Result, out[i].Err = l.Transfer(ctx, t, opts...)
 		}
 		return out
@@ -63,6 +69,9 @@ func (l *Ledger) TransferBatch(ctx context.Context, ts []Transfer, opts ...CallO
 			}
 		} else if err != nil {
 			v, err = nil, l.scriptError(ctx, err)
+		}
+		if v != nil && status(strs(v), 0) == "again" {
+			v, err = l.writeSwept(ctx, []string{t.From}, call.Script, call.Keys, call.Args...)
 		}
 		res := &out[i].Result
 		out[i].Result, out[i].Err = l.posting("transfer", t.ID, v, err, res, t.From, t.To)

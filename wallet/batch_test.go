@@ -84,7 +84,7 @@ func TestLedger_TransferBatch_retriesLostReplies(t *testing.T) {
 	px.HoldReplies(time.Hour)
 	done := make(chan []wallet.BatchResult)
 	go func() { done <- led.TransferBatch(ctx, ts) }()
-	waitFor(t, func() bool { return direct.Exists(ctx, prefix+":wallet:v1:{g}:tx:t9").Val() == 1 })
+	waitFor(t, func() bool { return direct.Exists(ctx, prefix+":wallet:v2:{g}:tx:t9").Val() == 1 })
 	px.HoldReplies(0)
 	out := <-done
 	for i, r := range out {

@@ -13,6 +13,7 @@ import (
 	"github.com/redkit-go/redkit/internal/keys"
 	"github.com/redkit-go/redkit/internal/retry"
 	"github.com/redkit-go/redkit/internal/script"
+	"github.com/redkit-go/redkit/internal/valid"
 )
 
 // Journal entry kinds of a transfer across slot groups (besides
@@ -42,11 +43,15 @@ func (l *Ledger) crossTransfer(ctx context.Context, t Transfer, opts []CallOptio
 	if err != nil {
 		return res, err
 	}
+	destFull, err := l.destinationFull(ctx, t)
+	if err != nil {
+		return res, fmt.Errorf("transfer %s: reading the destination (nothing written): %w", t.ID, err)
+	}
 	fk := l.accountKeys(t.From)
-	v, err := l.write(ctx, xbeginScript,
+	v, err := l.writeSwept(ctx, []string{t.From}, xbeginScript,
 		append([]string{fk[0], fk[1], l.txKey(ga, t.ID), fk[2], fk[3], l.space.Key(ga, "xpend")}, fenceKeys...),
 		append([]any{t.ID, t.From, t.To, strconv.FormatInt(t.Amount, 10), t.Memo, retry.Nonce(),
-			l.cfg.window.Milliseconds()}, fenceArgs...)...)
+			l.cfg.window.Milliseconds(), destFull}, fenceArgs...)...)
 	if v == nil {
 		return res, fmt.Errorf("transfer %s: %w", t.ID, err)
 	}
@@ -67,7 +72,7 @@ func (l *Ledger) crossTransfer(ctx context.Context, t Transfer, opts []CallOptio
 	}
 	r, ackErr, err := l.settle(ctx, t, r, stop)
 	if err != nil {
-		return res, fmt.Errorf("transfer %s: %w", t.ID, err)
+		return res, fmt.Errorf("transfer %s: %w", t.ID, unknownAfterBegin(err))
 	}
 	if status(r, 0) == "pending" { // stopped early (tests)
 		return res, nil
@@ -82,6 +87,39 @@ func (l *Ledger) crossTransfer(ctx context.Context, t Transfer, opts []CallOptio
 		err = withAck(err, ackErr)
 	}
 	return res, err
+}
+
+// destinationFull reads the destination of a transfer across groups and
+// returns "1" when crediting the amount would take its balance or its
+// transfers-in total out of bounds, "0" otherwise. Inside one group that is
+// ErrInvalid, decided before anything is written; xbegin refuses such a new
+// transfer the same way, after answering a recorded one. The destination
+// may still fill up between this read and the credit step: that rare
+// transfer is refused at the destination and voided (a stored refusal).
+func (l *Ledger) destinationFull(ctx context.Context, t Transfer) (string, error) {
+	st, err := l.readInts(ctx, l.accountKey(keys.Group(t.To), t.To), "posted", "tin")
+	if err != nil || st == nil {
+		return "0", err
+	}
+	if st.n[0] > valid.MaxAmount-t.Amount || st.n[1] > totalMax-t.Amount {
+		return "1", nil
+	}
+	return "0", nil
+}
+
+// totalMax is TOTAL_MAX of lib.lua: the bound of a running total.
+const totalMax = 9_000_000_000_000_000_000
+
+// unknownAfterBegin is the error of a transfer across groups that failed
+// after its first step was sent: a step may have been applied whatever
+// the error says (a refused dial after a lost reply, a context that ended
+// while a script ran), so the transfer is in flight and its outcome
+// unknown until a call with the same ID or Recover finishes it.
+func unknownAfterBegin(err error) error {
+	if errors.Is(err, ErrUnknownOutcome) {
+		return err
+	}
+	return fmt.Errorf("in flight (call again with the same ID, or Recover): %w: %w", ErrUnknownOutcome, err)
 }
 
 // inFlight is the error of a transfer across groups stopped after a step
@@ -115,8 +153,9 @@ func (l *Ledger) settle(ctx context.Context, t Transfer, r []string, stop int) (
 	}
 	tk := l.accountKeys(t.To)
 	v, ackErr := l.write(ctx, xcreditScript,
-		[]string{tk[0], tk[1], l.space.Key(keys.Group(t.To), "xin", t.ID), tk[2], tk[3]},
-		t.ID, t.From, t.To, strconv.FormatInt(t.Amount, 10), status(r, 3), t.Memo, l.cfg.window.Milliseconds())
+		[]string{tk[0], tk[1], l.inboundKey(t), tk[2], tk[3]},
+		t.ID, t.From, t.To, strconv.FormatInt(t.Amount, 10), status(r, 3), t.Memo, l.cfg.window.Milliseconds(),
+		status(r, 15))
 	if v == nil {
 		return nil, nil, ackErr
 	}
@@ -137,9 +176,16 @@ func (l *Ledger) settle(ctx context.Context, t Transfer, r []string, stop int) (
 		return nil, nil, err
 	}
 	if r = strs(v); status(r, 0) == "missing" {
-		return nil, nil, fmt.Errorf("record of %s vanished", t.ID)
+		return nil, nil, fmt.Errorf("record of %s vanished: finished and forgotten by another call or Recover", t.ID)
 	}
 	return r, errors.Join(ackErr, err), nil
+}
+
+// inboundKey is a transfer's record at its destination. Transaction IDs
+// are unique per source group, so it is named by both: the first '/' ends
+// the group, which never holds one.
+func (l *Ledger) inboundKey(t Transfer) string {
+	return l.space.Key(keys.Group(t.To), "xin", keys.Group(t.From)+"/"+t.ID)
 }
 
 // forget runs steps 4 and 5 of a finished transfer: its records expire
@@ -149,7 +195,10 @@ func (l *Ledger) forget(ctx context.Context, t Transfer, stop int) error {
 		return nil
 	}
 	err := retry.Do(ctx, l.cfg.policy, func(ctx context.Context, _ int) error {
-		return l.rdb.PExpire(ctx, l.space.Key(keys.Group(t.To), "xin", t.ID), l.cfg.window).Err()
+		// Two windows: xcredit refuses a transfer that began a window ago
+		// and finds no record (see xcredit.lua), which is only safe while a
+		// credited transfer's record outlives that, with room for clocks.
+		return l.rdb.PExpire(ctx, l.inboundKey(t), 2*l.cfg.window).Err()
 	})
 	if err != nil || stop < stepDone {
 		return err
@@ -184,6 +233,8 @@ func decodeCross(t Transfer, r []string, res Result) (Result, error) {
 		refusal = fmt.Errorf("account %s: %w", t.To, ErrClosed)
 	case "currency":
 		refusal = ErrCurrencyMismatch
+	case "late":
+		refusal = ErrTransferExpired
 	default:
 		refusal = fmt.Errorf("%w: destination balance would exceed 9007199254740991", ErrInvalid)
 	}
@@ -205,7 +256,7 @@ func (l *Ledger) Recover(ctx context.Context) (n int, err error) {
 	if err := l.check(); err != nil {
 		return 0, err
 	}
-	idx, err := scanKeys(ctx, l.rdb, l.space.Prefix+":wallet:v1:{*}:xpend")
+	idx, err := scanKeys(ctx, l.rdb, l.space.Key("*", "xpend"))
 	if err != nil {
 		return 0, fmt.Errorf("recover: %w", err)
 	}
@@ -245,7 +296,8 @@ func (l *Ledger) recoverOne(ctx context.Context, group, indexKey, id string) err
 	}
 	amount, _ := strconv.ParseInt(rec["n"], 10, 64)
 	t := Transfer{ID: id, From: rec["a"], To: rec["b"], Amount: amount, Memo: rec["m"]}
-	state := []string{rec["s"], "0", "", rec["cur"]}
+	state := make([]string, 16)
+	state[0], state[1], state[3], state[15] = rec["s"], "0", rec["cur"], rec["t0"]
 	if state[0] == "pending" {
 		// The record was read, not written, here: make sure the replicas
 		// have it (and the hold) before crediting the destination for it.

@@ -156,17 +156,17 @@
 //
 // # Key schema
 //
-// Keys are <prefix>:wallet:v1:{<group>}:<kind>:<id>, with prefix from
+// Keys are <prefix>:wallet:v2:{<group>}:<kind>:<id>, with prefix from
 // WithKeyPrefix (default "redkit"):
 //
-//	redkit:wallet:v1:{shop-7}:acct:shop-7/alice     hash: currency, overdraft, posted, held, closed, totals, checkpoint, last entry
-//	redkit:wallet:v1:{shop-7}:journal:shop-7/alice  stream: the account's journal
-//	redkit:wallet:v1:{shop-7}:tx:<tx id>            hash: transaction marker (outcome, fields, nonce), expires after the window
-//	redkit:wallet:v1:{shop-7}:holds:shop-7/alice    hash: hold ID -> hold record (JSON)
-//	redkit:wallet:v1:{shop-7}:hidx:shop-7/alice     sorted set: hold IDs by expiry, decided ones by when they are forgotten
-//	redkit:wallet:v1:{shop-7}:xpend                 sorted set: transfers from this group to others still in flight
-//	redkit:wallet:v1:{shop-8}:xin:<tx id>           hash: a cross-group transfer's credit at the destination
-//	redkit:wallet:v1:{shop-7}:ack                   written before WAIT (WithReplicaAck); expires after a minute
+//	redkit:wallet:v2:{shop-7}:acct:shop-7/alice     hash: currency, overdraft, posted, held, closed, totals, checkpoint, last entry
+//	redkit:wallet:v2:{shop-7}:journal:shop-7/alice  stream: the account's journal
+//	redkit:wallet:v2:{shop-7}:tx:<tx id>            hash: transaction marker (outcome, fields, nonce), expires after the window
+//	redkit:wallet:v2:{shop-7}:holds:shop-7/alice    hash: hold ID -> hold record (JSON)
+//	redkit:wallet:v2:{shop-7}:hidx:shop-7/alice     sorted set: hold IDs by expiry, decided ones by when they are forgotten
+//	redkit:wallet:v2:{shop-7}:xpend                 sorted set: transfers from this group to others still in flight
+//	redkit:wallet:v2:{shop-8}:xin:<tx id>           hash: a cross-group transfer's credit at the destination
+//	redkit:wallet:v2:{shop-7}:ack                   written before WAIT (WithReplicaAck); expires after a minute
 //
 // The Lua scripts in scripts/*.lua document their KEYS, ARGV and replies;
 // PostingScriptSource returns the credit/debit script for use outside Go.

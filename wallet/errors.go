@@ -54,6 +54,13 @@ var (
 	// same transaction ID and fields to learn the outcome.
 	ErrUnknownOutcome = retry.ErrUnknownOutcome
 
+	// ErrTransferExpired refuses a transfer across slot groups whose
+	// destination step came a whole idempotency window or more after the
+	// transfer began (a call stalled that long, or Recover run that late):
+	// the amount is released on the source, never credited. The refusal is
+	// remembered under the transaction ID.
+	ErrTransferExpired = errors.New("wallet: transfer not credited within the idempotency window")
+
 	// ErrHoldNotFound reports a hold that was never placed, was refused,
 	// or was forgotten after the idempotency window.
 	ErrHoldNotFound = errors.New("wallet: hold not found")
@@ -94,14 +101,20 @@ func (e *ConflictError) Error() string {
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
 // MismatchError is returned by Verify when replaying an account's journal
-// does not give the stored balance, or the stored running totals do not
-// add up to it.
+// does not give the stored balance or running totals, or the stored
+// running totals do not add up to the balance.
 type MismatchError struct {
 	Account string
 	EntryID string // the journal entry where replay disagreed; "" for the stored balance
-	Field   string // "posted", "held" or "totals"
-	Want    int64  // what the journal (or the totals) says
-	Got     int64  // what is stored
+	// Field is "posted", "held", "totals" (the running totals do not add
+	// up to Posted), "credits", "debits", "transfers in", "transfers out"
+	// (a running total differs from the journal's sum), "last entry" (the
+	// account's newest entry is not the journal's), "open", "checkpoint"
+	// (the journal does not start as it should) or "kind <kind>" (an
+	// entry that may not change Posted does).
+	Field string
+	Want  int64 // what the journal (or the totals) says
+	Got   int64 // what is stored
 }
 
 func (e *MismatchError) Error() string {

@@ -52,7 +52,7 @@ func TestLedger_Debit_ownRetryAfterTimeoutIsNotReplayed(t *testing.T) {
 		defer close(done)
 		res, err = led.Debit(ctx, wallet.Tx{ID: "d1", Account: "a", Amount: 30})
 	}()
-	waitFor(t, func() bool { return direct.Exists(ctx, prefix+":wallet:v1:{a}:tx:d1").Val() == 1 })
+	waitFor(t, func() bool { return direct.Exists(ctx, prefix+":wallet:v2:{a}:tx:d1").Val() == 1 })
 	px.HoldReplies(0)
 	<-done
 	require.NoError(t, err)
@@ -105,7 +105,7 @@ func TestLedger_Debit_goRedisRetryAfterTimeoutAppliesOnce(t *testing.T) {
 		_, err := led.Debit(ctx, wallet.Tx{ID: "d1", Account: "a", Amount: 100})
 		done <- err
 	}()
-	waitFor(t, func() bool { return direct.Exists(ctx, prefix+":wallet:v1:{a}:tx:d1").Val() == 1 })
+	waitFor(t, func() bool { return direct.Exists(ctx, prefix+":wallet:v2:{a}:tx:d1").Val() == 1 })
 	px.HoldReplies(0)
 	require.NoError(t, <-done)
 	bal, err := led.Balance(ctx, "a")

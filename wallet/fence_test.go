@@ -75,7 +75,7 @@ func TestLedger_WithReplicaAck(t *testing.T) {
 	res, err := led.Credit(ctx, wallet.Tx{ID: "c1", Account: "a", Amount: 100})
 	require.NoError(t, err)
 	// WAIT returned after the replica had the write: read it there.
-	require.Equal(t, "100", pair.Replica.Client().HGet(ctx, "redkit:wallet:v1:{a}:acct:a", "posted").Val())
+	require.Equal(t, "100", pair.Replica.Client().HGet(ctx, "redkit:wallet:v2:{a}:acct:a", "posted").Val())
 
 	// Asking for more replicas than exist: applied, but reported.
 	more := wallet.New(rdb, wallet.WithReplicaAck(2, 100*time.Millisecond))

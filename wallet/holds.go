@@ -40,7 +40,8 @@ type HoldReq struct {
 // ID (a repeated call returns the first Result, Replayed set; other fields
 // give a *ConflictError naming "amount", "ttl" or "memo"). Result.Expires
 // is the hold's expiry on the server's clock. Refusals, remembered under
-// r.ID: ErrInsufficientFunds, ErrClosed. Also ErrAccountNotFound, ErrInvalid,
+// r.ID: ErrInsufficientFunds, ErrClosed, ErrAccountNotFound (a hold ID
+// refused before its account was opened stays refused). Also ErrInvalid,
 // ErrUnknownOutcome.
 func (l *Ledger) Hold(ctx context.Context, r HoldReq, opts ...CallOption) (res Result, err error) {
 	ctx, op := l.tel.start(ctx, "hold")
@@ -55,7 +56,7 @@ func (l *Ledger) Hold(ctx context.Context, r HoldReq, opts ...CallOption) (res R
 	if err != nil {
 		return res, err
 	}
-	v, err := l.write(ctx, holdScript, append(l.accountKeys(r.Account), fenceKeys...),
+	v, err := l.writeSwept(ctx, []string{r.Account}, holdScript, append(l.accountKeys(r.Account), fenceKeys...),
 		append([]any{r.ID, strconv.FormatInt(r.Amount, 10), r.TTL.Milliseconds(), r.Memo, retry.Nonce(),
 			l.cfg.window.Milliseconds()}, fenceArgs...)...)
 	res, err = l.posting("hold", r.ID, v, err, &res, r.Account, "")

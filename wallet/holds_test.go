@@ -175,7 +175,7 @@ func TestLedger_Hold_reclaimerReleases(t *testing.T) {
 	require.NoError(t, err)
 	_, err = led.Hold(ctx, wallet.HoldReq{ID: "h1", Account: "a", Amount: 40, TTL: time.Second})
 	require.NoError(t, err)
-	key := prefix + ":wallet:v1:{a}:acct:a"
+	key := prefix + ":wallet:v2:{a}:acct:a"
 	require.Equal(t, "40", rdb.HGet(ctx, key, "held").Val())
 	waitFor(t, func() bool { return rdb.HGet(ctx, key, "held").Val() == "0" })
 	require.NoError(t, led.Verify(ctx, "a"))

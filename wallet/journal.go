@@ -121,11 +121,15 @@ func indexByte(s string, b byte) int {
 }
 
 // Checkpoint appends a checkpoint entry carrying the account's current
-// balances and trims every older entry of its journal, so the journal
-// holds only what happened since. It returns the checkpoint's entry ID and
-// how many entries were trimmed. Read (and keep elsewhere) what you need
-// with Entries before checkpointing: trimmed entries are gone. Safe to
-// call at any time and to repeat. Errors: ErrInvalid, ErrAccountNotFound.
+// balances and running totals and trims every older entry of its journal,
+// so the journal holds only what happened since. It first verifies the
+// account (as Verify does) and writes the checkpoint only if nothing was
+// posted since: a checkpoint over a journal that does not match the
+// balances would hide the difference from every later Verify. It returns
+// the checkpoint's entry ID and how many entries were trimmed. Read (and
+// keep elsewhere) what you need with Entries before checkpointing: trimmed
+// entries are gone. Safe to call at any time and to repeat. Errors:
+// ErrInvalid, ErrAccountNotFound, a *MismatchError (nothing written).
 func (l *Ledger) Checkpoint(ctx context.Context, account string) (id string, trimmed int64, err error) {
 	ctx, op := l.tel.start(ctx, "checkpoint")
 	defer func() { op.end(err, false) }()
@@ -133,68 +137,106 @@ func (l *Ledger) Checkpoint(ctx context.Context, account string) (id string, tri
 		return "", 0, err
 	}
 	g := keys.Group(account)
-	v, err := l.run(ctx, checkpointScript, []string{l.accountKey(g, account), l.journalKey(g, account)})
-	if err != nil {
-		return "", 0, fmt.Errorf("checkpoint %s: %w", account, err)
+	for range verifyRounds {
+		last, err := l.verify(ctx, account)
+		if err != nil {
+			return "", 0, fmt.Errorf("checkpoint %s: %w", account, err)
+		}
+		v, err := l.run(ctx, checkpointScript, []string{l.accountKey(g, account), l.journalKey(g, account)}, last)
+		if err != nil {
+			return "", 0, fmt.Errorf("checkpoint %s: %w", account, err)
+		}
+		r := strs(v)
+		switch status(r, 0) {
+		case "not_found":
+			return "", 0, fmt.Errorf("checkpoint %s: %w", account, ErrAccountNotFound)
+		case "moved":
+			continue // posted to meanwhile: verify the new entries too
+		}
+		if len(r) != 2 {
+			return "", 0, fmt.Errorf("checkpoint %s: unexpected reply %q", account, r)
+		}
+		trimmed, _ = strconv.ParseInt(r[1], 10, 64)
+		return r[0], trimmed, nil
 	}
-	r := strs(v)
-	if status(r, 0) == "not_found" {
-		return "", 0, fmt.Errorf("checkpoint %s: %w", account, ErrAccountNotFound)
-	}
-	if len(r) != 2 {
-		return "", 0, fmt.Errorf("checkpoint %s: unexpected reply %q", account, r)
-	}
-	trimmed, _ = strconv.ParseInt(r[1], 10, 64)
-	return r[0], trimmed, nil
+	return "", 0, fmt.Errorf("checkpoint %s: the account changed during each of %d verifications; nothing written, call again",
+		account, verifyRounds)
 }
 
-// Verify proves an account's stored balance from its journal: starting at
+// verifyRounds bounds how often Verify and Checkpoint start over.
+const verifyRounds = 5
+
+// Verify proves an account's stored state from its journal: starting at
 // the last checkpoint (or the opening entry), it adds up every entry's
 // deltas, checks each entry's recorded balance along the way, and compares
-// the result with the stored Posted and Held; it also checks that the
-// running totals of credits, debits and transfers add up to Posted. A
-// disagreement is a *MismatchError (errors.Is ErrMismatch). Verify reads
-// the journal in pages while postings continue; it stops at the entry that
-// was last when it began.
+// the result with the stored Posted and Held and the sums of each kind of
+// entry (credits, debits and captures, transfers in, transfers out) with
+// the stored running totals (a checkpoint carries the totals as they were
+// at it). It also checks that the account's record of its newest journal
+// entry is the journal's newest entry (read together with the balances, in
+// one step), so an account hash rolled back to an older copy, or an entry
+// appended behind the scripts' back, is a mismatch, and that the running
+// totals add up to Posted. A disagreement is a *MismatchError (errors.Is
+// ErrMismatch). Verify reads the journal in pages while postings continue;
+// it stops at the entry that was newest when it began.
 func (l *Ledger) Verify(ctx context.Context, account string) (err error) {
 	ctx, op := l.tel.start(ctx, "verify")
 	defer func() { op.end(err, false) }()
 	if err := l.check(valid.Name("account", account)); err != nil {
 		return err
 	}
-	// A checkpoint taken while Verify pages trims entries it has not read
-	// yet; it then starts over from the new checkpoint.
-	for range 5 {
-		if err = l.verifyOnce(ctx, account); err != errRestart {
-			break
-		}
-	}
-	if err != nil {
+	if _, err = l.verify(ctx, account); err != nil {
 		return fmt.Errorf("verify %s: %w", account, err)
 	}
 	return nil
 }
 
-func (l *Ledger) verifyOnce(ctx context.Context, account string) error {
+// verify runs verifyOnce until no checkpoint moves under it, and returns
+// the journal entry up to which the account was proved.
+func (l *Ledger) verify(ctx context.Context, account string) (last string, err error) {
+	// A checkpoint taken while Verify pages trims entries it has not read
+	// yet; it then starts over from the new checkpoint.
+	for range verifyRounds {
+		if last, err = l.verifyOnce(ctx, account); err != errRestart {
+			break
+		}
+	}
+	return last, err
+}
+
+// totals are an account's running totals, in the order of head.lua's reply.
+type totals struct{ cr, db, tin, tout int64 }
+
+func (l *Ledger) verifyOnce(ctx context.Context, account string) (string, error) {
 	g := keys.Group(account)
 	ak, jk := l.accountKey(g, account), l.journalKey(g, account)
-	st, err := l.readInts(ctx, ak, "posted", "held", "cr", "db", "tin", "tout")
+	v, err := l.run(ctx, headScript, []string{ak, jk})
 	if err != nil {
-		return err
+		return "", err
 	}
-	if st == nil {
-		return ErrAccountNotFound
+	r := strs(v)
+	if status(r, 0) == "not_found" {
+		return "", ErrAccountNotFound
 	}
-	posted, held := st.n[0], st.n[1]
-	if want := st.n[2] - st.n[3] + st.n[4] - st.n[5]; want != posted {
-		return &MismatchError{Account: account, Field: "totals", Want: want, Got: posted}
+	if len(r) != 10 {
+		return "", fmt.Errorf("unexpected reply %q", r)
 	}
-	ck, last := st.ck, st.last
+	n := func(i int) int64 { x, _ := strconv.ParseInt(r[i], 10, 64); return x }
+	posted, held := n(1), n(2)
+	stored := totals{n(3), n(4), n(5), n(6)}
+	ck, last, tail := r[7], r[8], r[9]
+	if last != tail {
+		return "", &MismatchError{Account: account, EntryID: tail, Field: "last entry"}
+	}
+	if want := stored.cr - stored.db + stored.tin - stored.tout; want != posted {
+		return "", &MismatchError{Account: account, Field: "totals", Want: want, Got: posted}
+	}
 	start, fromCheckpoint := "-", ck != ""
 	if fromCheckpoint {
 		start = ck
 	}
 	var p, h int64
+	var sum totals
 	first, seenLast := true, false
 	for !seenLast {
 		var msgs []redis.XMessage
@@ -204,50 +246,95 @@ func (l *Ledger) verifyOnce(ctx context.Context, account string) error {
 			return err
 		})
 		if err != nil {
-			return err
+			return "", err
 		}
 		if len(msgs) == 0 {
 			break
 		}
 		for _, m := range msgs {
 			e := decodeEntry(m)
+			mismatch := func(field string, want, got int64) error {
+				return l.mismatchOrRestart(ctx, ak, ck, &MismatchError{Account: account, EntryID: e.ID,
+					Field: field, Want: want, Got: got})
+			}
 			switch {
 			case first && fromCheckpoint:
 				if e.ID != ck || e.Kind != KindCheckpoint {
-					return l.mismatchOrRestart(ctx, ak, ck, &MismatchError{Account: account, EntryID: e.ID,
-						Field: "checkpoint"})
+					return "", mismatch("checkpoint", 0, 0)
 				}
 				p, h = e.Posted, e.Held
+				sum = checkpointTotals(m)
 			case first && e.Kind != KindOpen:
-				return l.mismatchOrRestart(ctx, ak, ck, &MismatchError{Account: account, EntryID: e.ID,
-					Field: "open"})
+				return "", mismatch("open", 0, 0)
+			case first: // the opening entry: balances and totals 0
+				p, h = e.Delta, e.HeldDelta
 			default:
 				p += e.Delta
 				h += e.HeldDelta
+				if !sum.add(e) {
+					return "", mismatch("kind "+e.Kind, 0, e.Delta)
+				}
 			}
 			first = false
 			if e.Posted != p {
-				return l.mismatchOrRestart(ctx, ak, ck, &MismatchError{Account: account, EntryID: e.ID,
-					Field: "posted", Want: p, Got: e.Posted})
+				return "", mismatch("posted", p, e.Posted)
 			}
 			if e.Held != h {
-				return l.mismatchOrRestart(ctx, ak, ck, &MismatchError{Account: account, EntryID: e.ID,
-					Field: "held", Want: h, Got: e.Held})
+				return "", mismatch("held", h, e.Held)
 			}
 			seenLast = e.ID == last
 		}
 		start = "(" + msgs[len(msgs)-1].ID
 	}
 	if !seenLast {
-		return l.mismatchOrRestart(ctx, ak, ck, &MismatchError{Account: account, Field: "last entry"})
+		return "", l.mismatchOrRestart(ctx, ak, ck, &MismatchError{Account: account, Field: "last entry"})
 	}
 	if p != posted {
-		return &MismatchError{Account: account, Field: "posted", Want: p, Got: posted}
+		return "", &MismatchError{Account: account, Field: "posted", Want: p, Got: posted}
 	}
 	if h != held {
-		return &MismatchError{Account: account, Field: "held", Want: h, Got: held}
+		return "", &MismatchError{Account: account, Field: "held", Want: h, Got: held}
 	}
-	return nil
+	for _, c := range []struct {
+		field     string
+		want, got int64
+	}{{"credits", sum.cr, stored.cr}, {"debits", sum.db, stored.db},
+		{"transfers in", sum.tin, stored.tin}, {"transfers out", sum.tout, stored.tout}} {
+		if c.want != c.got {
+			return "", &MismatchError{Account: account, Field: c.field, Want: c.want, Got: c.got}
+		}
+	}
+	return last, nil
+}
+
+// add counts an entry in the running totals it belongs to, and reports
+// whether its kind may change Posted by its delta.
+func (t *totals) add(e Entry) bool {
+	switch e.Kind {
+	case KindCredit:
+		t.cr += e.Delta
+	case KindDebit, KindCapture:
+		t.db -= e.Delta
+	case KindTransferIn:
+		t.tin += e.Delta
+	case KindTransferOut:
+		t.tout -= e.Delta
+	case KindHold, KindVoid, KindHoldExpire, KindTransferHold, KindTransferVoid, KindClose:
+		return e.Delta == 0
+	default: // open and checkpoint only start a journal
+		return false
+	}
+	return true
+}
+
+// checkpointTotals reads the running totals a checkpoint entry carries.
+func checkpointTotals(m redis.XMessage) totals {
+	n := func(k string) int64 {
+		s, _ := m.Values[k].(string)
+		v, _ := strconv.ParseInt(s, 10, 64)
+		return v
+	}
+	return totals{n("cr"), n("db"), n("tin"), n("tout")}
 }
 
 // errRestart makes Verify start over: a checkpoint moved under it.

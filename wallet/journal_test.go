@@ -63,13 +63,13 @@ func TestLedger_Checkpoint_trimsBehindAndVerifyReplaysFromIt(t *testing.T) {
 	require.NoError(t, led.Verify(ctx, "a"))
 
 	// The stored balance disagrees with the journal since the checkpoint.
-	require.NoError(t, rdb.HIncrBy(ctx, prefix+":wallet:v1:{a}:acct:a", "posted", 5).Err())
+	require.NoError(t, rdb.HIncrBy(ctx, prefix+":wallet:v2:{a}:acct:a", "posted", 5).Err())
 	err = led.Verify(ctx, "a")
 	var me *wallet.MismatchError
 	require.ErrorAs(t, err, &me)
 	require.ErrorIs(t, err, wallet.ErrMismatch)
 	require.Equal(t, "totals", me.Field)
-	require.NoError(t, rdb.HIncrBy(ctx, prefix+":wallet:v1:{a}:acct:a", "cr", 5).Err())
+	require.NoError(t, rdb.HIncrBy(ctx, prefix+":wallet:v2:{a}:acct:a", "cr", 5).Err())
 	err = led.Verify(ctx, "a")
 	require.ErrorAs(t, err, &me)
 	require.Equal(t, "posted", me.Field)
@@ -92,7 +92,7 @@ func TestLedger_Verify_detectsMissingEntry(t *testing.T) {
 		}
 	}
 	require.NoError(t, led.Verify(ctx, "a"))
-	require.NoError(t, rdb.XDel(ctx, prefix+":wallet:v1:{a}:journal:a", mid).Err())
+	require.NoError(t, rdb.XDel(ctx, prefix+":wallet:v2:{a}:journal:a", mid).Err())
 	err := led.Verify(ctx, "a")
 	var me *wallet.MismatchError
 	require.ErrorAs(t, err, &me)

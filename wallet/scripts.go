@@ -36,6 +36,8 @@ var (
 	xfinishLua string
 	//go:embed scripts/xdone.lua
 	xdoneLua string
+	//go:embed scripts/head.lua
+	headLua string
 )
 
 var (
@@ -51,6 +53,7 @@ var (
 	xcreditScript    = newScript(xcreditLua)
 	xfinishScript    = newScript(xfinishLua)
 	xdoneScript      = newScript(xdoneLua)
+	headScript       = newScript(headLua)
 )
 
 // PostingScriptSource returns the full Lua source of the credit/debit

@@ -84,6 +84,9 @@ var outcomes = []struct {
 	name    string
 	refusal bool
 }{
+	// First: an unknown outcome may wrap the cause, even an ErrInvalid from
+	// a later step of a transfer across groups, and is never a refusal.
+	{ErrUnknownOutcome, "unknown", false},
 	{ErrInsufficientFunds, "insufficient_funds", true},
 	{ErrAccountNotFound, "account_not_found", true},
 	{ErrCurrencyMismatch, "currency_mismatch", true},
@@ -92,10 +95,10 @@ var outcomes = []struct {
 	{ErrHoldNotFound, "hold_not_found", true},
 	{ErrHoldExpired, "hold_expired", true},
 	{ErrStaleFence, "stale_fence", true},
+	{ErrTransferExpired, "transfer_expired", true},
 	{ErrInvalid, "invalid", false},
 	{ErrSameAccount, "invalid", false},
 	{ErrCrossGroup, "cross_group", false},
-	{ErrUnknownOutcome, "unknown", false},
 	{ErrReplicaAck, "replica_ack", false},
 	{ErrMismatch, "mismatch", false},
 }

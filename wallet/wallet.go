@@ -21,6 +21,10 @@ import (
 // MaxMemo is the longest memo, in bytes, a posting may carry.
 const MaxMemo = 256
 
+// layoutVersion is the v<N> of every key: 2 names a transfer's inbound
+// record by source group and ID and puts running totals in checkpoints.
+const layoutVersion = 2
+
 // Ledger keeps accounts and their journals in Redis. It is safe for
 // concurrent use. Create it with New.
 type Ledger struct {
@@ -44,7 +48,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Ledger {
 	l := &Ledger{
 		rdb:   rdb,
 		cfg:   cfg,
-		space: keys.Space{Prefix: cfg.prefix, Module: "wallet", Version: 1},
+		space: keys.Space{Prefix: cfg.prefix, Module: "wallet", Version: layoutVersion},
 		tel:   newTelemetry(cfg.providers, cfg.label),
 	}
 	if cfg.err == nil && cfg.recoverEvery > 0 {
@@ -167,9 +171,7 @@ func (l *Ledger) Open(ctx context.Context, account string, opts ...AccountOption
 		overdraft(ac.overdraft)); err != nil {
 		return err
 	}
-	g := keys.Group(account)
-	v, err := l.run(ctx, openScript, []string{l.accountKey(g, account), l.journalKey(g, account)},
-		ac.currency, strconv.FormatInt(ac.overdraft, 10))
+	v, err := l.run(ctx, openScript, l.accountKeys(account), ac.currency, strconv.FormatInt(ac.overdraft, 10))
 	if err != nil {
 		return fmt.Errorf("open %s: %w", account, err)
 	}
@@ -217,7 +219,7 @@ func (l *Ledger) post(ctx context.Context, kind string, tx Tx, opts []CallOption
 		return res, err
 	}
 	ak := l.accountKeys(tx.Account)
-	v, err := l.write(ctx, postScript,
+	v, err := l.writeSwept(ctx, []string{tx.Account}, postScript,
 		append([]string{ak[0], ak[1], l.txKey(g, tx.ID), ak[2], ak[3]}, fenceKeys...),
 		append([]any{tx.ID, kind, tx.Account, strconv.FormatInt(tx.Amount, 10), tx.Currency, tx.Memo,
 			retry.Nonce(), l.cfg.window.Milliseconds()}, fenceArgs...)...)
@@ -274,7 +276,7 @@ func (l *Ledger) Transfer(ctx context.Context, t Transfer, opts ...CallOption) (
 	if err != nil {
 		return res, err
 	}
-	v, err := l.write(ctx, call.Script, call.Keys, call.Args...)
+	v, err := l.writeSwept(ctx, []string{t.From}, call.Script, call.Keys, call.Args...)
 	return l.posting("transfer", t.ID, v, err, &res, t.From, t.To)
 }
 
@@ -345,6 +347,8 @@ func decodePosting(kind, id string, r []string, res *Result, from, to string) (R
 		refusal = ErrHoldExpired
 	case "stale_fence":
 		refusal = ErrStaleFence
+	case "again":
+		return *res, fmt.Errorf("%s %s: expired holds left unreleased; nothing was posted, call again", kind, id)
 	default:
 		return *res, fmt.Errorf("%s %s: unexpected reply %q", kind, id, r)
 	}
@@ -426,6 +430,30 @@ func (l *Ledger) CloseAccount(ctx context.Context, account string) (err error) {
 func (l *Ledger) run(ctx context.Context, s *script.Script, keys []string, args ...any) (any, error) {
 	return l.exec(ctx, script.Ack{}, s, keys, args)
 }
+
+// writeSwept is write for a script that answers "again" when it would
+// refuse for lack of funds while expired holds of the accounts were left
+// unswept (its sweep stops at a limit): nothing was decided or stored, so
+// the accounts are swept further and the same call (same nonce) is sent
+// again. Each round releases at least sweepLimit expired holds.
+func (l *Ledger) writeSwept(ctx context.Context, accounts []string, s *script.Script, keys []string, args ...any) (any, error) {
+	for range maxSweepRounds {
+		v, err := l.write(ctx, s, keys, args...)
+		if v == nil || status(strs(v), 0) != "again" {
+			return v, err
+		}
+		for _, a := range accounts {
+			if _, _, err := l.sweep(ctx, a, sweepLimit); err != nil && !errors.Is(err, ErrAccountNotFound) {
+				return nil, fmt.Errorf("releasing expired holds (nothing was posted): %w", err)
+			}
+		}
+	}
+	return nil, errors.New("more expired holds than " + strconv.Itoa(maxSweepRounds*sweepLimit) +
+		" kept arriving; nothing was posted, call again")
+}
+
+// maxSweepRounds bounds writeSwept's rounds.
+const maxSweepRounds = 100
 
 // write is run for postings, waiting for replicas as WithReplicaAck says.
 // When the script ran but too few replicas acknowledged, it returns the

@@ -1,8 +1,8 @@
 -- close: close an account to new postings. Balances stay readable; the
 -- account cannot be reopened. Runs after lib.lua.
 --
--- KEYS[1] account hash  <prefix>:wallet:v1:{<group>}:acct:<account>
--- KEYS[2] journal       <prefix>:wallet:v1:{<group>}:journal:<account>
+-- KEYS[1] account hash  <prefix>:wallet:v2:{<group>}:acct:<account>
+-- KEYS[2] journal       <prefix>:wallet:v2:{<group>}:journal:<account>
 --
 -- Reply: "ok" (closed now), "closed" (already closed) or "not_found".
 

@@ -1,10 +1,10 @@
 -- hold: reserve an amount of an account's available balance until it is
 -- captured, voided or expires, idempotent by hold ID. Runs after lib.lua.
 --
--- KEYS[1] account hash  <prefix>:wallet:v1:{<group>}:acct:<account>
--- KEYS[2] journal       <prefix>:wallet:v1:{<group>}:journal:<account>
--- KEYS[3] holds hash    <prefix>:wallet:v1:{<group>}:holds:<account>
--- KEYS[4] hold index    <prefix>:wallet:v1:{<group>}:hidx:<account>
+-- KEYS[1] account hash  <prefix>:wallet:v2:{<group>}:acct:<account>
+-- KEYS[2] journal       <prefix>:wallet:v2:{<group>}:journal:<account>
+-- KEYS[3] holds hash    <prefix>:wallet:v2:{<group>}:holds:<account>
+-- KEYS[4] hold index    <prefix>:wallet:v2:{<group>}:hidx:<account>
 -- ARGV[1] hold ID
 -- ARGV[2] amount, decimal 1..9007199254740991
 -- ARGV[3] TTL in milliseconds (expiry on the server's clock)
@@ -16,7 +16,9 @@
 -- Reply: {status, replayed, field, time_ms, entry_id, currency, overdraft,
 -- posted, held, closed, expires_ms, now_ms}, all strings. status "ok"; a
 -- refusal remembered under the hold ID: "not_found", "closed",
--- "insufficient"; "conflict" with field (amount, ttl, memo); "stale_fence".
+-- "insufficient" ("not_found" too: a hold ID refused before its account
+-- was opened stays refused); "conflict" with field (amount, ttl, memo);
+-- "stale_fence"; "again" (see post.lua).
 
 local id, amount_s, ttl, memo, nonce, window = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local n = amount(amount_s)
@@ -42,10 +44,18 @@ if a and a.held + n > MAX then return invalid('held total would exceed 900719925
 if not fence_ok(5, 7) then return reply('stale_fence', false) end
 sweep(KEYS[1], KEYS[2], KEYS[3], KEYS[4], a, now, window, SWEEP_LIMIT)
 local status = status_of(a, '', n)
+if status == 'insufficient' and due_left(KEYS[4], now) then return reply('again', false) end
 h = {n = amount_s, ttl = ttl, m = memo, nonce = nonce, t = str(now)}
 if status ~= 'ok' then
   h.s, h.r = 'refused', status
-  if a then hold_put(KEYS[3], KEYS[4], id, h, now + tonumber(window)) end
+  hold_put(KEYS[3], KEYS[4], id, h, now + tonumber(window))
+  if not a then
+    -- No sweep forgets the refusals of an account that does not exist:
+    -- the keys expire a window after the last one (open.lua persists
+    -- them when the account is opened; the index then forgets each).
+    redis.call('PEXPIRE', KEYS[3], window)
+    redis.call('PEXPIRE', KEYS[4], window)
+  end
   return answer(h, false)
 end
 local held = redis.call('HINCRBY', KEYS[1], 'held', amount_s)

@@ -173,7 +173,7 @@ end
 -- limit of them; a.held follows. Returns how many entries it handled.
 local function sweep(ak, jk, hk, ik, a, now, window, limit)
   if not a then return 0 end
-  local due = redis.call('ZRANGEBYSCORE', ik, '-inf', str(now), 'LIMIT', 0, limit)
+  local due = redis.call('ZRANGEBYSCORE', ik, '-inf', str(now), 'LIMIT', '0', str(limit))
   for _, id in ipairs(due) do
     local h = hold_get(hk, id)
     if h and h.s == 'open' then
@@ -189,4 +189,13 @@ local function sweep(ak, jk, hk, ik, a, now, window, limit)
     end
   end
   return #due
+end
+
+-- due_left reports whether the hold index still has entries due at now
+-- (a sweep stopped at its limit). Balances then still count holds that
+-- have expired, so a refusal for lack of funds would rest on a partial
+-- view: scripts answer "again" instead, without storing it, and the Go
+-- side sweeps the rest before calling again.
+local function due_left(ik, now)
+  return #redis.call('ZRANGEBYSCORE', ik, '-inf', str(now), 'LIMIT', '0', '1') > 0
 end

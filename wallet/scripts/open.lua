@@ -1,8 +1,10 @@
 -- open: create an account, or confirm an existing one with the same
 -- settings. Runs after lib.lua.
 --
--- KEYS[1] account hash  <prefix>:wallet:v1:{<group>}:acct:<account>
--- KEYS[2] journal       <prefix>:wallet:v1:{<group>}:journal:<account>
+-- KEYS[1] account hash  <prefix>:wallet:v2:{<group>}:acct:<account>
+-- KEYS[2] journal       <prefix>:wallet:v2:{<group>}:journal:<account>
+-- KEYS[3] holds hash    <prefix>:wallet:v2:{<group>}:holds:<account>
+-- KEYS[4] hold index    <prefix>:wallet:v2:{<group>}:hidx:<account>
 -- ARGV[1] currency code
 -- ARGV[2] overdraft limit, decimal 0..9007199254740991
 --
@@ -23,4 +25,8 @@ end
 redis.call('HSET', KEYS[1], 'cur', cur, 'od', od, 'posted', '0', 'held', '0', 'closed', '0',
            'cr', '0', 'db', '0', 'tin', '0', 'tout', '0', 'ck', '')
 journal(KEYS[1], KEYS[2], '', 'open', '0', '0', 0, 0, '', '')
+-- Holds refused before the account existed were kept with a key expiry;
+-- from now on the hold index forgets them one by one.
+redis.call('PERSIST', KEYS[3])
+redis.call('PERSIST', KEYS[4])
 return {'ok', ''}

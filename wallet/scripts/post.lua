@@ -1,11 +1,11 @@
 -- post: apply a credit or a debit to one account, idempotent by transaction
 -- ID. Runs after lib.lua (prepended by the Go side).
 --
--- KEYS[1] account hash  <prefix>:wallet:v1:{<group>}:acct:<account>
--- KEYS[2] journal       <prefix>:wallet:v1:{<group>}:journal:<account>
--- KEYS[3] tx marker     <prefix>:wallet:v1:{<group>}:tx:<tx id>
--- KEYS[4] holds hash    <prefix>:wallet:v1:{<group>}:holds:<account>
--- KEYS[5] hold index    <prefix>:wallet:v1:{<group>}:hidx:<account>
+-- KEYS[1] account hash  <prefix>:wallet:v2:{<group>}:acct:<account>
+-- KEYS[2] journal       <prefix>:wallet:v2:{<group>}:journal:<account>
+-- KEYS[3] tx marker     <prefix>:wallet:v2:{<group>}:tx:<tx id>
+-- KEYS[4] holds hash    <prefix>:wallet:v2:{<group>}:holds:<account>
+-- KEYS[5] hold index    <prefix>:wallet:v2:{<group>}:hidx:<account>
 -- ARGV[1] tx ID
 -- ARGV[2] kind: "credit" or "debit"
 -- ARGV[3] account ID
@@ -23,16 +23,18 @@
 --   status "ok"; or a refusal remembered under the tx ID: "not_found",
 --   "closed", "currency", "insufficient"; or "conflict" with field naming
 --   the first differing field (kind, account, amount, currency, memo); or
---   "stale_fence" (nothing written).
+--   "stale_fence" (nothing written); or "again": funds looked short while
+--   expired holds were still left after this call's sweep, so nothing was
+--   decided or stored (the caller sweeps and calls again).
 --   replayed "1" when an earlier call (another nonce) decided the tx.
 -- Error reply "ERR wallet: invalid: ..." (bad argument, or the balance or a
 -- running total would leave its bounds): nothing was written.
 --
 -- redis-benchmark, one hot account "hot" that may overdraw (open it first):
 --   redis-benchmark -r 1000000000 -n 200000 -c 64 EVALSHA <sha> 5 \
---     redkit:wallet:v1:{hot}:acct:hot redkit:wallet:v1:{hot}:journal:hot \
---     redkit:wallet:v1:{hot}:tx:__rand_int__ redkit:wallet:v1:{hot}:holds:hot \
---     redkit:wallet:v1:{hot}:hidx:hot __rand_int__ debit hot 1 "" "" bench 60000
+--     redkit:wallet:v2:{hot}:acct:hot redkit:wallet:v2:{hot}:journal:hot \
+--     redkit:wallet:v2:{hot}:tx:__rand_int__ redkit:wallet:v2:{hot}:holds:hot \
+--     redkit:wallet:v2:{hot}:hidx:hot __rand_int__ debit hot 1 "" "" bench 60000
 
 local tx, kind, acct, amount_s, cur, memo, nonce, window =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
@@ -65,6 +67,7 @@ sweep(KEYS[1], KEYS[2], KEYS[4], KEYS[5], a, now, window, SWEEP_LIMIT)
 local out = nil
 if kind == 'debit' then out = n end
 local status = status_of(a, cur, out)
+if status == 'insufficient' and due_left(KEYS[5], now) then return reply('again', false) end
 if status ~= 'ok' then
   remember(KEYS[3], window, {'k', kind, 'a', acct, 'b', '', 'n', amount_s, 'c', cur, 'm', memo,
                              'nonce', nonce, 's', status, 't', str(now)})

@@ -2,10 +2,10 @@
 -- or part of the held amount as a debit and releases the rest; void
 -- releases it all. Runs after lib.lua.
 --
--- KEYS[1] account hash  <prefix>:wallet:v1:{<group>}:acct:<account>
--- KEYS[2] journal       <prefix>:wallet:v1:{<group>}:journal:<account>
--- KEYS[3] holds hash    <prefix>:wallet:v1:{<group>}:holds:<account>
--- KEYS[4] hold index    <prefix>:wallet:v1:{<group>}:hidx:<account>
+-- KEYS[1] account hash  <prefix>:wallet:v2:{<group>}:acct:<account>
+-- KEYS[2] journal       <prefix>:wallet:v2:{<group>}:journal:<account>
+-- KEYS[3] holds hash    <prefix>:wallet:v2:{<group>}:holds:<account>
+-- KEYS[4] hold index    <prefix>:wallet:v2:{<group>}:hidx:<account>
 -- ARGV[1] hold ID
 -- ARGV[2] "capture" or "void"
 -- ARGV[3] capture amount, decimal 1..hold amount ("0" for void)

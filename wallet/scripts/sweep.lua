@@ -2,10 +2,10 @@
 -- the window, then report the balance. Used by Balance and by the hold
 -- reclaimer. Runs after lib.lua.
 --
--- KEYS[1] account hash  <prefix>:wallet:v1:{<group>}:acct:<account>
--- KEYS[2] journal       <prefix>:wallet:v1:{<group>}:journal:<account>
--- KEYS[3] holds hash    <prefix>:wallet:v1:{<group>}:holds:<account>
--- KEYS[4] hold index    <prefix>:wallet:v1:{<group>}:hidx:<account>
+-- KEYS[1] account hash  <prefix>:wallet:v2:{<group>}:acct:<account>
+-- KEYS[2] journal       <prefix>:wallet:v2:{<group>}:journal:<account>
+-- KEYS[3] holds hash    <prefix>:wallet:v2:{<group>}:holds:<account>
+-- KEYS[4] hold index    <prefix>:wallet:v2:{<group>}:hidx:<account>
 -- ARGV[1] idempotency window in milliseconds
 -- ARGV[2] the most index entries to handle
 --
@@ -17,7 +17,7 @@ local a = account(KEYS[1])
 if not a then return {'not_found'} end
 local now = now_ms()
 local handled = sweep(KEYS[1], KEYS[2], KEYS[3], KEYS[4], a, now, ARGV[1], tonumber(ARGV[2]))
-local nxt = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
+local nxt = redis.call('ZRANGE', KEYS[4], '0', '0', 'WITHSCORES')
 local next_ms = '-1'
 if nxt[2] then next_ms = str(math.max(0, tonumber(nxt[2]) - now)) end
 local r = {'ok'}

@@ -1,15 +1,15 @@
 -- transfer: move an amount between two accounts of one slot group,
 -- idempotent by transaction ID. Runs after lib.lua.
 --
--- KEYS[1] source account hash   <prefix>:wallet:v1:{<group>}:acct:<from>
--- KEYS[2] source journal        <prefix>:wallet:v1:{<group>}:journal:<from>
--- KEYS[3] destination account   <prefix>:wallet:v1:{<group>}:acct:<to>
--- KEYS[4] destination journal   <prefix>:wallet:v1:{<group>}:journal:<to>
--- KEYS[5] tx marker             <prefix>:wallet:v1:{<group>}:tx:<tx id>
--- KEYS[6] source holds hash     <prefix>:wallet:v1:{<group>}:holds:<from>
--- KEYS[7] source hold index     <prefix>:wallet:v1:{<group>}:hidx:<from>
--- KEYS[8] destination holds     <prefix>:wallet:v1:{<group>}:holds:<to>
--- KEYS[9] destination index     <prefix>:wallet:v1:{<group>}:hidx:<to>
+-- KEYS[1] source account hash   <prefix>:wallet:v2:{<group>}:acct:<from>
+-- KEYS[2] source journal        <prefix>:wallet:v2:{<group>}:journal:<from>
+-- KEYS[3] destination account   <prefix>:wallet:v2:{<group>}:acct:<to>
+-- KEYS[4] destination journal   <prefix>:wallet:v2:{<group>}:journal:<to>
+-- KEYS[5] tx marker             <prefix>:wallet:v2:{<group>}:tx:<tx id>
+-- KEYS[6] source holds hash     <prefix>:wallet:v2:{<group>}:holds:<from>
+-- KEYS[7] source hold index     <prefix>:wallet:v2:{<group>}:hidx:<from>
+-- KEYS[8] destination holds     <prefix>:wallet:v2:{<group>}:holds:<to>
+-- KEYS[9] destination index     <prefix>:wallet:v2:{<group>}:hidx:<to>
 -- ARGV[1] tx ID
 -- ARGV[2] from account ID
 -- ARGV[3] to account ID (never equal to from)
@@ -25,7 +25,8 @@
 -- transfer. status "ok"; or a refusal remembered under the tx ID:
 -- "not_found" (source), "to_not_found", "closed" (source), "to_closed",
 -- "currency" (the accounts' currencies differ), "insufficient"; or
--- "conflict" with field (kind, from, to, amount, memo); "stale_fence".
+-- "conflict" with field (kind, from, to, amount, memo); "stale_fence";
+-- "again" (see post.lua).
 -- Error reply "ERR wallet: invalid: ...": nothing was written.
 
 local tx, from, to, amount_s, memo, nonce, window =
@@ -45,7 +46,11 @@ end
 
 if a and b then
   if b.posted + n > MAX then return invalid('destination balance would exceed 9007199254740991') end
-  if a.tout + n > TOTAL_MAX or b.tin + n > TOTAL_MAX then return invalid('transfer total would exceed 9e18') end
+  -- a.held counts transfers across groups still in flight from a, whose
+  -- last step adds to a.tout and must not fail then.
+  if a.tout + a.held + n > TOTAL_MAX or b.tin + n > TOTAL_MAX then
+    return invalid('transfer total would exceed 9e18')
+  end
 end
 
 if not fence_ok(10, 8) then return reply('stale_fence', false) end
@@ -59,6 +64,7 @@ if status == 'ok' then
 end
 if status == 'ok' and a.cur ~= b.cur then status = 'currency' end
 if status == 'ok' then status = status_of(a, '', n) end
+if status == 'insufficient' and due_left(KEYS[7], now) then return reply('again', false) end
 local fields = {'k', 'transfer', 'a', from, 'b', to, 'n', amount_s, 'c', '', 'm', memo,
                 'nonce', nonce, 's', status, 't', str(now)}
 if status ~= 'ok' then

@@ -2,12 +2,12 @@
 -- group: record the transfer and hold the amount on the source (a hold
 -- that never expires). Idempotent by transaction ID. Runs after lib.lua.
 --
--- KEYS[1] source account hash  <prefix>:wallet:v1:{<from group>}:acct:<from>
--- KEYS[2] source journal       <prefix>:wallet:v1:{<from group>}:journal:<from>
--- KEYS[3] transfer record      <prefix>:wallet:v1:{<from group>}:tx:<tx id>
--- KEYS[4] source holds hash    <prefix>:wallet:v1:{<from group>}:holds:<from>
--- KEYS[5] source hold index    <prefix>:wallet:v1:{<from group>}:hidx:<from>
--- KEYS[6] in-flight index      <prefix>:wallet:v1:{<from group>}:xpend
+-- KEYS[1] source account hash  <prefix>:wallet:v2:{<from group>}:acct:<from>
+-- KEYS[2] source journal       <prefix>:wallet:v2:{<from group>}:journal:<from>
+-- KEYS[3] transfer record      <prefix>:wallet:v2:{<from group>}:tx:<tx id>
+-- KEYS[4] source holds hash    <prefix>:wallet:v2:{<from group>}:holds:<from>
+-- KEYS[5] source hold index    <prefix>:wallet:v2:{<from group>}:hidx:<from>
+-- KEYS[6] in-flight index      <prefix>:wallet:v2:{<from group>}:xpend
 -- ARGV[1] tx ID
 -- ARGV[2] from account ID
 -- ARGV[3] to account ID (another slot group)
@@ -15,25 +15,31 @@
 -- ARGV[5] memo, "" for none
 -- ARGV[6] call nonce
 -- ARGV[7] idempotency window in milliseconds
--- Optional fence: KEYS[7] fence key, ARGV[8] fencing token (see post.lua).
+-- ARGV[8] "1" when the Go side read the destination and found that the
+--         amount would take its balance or transfers-in total out of
+--         bounds: a new transfer is then refused as invalid (nothing
+--         written), as inside one group; a recorded one answers as usual
+-- Optional fence: KEYS[7] fence key, ARGV[9] fencing token (see post.lua).
 --
 -- Reply: {status, replayed, field, currency, state record...}:
 --   status "pending" (held, the destination step is next), "posted" or
 --   "voided" (finished; the record follows), a refusal remembered under the
 --   tx ID ("not_found", "closed", "insufficient"), "conflict" with field,
---   or "stale_fence".
+--   "stale_fence", or "again" (see post.lua).
 --   For pending/posted/voided: {status, replayed, '', currency, reason,
 --   time_ms, entry, posted, held, overdraft, to_entry, to_currency,
---   to_overdraft, to_posted, to_held} (see xfinish.lua).
+--   to_overdraft, to_posted, to_held, begin_ms} (see xfinish.lua).
+-- Error reply "ERR wallet: invalid: ...": nothing was written.
 
-local tx, from, to, amount_s, memo, nonce, window =
-  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local tx, from, to, amount_s, memo, nonce, window, dest_full =
+  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 local n = amount(amount_s)
 if not n then return invalid('amount ' .. tostring(amount_s)) end
 
 local function state(m, replayed)
   return {m.s, replayed and '1' or '0', '', m.cur or '', m.r or '', m.t or '', m.e3 or '',
-          m.p or '', m.h or '', m.od or '', m.e2 or '', m.cur2 or '', m.od2 or '', m.p2 or '', m.h2 or ''}
+          m.p or '', m.h or '', m.od or '', m.e2 or '', m.cur2 or '', m.od2 or '', m.p2 or '', m.h2 or '',
+          m.t0 or ''}
 end
 
 local a = account(KEYS[1])
@@ -50,11 +56,17 @@ if #raw > 0 then
   return state(m, m.nonce ~= nonce)
 end
 
+if dest_full == '1' then return invalid('destination balance would exceed 9007199254740991') end
 if a and a.held + n > MAX then return invalid('held total would exceed 9007199254740991') end
-if not fence_ok(7, 8) then return {'stale_fence', '0', ''} end
+-- The last step adds n to a.tout, after the destination was credited, when
+-- it can no longer refuse: the bound is checked here, counting the
+-- transfers already in flight (in a.held).
+if a and a.tout + a.held + n > TOTAL_MAX then return invalid('transfer total would exceed 9e18') end
+if not fence_ok(7, 9) then return {'stale_fence', '0', ''} end
 local now = now_ms()
 sweep(KEYS[1], KEYS[2], KEYS[4], KEYS[5], a, now, window, SWEEP_LIMIT)
 local status = status_of(a, '', n)
+if status == 'insufficient' and due_left(KEYS[5], now) then return {'again', '0', ''} end
 local fields = {'k', 'xtransfer', 'a', from, 'b', to, 'n', amount_s, 'c', '', 'm', memo, 'nonce', nonce,
                 't0', str(now)}
 if status ~= 'ok' then
@@ -67,4 +79,4 @@ local e = journal(KEYS[1], KEYS[2], tx, 'transfer_hold', '0', amount_s, a.posted
 for _, x in ipairs({'s', 'pending', 'cur', a.cur, 'od', str(a.od), 'e1', e}) do fields[#fields + 1] = x end
 redis.call('HSET', KEYS[3], unpack(fields))
 redis.call('ZADD', KEYS[6], str(now), tx)
-return {'pending', '0', '', a.cur, '', '', '', '', '', str(a.od)}
+return {'pending', '0', '', a.cur, '', '', '', '', '', str(a.od), '', '', '', '', '', str(now)}

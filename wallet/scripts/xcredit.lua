@@ -2,11 +2,13 @@
 -- destination's group: credit the destination once, or refuse for good.
 -- Idempotent by transaction ID. Runs after lib.lua.
 --
--- KEYS[1] destination account  <prefix>:wallet:v1:{<to group>}:acct:<to>
--- KEYS[2] destination journal  <prefix>:wallet:v1:{<to group>}:journal:<to>
--- KEYS[3] inbound record       <prefix>:wallet:v1:{<to group>}:xin:<tx id>
--- KEYS[4] destination holds    <prefix>:wallet:v1:{<to group>}:holds:<to>
--- KEYS[5] destination index    <prefix>:wallet:v1:{<to group>}:hidx:<to>
+-- KEYS[1] destination account  <prefix>:wallet:v2:{<to group>}:acct:<to>
+-- KEYS[2] destination journal  <prefix>:wallet:v2:{<to group>}:journal:<to>
+-- KEYS[3] inbound record       <prefix>:wallet:v2:{<to group>}:xin:<from group>/<tx id>
+--         (transaction IDs are unique per source group, so the source
+--         group is part of its name)
+-- KEYS[4] destination holds    <prefix>:wallet:v2:{<to group>}:holds:<to>
+-- KEYS[5] destination index    <prefix>:wallet:v2:{<to group>}:hidx:<to>
 -- ARGV[1] tx ID
 -- ARGV[2] from account ID
 -- ARGV[3] to account ID
@@ -14,12 +16,24 @@
 -- ARGV[5] the source's currency
 -- ARGV[6] memo
 -- ARGV[7] idempotency window in milliseconds
+-- ARGV[8] server time (ms) at which the source recorded the transfer
 --
 -- Reply: {status, entry, currency, overdraft, posted, held}: status
 -- "credited", or a refusal ("to_not_found", "to_closed", "currency",
--- "to_overflow"), the same on every call. The record stays until xclean.
+-- "to_overflow", "late"), the same on every call. The record has no
+-- expiry until the transfer is finished; then it is kept for two windows.
+--
+-- "late": there is no record and the transfer began a window or more
+-- ago. A record that existed was kept for two windows after the transfer
+-- finished, so either the destination never saw this transfer or it was
+-- finished and forgotten long ago, and a call that stalled across the
+-- window is only now sending this step. Crediting would pay twice in the
+-- second case; refusing makes the source release its hold in the first
+-- and finds nothing left to do in the second. (The second window covers
+-- a clock on the destination's node that runs ahead of the source's.)
 
-local tx, from, to, amount_s, cur, memo, window = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local tx, from, to, amount_s, cur, memo, window, begin_ms =
+  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 local n = amount(amount_s)
 if not n then return invalid('amount ' .. tostring(amount_s)) end
 local r = redis.call('HMGET', KEYS[3], 's', 'e', 'cur', 'od', 'p', 'h', 'a', 'n')
@@ -28,17 +42,20 @@ if r[1] then
   return {r[1], r[2] or '', r[3] or '', r[4] or '', r[5] or '', r[6] or ''}
 end
 local b = account(KEYS[1])
+local now = now_ms()
 local status = 'credited'
-if not b then status = 'to_not_found'
+if not tonumber(begin_ms) or now - tonumber(begin_ms) >= tonumber(window) then status = 'late'
+elseif not b then status = 'to_not_found'
 elseif b.closed then status = 'to_closed'
 elseif b.cur ~= cur then status = 'currency'
 elseif b.posted + n > MAX or b.tin + n > TOTAL_MAX then status = 'to_overflow'
 end
 if status ~= 'credited' then
   redis.call('HSET', KEYS[3], 's', status, 'a', from, 'n', amount_s)
+  if status == 'late' then redis.call('PEXPIRE', KEYS[3], str(2 * tonumber(window))) end
   return {status, '', '', '', '', ''}
 end
-sweep(KEYS[1], KEYS[2], KEYS[4], KEYS[5], b, now_ms(), window, SWEEP_LIMIT)
+sweep(KEYS[1], KEYS[2], KEYS[4], KEYS[5], b, now, window, SWEEP_LIMIT)
 local posted = redis.call('HINCRBY', KEYS[1], 'posted', amount_s)
 redis.call('HINCRBY', KEYS[1], 'tin', amount_s)
 local e = journal(KEYS[1], KEYS[2], tx, 'transfer_in', amount_s, '0', posted, b.held, from, memo)

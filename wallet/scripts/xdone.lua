@@ -2,8 +2,8 @@
 -- in-flight index and let its record expire after the window. Runs after
 -- the destination's inbound record was given the same expiry.
 --
--- KEYS[1] transfer record  <prefix>:wallet:v1:{<from group>}:tx:<tx id>
--- KEYS[2] in-flight index  <prefix>:wallet:v1:{<from group>}:xpend
+-- KEYS[1] transfer record  <prefix>:wallet:v2:{<from group>}:tx:<tx id>
+-- KEYS[2] in-flight index  <prefix>:wallet:v2:{<from group>}:xpend
 -- ARGV[1] tx ID
 -- ARGV[2] idempotency window in milliseconds
 --

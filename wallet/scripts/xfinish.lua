@@ -2,9 +2,9 @@
 -- group: post the held amount (destination credited) or release it
 -- (destination refused). Idempotent. Runs after lib.lua.
 --
--- KEYS[1] source account hash  <prefix>:wallet:v1:{<from group>}:acct:<from>
--- KEYS[2] source journal       <prefix>:wallet:v1:{<from group>}:journal:<from>
--- KEYS[3] transfer record      <prefix>:wallet:v1:{<from group>}:tx:<tx id>
+-- KEYS[1] source account hash  <prefix>:wallet:v2:{<from group>}:acct:<from>
+-- KEYS[2] source journal       <prefix>:wallet:v2:{<from group>}:journal:<from>
+-- KEYS[3] transfer record      <prefix>:wallet:v2:{<from group>}:tx:<tx id>
 -- ARGV[1] tx ID
 -- ARGV[2] destination outcome: "credited" or its refusal
 -- ARGV[3..7] the destination's entry ID, currency, overdraft, posted, held
@@ -12,7 +12,7 @@
 --
 -- Reply: {state, replayed(unused), '', currency, reason, time_ms, entry,
 -- posted, held, overdraft, to_entry, to_currency, to_overdraft, to_posted,
--- to_held} as xbegin's; state "posted" or "voided", or
+-- to_held, begin_ms} as xbegin's; state "posted" or "voided", or
 -- "missing" when there is no record. The record keeps no expiry until
 -- xdone, so a transfer in flight is never forgotten.
 
@@ -22,11 +22,19 @@ local raw = redis.call('HGETALL', KEYS[3])
 for i = 1, #raw, 2 do m[raw[i]] = raw[i + 1] end
 local function state()
   return {m.s, '0', '', m.cur or '', m.r or '', m.t or '', m.e3 or '', m.p or '', m.h or '', m.od or '',
-          m.e2 or '', m.cur2 or '', m.od2 or '', m.p2 or '', m.h2 or ''}
+          m.e2 or '', m.cur2 or '', m.od2 or '', m.p2 or '', m.h2 or '', m.t0 or ''}
 end
 if not m.s then return {'missing', '0', ''} end
 if m.s ~= 'pending' then return state() end
 local a = account(KEYS[1])
+if not a then return invalid('source account of ' .. tx .. ' is missing') end
+-- Checked before the first write (xbegin keeps room for it): a script
+-- failing after a write would keep that write and leave the transfer
+-- pending, repeating it on every retry.
+if outcome == 'credited' and a.tout + tonumber(m.n) > TOTAL_MAX then
+  return invalid('transfer total would exceed 9e18')
+end
+if a.held - tonumber(m.n) < 0 then return invalid('held total of the source is below ' .. m.n) end
 local now = now_ms()
 local held = redis.call('HINCRBY', KEYS[1], 'held', '-' .. m.n)
 local posted = a.posted
