@@ -51,6 +51,7 @@ type Client struct {
 	hub     *hub
 	renewer *renewer
 	tel     *telemetry
+	bg      sync.WaitGroup // Redlock calls to masters still running after their caller returned
 
 	mu     sync.Mutex
 	leases map[*Lease]struct{}
@@ -104,6 +105,7 @@ func (c *Client) Close() error {
 	for _, l := range leases {
 		l.end(ErrClosed)
 	}
+	c.bg.Wait()
 	return nil
 }
 
@@ -195,6 +197,7 @@ type resource struct {
 	releaseKeys []string // release KEYS after the key and the tombstone
 	channel     string
 	peers       []*resource // Redlock: the same lock on each independent master
+	peer        bool        // one master of a Redlock: its coordinator gives back what it took
 	policy      retry.Policy
 	err         error
 }
@@ -300,6 +303,16 @@ func (r *resource) acquire(ctx context.Context) (l *Lease, err error) {
 	if r.cfg.pollMin == 0 {
 		since = r.c.hub.listening(r.channel)
 	}
+	if r.kind.withdraw {
+		// Whatever an attempt announced (an RWMutex writer's mark, a
+		// fair-mode queue entry) is withdrawn before Acquire returns
+		// without a lease, from whichever step it gave up at.
+		defer func() {
+			if l == nil {
+				r.abandon(ctx, owner)
+			}
+		}()
+	}
 	l, pttl, err := r.attempt(ctx, owner, true)
 	if l != nil || err != nil {
 		return l, r.waitErr(ctx, err)
@@ -322,13 +335,6 @@ func (r *resource) acquire(ctx context.Context) (l *Lease, err error) {
 			w = nil // no notifications: fall back to the TTL cap
 		}
 		defer w.leave()
-	}
-	if r.kind.withdraw {
-		defer func() {
-			if l == nil {
-				r.abandon(ctx, owner)
-			}
-		}()
 	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -445,7 +451,7 @@ func (r *resource) acquireOnce(ctx context.Context, owner string, waiting bool) 
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, retry.ErrUnknownOutcome) || retry.Ambiguous(err) {
+		if !r.peer && (errors.Is(err, retry.ErrUnknownOutcome) || retry.Ambiguous(err)) {
 			r.abandon(ctx, owner)
 		}
 		return false, 0, start, fmt.Errorf("lock: acquire %s: %w", r.name, err)

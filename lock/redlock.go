@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -85,8 +86,10 @@ func (rl *Redlock) Mutex(name string, opts ...Option) *RedlockMutex {
 			pr.cfg.ack = r.cfg.ack
 		}
 		// A master that is down must not hold up the others: no retries
-		// beyond go-redis's own.
+		// beyond go-redis's own, and the coordinator, not the master's
+		// attempt, decides what to give back.
 		pr.policy = retry.Policy{Attempts: 1}.For(p.rdb)
+		pr.peer = true
 		r.peers = append(r.peers, pr)
 	}
 	return &RedlockMutex{r: r}
@@ -104,33 +107,134 @@ func (m *RedlockMutex) Acquire(ctx context.Context) (*Lease, error) { return m.r
 
 func (r *resource) quorum() int { return len(r.peers)/2 + 1 }
 
-// eachPeer runs fn on every master in parallel.
-func (r *resource) eachPeer(fn func(i int, p *resource)) {
-	var wg sync.WaitGroup
-	for i, p := range r.peers {
-		wg.Go(func() { fn(i, p) })
+// peerTimeout is how long the masters' answers wait for a master that has
+// not answered: 5% of the TTL, the Redlock algorithm's "timeout much
+// smaller than the auto-release time". A silent master (partitioned,
+// paused) costs a call at most that, and none when the others' answers
+// already decide it, so a lease keeps at least 95% of its TTL minus the
+// drift allowance.
+func peerTimeout(ttl time.Duration) time.Duration { return ttl / 20 }
+
+// errNoAnswer stands for a master that had not answered by peerTimeout.
+var errNoAnswer = errors.New("no answer in time")
+
+// peerAnswer is one master's answer: for an acquire, granted (ok) or the
+// holder's remaining milliseconds (n); for an extend or a release, the
+// script's status (n).
+type peerAnswer struct {
+	answered bool
+	ok       bool
+	n        int64
+	err      error
+}
+
+// gathering is one call to every master whose answers are read before all
+// have come.
+type gathering struct {
+	mu      sync.Mutex
+	answers []peerAnswer
+	closed  bool // answers are read; later ones go to late
+	notify  chan struct{}
+	decided chan struct{} // closed by settle
+	late    func(p *resource, a peerAnswer)
+}
+
+// gather calls every master in parallel and returns their answers once
+// enough says they decide the outcome, all have answered, peerTimeout has
+// passed or ctx has ended. A master without an answer by then is reported
+// with errNoAnswer; its call goes on in the background (the Client's Close
+// waits for it). The caller must call settle once it has decided: late
+// (nil for nothing) then gets each answer that came after gather returned.
+func (r *resource) gather(ctx context.Context, call func(p *resource) peerAnswer, enough func([]peerAnswer) bool) ([]peerAnswer, func(late func(p *resource, a peerAnswer))) {
+	g := &gathering{
+		answers: make([]peerAnswer, len(r.peers)),
+		notify:  make(chan struct{}, len(r.peers)),
+		decided: make(chan struct{}),
 	}
-	wg.Wait()
+	for i, p := range r.peers {
+		r.c.bg.Go(func() {
+			a := call(p)
+			a.answered = true
+			g.mu.Lock()
+			if !g.closed {
+				g.answers[i] = a
+				g.mu.Unlock()
+				g.notify <- struct{}{}
+				return
+			}
+			g.mu.Unlock()
+			<-g.decided
+			if g.late != nil {
+				g.late(p, a)
+			}
+		})
+	}
+	timer := time.NewTimer(peerTimeout(r.cfg.ttl))
+	defer timer.Stop()
+	for n := 0; n < len(r.peers); n++ {
+		g.mu.Lock()
+		done := enough(g.answers)
+		g.mu.Unlock()
+		if done {
+			break
+		}
+		select {
+		case <-g.notify:
+			continue
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		break
+	}
+	g.mu.Lock()
+	g.closed = true
+	answers := slices.Clone(g.answers)
+	g.mu.Unlock()
+	for i := range answers {
+		if !answers[i].answered {
+			answers[i].err = fmt.Errorf("master %d: %w within %v", i, errNoAnswer, peerTimeout(r.cfg.ttl))
+		}
+	}
+	return answers, func(late func(p *resource, a peerAnswer)) {
+		g.late = late
+		close(g.decided)
+	}
+}
+
+// peerCtx bounds one master's part of an acquire or renewal by peerTimeout
+// (go-redis applies the deadline when its ContextTimeoutEnabled is on; the
+// answers are not waited for longer in any case).
+func (r *resource) peerCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, peerTimeout(r.cfg.ttl))
 }
 
 func (r *resource) attemptQuorum(ctx context.Context, owner string) (*Lease, time.Duration, error) {
 	start := time.Now()
-	type result struct {
-		ok  bool
-		n   int64
-		err error
-	}
-	out := make([]result, len(r.peers))
-	r.eachPeer(func(i int, p *resource) {
-		ok, n, _, err := p.acquireOnce(ctx, owner, false)
-		out[i] = result{ok, n, err}
+	q := r.quorum()
+	answers, settle := r.gather(ctx, func(p *resource) peerAnswer {
+		pctx, cancel := r.peerCtx(ctx)
+		defer cancel()
+		ok, n, _, err := p.acquireOnce(pctx, owner, false)
+		return peerAnswer{ok: ok, n: n, err: err}
+	}, func(as []peerAnswer) bool {
+		var got, no int
+		for _, a := range as {
+			switch {
+			case !a.answered:
+			case a.ok:
+				got++
+			default:
+				no++
+			}
+		}
+		return got >= q || no > len(as)-q
 	})
 	var (
 		got  int
 		wait time.Duration
 		errs []error
 	)
-	for _, o := range out {
+	for _, o := range answers {
 		switch {
 		case o.ok:
 			got++
@@ -141,13 +245,28 @@ func (r *resource) attemptQuorum(ctx context.Context, owner string) (*Lease, tim
 		}
 	}
 	validity := r.cfg.ttl - time.Since(start) - driftFor(r.cfg.ttl)
-	if got >= r.quorum() && validity > 0 {
+	if got >= q && validity > 0 {
+		// A master that grants it late holds it for this lease: renewals
+		// and the release reach it like the others.
+		settle(nil)
 		return r.newLease(ctx, owner, 0, start)
 	}
-	if got > 0 {
-		r.abandon(ctx, owner)
+	// Give back what was granted, and what may have been (an error, a
+	// late answer), on each master once its call has ended.
+	giveBack := func(p *resource, a peerAnswer) {
+		if a.ok || a.err != nil {
+			p.abandon(ctx, owner)
+		}
 	}
-	if len(errs) > len(r.peers)-r.quorum() {
+	settle(giveBack)
+	var wg sync.WaitGroup
+	for i, a := range answers {
+		if a.answered {
+			wg.Go(func() { giveBack(r.peers[i], a) })
+		}
+	}
+	wg.Wait()
+	if len(errs) > len(r.peers)-q {
 		return nil, 0, fmt.Errorf("lock: redlock %s: %d of %d masters failed: %w", r.name, len(errs), len(r.peers), errors.Join(errs...))
 	}
 	return nil, wait, nil
@@ -156,38 +275,69 @@ func (r *resource) attemptQuorum(ctx context.Context, owner string) (*Lease, tim
 // extendQuorum: 1 when a majority extended; 0 or 2 when the answers rule a
 // majority out (2 if some master has another owner); an error otherwise.
 func (r *resource) extendQuorum(ctx context.Context, owner string, ttl time.Duration) (int64, error) {
-	status := make([]int64, len(r.peers))
-	errs := make([]error, len(r.peers))
-	r.eachPeer(func(i int, p *resource) { status[i], errs[i] = p.extend(ctx, owner, ttl) })
-	return r.tally(status, errs, r.quorum())
+	q := r.quorum()
+	answers, settle := r.gather(ctx, func(p *resource) peerAnswer {
+		pctx, cancel := r.peerCtx(ctx)
+		defer cancel()
+		n, err := p.extend(pctx, owner, ttl)
+		return peerAnswer{n: n, err: err}
+	}, func(as []peerAnswer) bool { return decides(as, q) })
+	settle(nil)
+	return r.tally(answers, q)
 }
 
 // releaseQuorum: 1 when any master released (or had released) it, else as
-// extendQuorum with a quorum of one.
+// extendQuorum with a quorum of one. It waits for every master up to
+// peerTimeout; a release still running after that goes on in the
+// background, bounded by the release timeout.
 func (r *resource) releaseQuorum(ctx context.Context, owner string) (int64, error) {
-	status := make([]int64, len(r.peers))
-	errs := make([]error, len(r.peers))
-	r.eachPeer(func(i int, p *resource) { status[i], errs[i] = p.release(ctx, owner) })
-	return r.tally(status, errs, 1)
+	answers, settle := r.gather(ctx, func(p *resource) peerAnswer {
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.releaseTimeout)
+		defer cancel()
+		n, err := p.release(pctx, owner)
+		return peerAnswer{n: n, err: err}
+	}, func([]peerAnswer) bool { return false })
+	settle(nil)
+	return r.tally(answers, 1)
 }
 
-func (r *resource) tally(status []int64, errs []error, need int) (int64, error) {
-	var done, definite int
-	taken := false
-	for i := range status {
+// decides reports whether the answers so far settle a renewal or release
+// needing need successes: need succeeded, or too many failed.
+func decides(as []peerAnswer, need int) bool {
+	var done, not int
+	for _, a := range as {
 		switch {
-		case errs[i] != nil:
-		case status[i] == 1:
+		case !a.answered:
+		case a.err == nil && a.n == 1:
+			done++
+		default:
+			not++
+		}
+	}
+	return done >= need || not > len(as)-need
+}
+
+func (r *resource) tally(answers []peerAnswer, need int) (int64, error) {
+	var (
+		done, definite int
+		errs           []error
+	)
+	taken := false
+	for _, a := range answers {
+		switch {
+		case a.err != nil:
+			errs = append(errs, a.err)
+		case a.n == 1:
 			done++
 		default:
 			definite++
-			taken = taken || status[i] == 2
+			taken = taken || a.n == 2
 		}
 	}
 	switch {
 	case done >= need:
 		return 1, nil
-	case definite > len(status)-need:
+	case definite > len(answers)-need:
 		if taken {
 			return 2, nil
 		}

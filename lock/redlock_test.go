@@ -129,3 +129,92 @@ func TestRedlock_badInput(t *testing.T) {
 
 func casInside(p *int32) bool { return atomic.CompareAndSwapInt32(p, 0, 1) }
 func leaveInside(p *int32)    { atomic.StoreInt32(p, 0) }
+
+// silentThird returns three Redlock masters with go-redis's default
+// options, the third behind a proxy, and the proxy.
+func silentThird(t *testing.T) ([]redis.UniversalClient, *redistest.Proxy) {
+	var clients []redis.UniversalClient
+	var px *redistest.Proxy
+	for i := range 3 {
+		s := redistest.New(t, redistest.Options{})
+		addr := s.Addr()
+		if i == 2 {
+			px = redistest.NewProxy(t, addr)
+			addr = px.Addr()
+		}
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		t.Cleanup(func() { _ = c.Close() })
+		clients = append(clients, c)
+	}
+	return clients, px
+}
+
+// TestRedlock_silentMinority: one master of three answers nothing (its
+// replies are dropped, as in a partition or a paused host). With the
+// defaults (TTL 10s, go-redis's timeouts and retries), an acquire and a
+// renewal are decided by the two that answer: the lease keeps at least 90%
+// of its TTL, the lock stays exclusive, and the release works.
+func TestRedlock_silentMinority(t *testing.T) {
+	clients, px := silentThird(t)
+	rl := lock.NewRedlock(clients, lock.WithKeyPrefix(testPrefix(t)))
+	defer rl.Close()
+	ctx := t.Context()
+	m := rl.Mutex("silent")
+	l, err := m.TryAcquire(ctx) // loads the scripts on every master
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+
+	px.DropReplies(true)
+	defer px.DropReplies(false)
+	start := time.Now()
+	l, err = m.TryAcquire(ctx)
+	require.NoError(t, err)
+	took, validity := time.Since(start), time.Until(l.Until())
+	t.Logf("acquire with a silent master: took %v, validity %v of %v (%.1f%%)",
+		took, validity, lock.DefaultTTL, 100*validity.Seconds()/lock.DefaultTTL.Seconds())
+	require.GreaterOrEqual(t, validity, lock.DefaultTTL*9/10, "the lease keeps at least 90%% of its TTL")
+
+	_, err = m.TryAcquire(ctx)
+	require.ErrorIs(t, err, lock.ErrNotAcquired, "still exclusive")
+
+	start = time.Now()
+	require.NoError(t, l.Extend(ctx))
+	took, validity = time.Since(start), time.Until(l.Until())
+	t.Logf("renewal with a silent master: took %v, validity %v", took, validity)
+	require.GreaterOrEqual(t, validity, lock.DefaultTTL*9/10)
+	require.NoError(t, l.Err())
+	require.NoError(t, l.Release(ctx))
+
+	px.DropReplies(false)
+	l, err = m.TryAcquire(ctx)
+	require.NoError(t, err, "released on every master that answered")
+	require.NoError(t, l.Release(ctx))
+}
+
+// TestRedlock_silentMinority_noQuorum: one master holds the lock for
+// another owner, one is silent: no majority is possible, and the acquire
+// says so after the per-master deadline, giving back what it got.
+func TestRedlock_silentMinority_noQuorum(t *testing.T) {
+	clients, px := silentThird(t)
+	prefix := testPrefix(t)
+	rl := lock.NewRedlock(clients, lock.WithKeyPrefix(prefix), lock.WithTTL(time.Second))
+	defer rl.Close()
+	other := lock.NewRedlock(clients[1:2], lock.WithKeyPrefix(prefix), lock.WithTTL(time.Minute))
+	defer other.Close()
+	ctx := t.Context()
+	m := rl.Mutex("contended")
+	l, err := m.TryAcquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+	held, err := other.Mutex("contended").TryAcquire(ctx)
+	require.NoError(t, err)
+
+	px.DropReplies(true)
+	_, err = m.TryAcquire(ctx)
+	require.Error(t, err)
+	px.DropReplies(false)
+	keys, err := clients[0].Keys(ctx, prefix+":*redlock:contended").Result()
+	require.NoError(t, err)
+	require.Empty(t, keys, "the minority grant was given back")
+	require.NoError(t, held.Release(ctx))
+}

@@ -1,0 +1,220 @@
+package lock_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redkit-go/redkit/lock"
+	"github.com/redkit-go/redkit/redistest"
+	"github.com/stretchr/testify/require"
+)
+
+// slowClient returns a Client whose replies come through a proxy that will
+// delay them, and a Client on the server directly.
+func slowClient(t *testing.T, prefix string) (slow, direct *lock.Client, px *redistest.Proxy) {
+	s := redistest.New(t, redistest.Options{})
+	px = redistest.NewProxy(t, s.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return newLocks(t, rdb, lock.WithKeyPrefix(prefix)), newLocks(t, s.Client(), lock.WithKeyPrefix(prefix)), px
+}
+
+// TestRWMutex_Acquire_giveUpWhileSubscribing: a waiting writer whose
+// context ends while it joins the release channel (its replies are slow)
+// withdraws its waiting mark before Acquire returns, so a new reader gets in
+// at once instead of being refused for two TTLs by a writer nobody is.
+func TestRWMutex_Acquire_giveUpWhileSubscribing(t *testing.T) {
+	const latency = 300 * time.Millisecond
+	prefix := testPrefix(t)
+	slow, direct, px := slowClient(t, prefix)
+	ctx := t.Context()
+	sm := slow.RWMutex("doc", lock.WithTTL(5*time.Second))
+	dm := direct.RWMutex("doc", lock.WithTTL(5*time.Second))
+	// Load the scripts and open the pooled connection before the delay.
+	l, err := sm.TryAcquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+
+	reader, err := dm.TryAcquireRead(ctx)
+	require.NoError(t, err)
+	px.SetLatency(latency)
+	// The first attempt answers after one delay; the subscription is
+	// confirmed only after another, so the context ends in between.
+	wctx, cancel := context.WithTimeout(ctx, latency*3/2)
+	defer cancel()
+	_, err = sm.Acquire(wctx)
+	require.ErrorIs(t, err, lock.ErrNotAcquired)
+	px.SetLatency(0)
+
+	r2, err := dm.TryAcquireRead(ctx)
+	require.NoError(t, err, "a new reader is refused: the writer that gave up left its mark")
+	require.NoError(t, r2.Release(ctx))
+	require.NoError(t, reader.Release(ctx))
+}
+
+// TestMutex_Fair_giveUpWhileSubscribing: as above for a fair-mode waiter:
+// its queue entry is withdrawn before Acquire returns, so the free lock is
+// not blocked by a waiter nobody is until its eviction.
+func TestMutex_Fair_giveUpWhileSubscribing(t *testing.T) {
+	const latency = 300 * time.Millisecond
+	prefix := testPrefix(t)
+	slow, direct, px := slowClient(t, prefix)
+	ctx := t.Context()
+	sm := slow.Mutex("line", lock.WithFair(true), lock.WithTTL(5*time.Second))
+	dm := direct.Mutex("line", lock.WithFair(true), lock.WithTTL(5*time.Second))
+	l, err := sm.TryAcquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+
+	holder, err := dm.TryAcquire(ctx)
+	require.NoError(t, err)
+	px.SetLatency(latency)
+	wctx, cancel := context.WithTimeout(ctx, latency*3/2)
+	defer cancel()
+	_, err = sm.Acquire(wctx)
+	require.ErrorIs(t, err, lock.ErrNotAcquired)
+	px.SetLatency(0)
+
+	require.NoError(t, holder.Release(ctx))
+	l, err = dm.TryAcquire(ctx)
+	require.NoError(t, err, "the free lock is refused: the waiter that gave up is still queued")
+	require.NoError(t, l.Release(ctx))
+}
+
+// TestRWMutex_writerPreference_longerReaderTTL: readers on a long TTL
+// (renewed by the watchdog) and a writer on a short one; while the writer
+// waits, no new reader is admitted, however long the first reader holds.
+func TestRWMutex_writerPreference_longerReaderTTL(t *testing.T) {
+	prefix := testPrefix(t)
+	cs := twoClients(t, prefix)
+	ctx := t.Context()
+	readers := cs[0].RWMutex("pref", lock.WithTTL(3*time.Second))
+	writers := cs[1].RWMutex("pref", lock.WithTTL(200*time.Millisecond))
+	r1, err := readers.AcquireRead(ctx)
+	require.NoError(t, err)
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	got := make(chan error, 1)
+	go func() {
+		l, err := writers.Acquire(wctx)
+		if err == nil {
+			err = l.Release(context.Background())
+		}
+		got <- err
+	}()
+	eventually(t, func() bool {
+		l, err := readers.TryAcquireRead(ctx)
+		if err == nil {
+			_ = l.Release(ctx)
+		}
+		return err != nil
+	}, "the waiting writer stops new readers")
+	// Many writer TTLs, and past the first reader's original expiry.
+	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		l, err := readers.TryAcquireRead(ctx)
+		if err == nil {
+			_ = l.Release(ctx)
+			t.Fatal("a new reader was admitted while a writer waited")
+		}
+		require.ErrorIs(t, err, lock.ErrNotAcquired)
+	}
+	require.NoError(t, r1.Release(ctx))
+	require.NoError(t, <-got)
+}
+
+// TestFence_mutexAndRWMutexOneSequence: a Mutex and an RWMutex of one name
+// give fences of the same Fence.Name, so their tokens come from one
+// sequence: each acquisition's token is above every earlier one of either
+// kind.
+func TestFence_mutexAndRWMutexOneSequence(t *testing.T) {
+	locks := newLocks(t, sharedClient(t))
+	ctx := t.Context()
+	m := locks.Mutex("acct")
+	rw := locks.RWMutex("acct")
+	var last uint64
+	for i := range 6 {
+		var (
+			l   *lock.Lease
+			err error
+		)
+		if i%2 == 0 {
+			l, err = m.TryAcquire(ctx)
+		} else {
+			l, err = rw.TryAcquire(ctx)
+		}
+		require.NoError(t, err)
+		f := l.Fence()
+		require.Equal(t, "acct", f.Name)
+		require.Greater(t, f.Token, last, "acquisition %d", i)
+		last = f.Token
+		require.NoError(t, l.Release(ctx))
+	}
+}
+
+// TestMutex_TryAcquire_replyHeldBack_largeToken: a re-sent acquire of a
+// lock whose token has 15 digits answers with exactly that token (a number
+// passed through Lua's default formatting keeps only 14 digits).
+func TestMutex_TryAcquire_replyHeldBack_largeToken(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	direct := s.Client()
+	px := redistest.NewProxy(t, s.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 300 * time.Millisecond, MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	for _, kind := range []string{"mutex", "fair", "rw"} {
+		t.Run(kind, func(t *testing.T) {
+			prefix := testPrefix(t)
+			locks := newLocks(t, rdb, lock.WithKeyPrefix(prefix))
+			warmUp(t, locks)
+			var (
+				acq     func(context.Context) (*lock.Lease, error)
+				lockKey string
+			)
+			switch kind {
+			case "rw":
+				m := locks.RWMutex("big")
+				l, err := m.TryAcquire(t.Context()) // loads the script
+				require.NoError(t, err)
+				require.NoError(t, l.Release(t.Context()))
+				acq, lockKey = m.TryAcquire, ""
+			default:
+				m := locks.Mutex("big", lock.WithFair(kind == "fair"))
+				l, err := m.TryAcquire(t.Context())
+				require.NoError(t, err)
+				require.NoError(t, l.Release(t.Context()))
+				acq, lockKey = m.TryAcquire, m.LockKey()
+			}
+			counters, err := direct.Keys(t.Context(), prefix+":*token*big").Result()
+			require.NoError(t, err)
+			require.Len(t, counters, 1)
+			const before = 123456789012344
+			for _, k := range counters {
+				require.NoError(t, direct.Set(t.Context(), k, before, 0).Err())
+			}
+			px.HoldReplies(2 * time.Second)
+			go func() {
+				deadline := time.Now().Add(20 * time.Second)
+				for time.Now().Before(deadline) {
+					if n, _ := direct.Get(context.Background(), counters[0]).Int64(); n > before {
+						break
+					}
+					time.Sleep(time.Millisecond)
+				}
+				px.HoldReplies(0)
+			}()
+			l, err := acq(t.Context())
+			require.NoError(t, err)
+			require.EqualValues(t, before+1, l.Fence().Token)
+			if lockKey != "" {
+				v, err := direct.Get(t.Context(), lockKey).Result()
+				require.NoError(t, err)
+				require.True(t, strings.HasSuffix(v, ":"+strconv.FormatInt(before+1, 10)), v)
+			}
+			require.NoError(t, l.Release(t.Context()))
+		})
+	}
+}
