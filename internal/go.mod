@@ -7,6 +7,7 @@ require (
 	github.com/redkit-go/redkit/redistest v0.0.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
+	pgregory.net/rapid v1.3.0
 )
 
 require (

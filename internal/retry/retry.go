@@ -252,6 +252,9 @@ func backoff(p Policy, attempt int) time.Duration {
 
 // sleep waits d and reports whether ctx still allows another attempt.
 func sleep(ctx context.Context, d time.Duration) bool {
+	if ctx.Err() != nil {
+		return false // a zero wait must not race ctx.Done
+	}
 	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= d {
 		return false
 	}
