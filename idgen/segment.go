@@ -32,7 +32,8 @@ import (
 // ErrUnavailable, without waiting past ctx, and the next successful fetch
 // ends the outage. After a failed fetch the next one is attempted no sooner
 // than a backoff (20ms doubling to 1s) later; Next returns ErrUnavailable at
-// once in between.
+// once in between. A failed background fetch is tried again after the
+// backoff, by a timer, for as long as the current range lasts.
 //
 // A Segment never hands out a value at or below one it already holds: each
 // fetch passes the highest value it has reserved, and a counter found behind
@@ -57,6 +58,7 @@ type Segment struct {
 	floor    int64 // highest value reserved so far
 	backoff  time.Duration
 	retryAt  time.Duration // mono() before which no fetch starts after a failure
+	retry    *time.Timer   // a prefetch retried after the backoff, nil if none
 	lastErr  error
 	empty    segRange // exhausted sentinel: the initial and the closed state
 }
@@ -133,6 +135,10 @@ func (s *Segment) Close() error {
 		return nil
 	}
 	s.closed = true
+	if s.retry != nil && s.retry.Stop() {
+		s.wg.Done() // the retry will not run
+	}
+	s.retry = nil
 	s.next = nil
 	s.runway.Store(0)
 	s.cur.Store(&s.empty)
@@ -150,11 +156,32 @@ func (s *Segment) prefetch(r *segRange) {
 }
 
 func (s *Segment) prefetchLocked(r *segRange) {
-	if s.closed || s.next != nil || s.fetching != nil || s.cur.Load() != r || mono() < s.retryAt {
+	if s.closed || s.next != nil || s.fetching != nil || s.cur.Load() != r {
 		return
 	}
-	s.adapt(r.trigger-r.first+1, mono()-r.since)
+	if now := mono(); now < s.retryAt {
+		s.retryLocked(r, s.retryAt-now)
+		return
+	}
+	s.adapt(min(r.next.Load(), r.last)-r.first+1, mono()-r.since)
 	s.startFetchLocked()
+}
+
+// retryLocked starts the prefetch for r after d, unless one is already
+// scheduled: a fetch that failed is tried again while the current range
+// lasts, not only when a caller happens to hand out the trigger value.
+func (s *Segment) retryLocked(r *segRange, d time.Duration) {
+	if s.retry != nil {
+		return
+	}
+	s.wg.Add(1)
+	s.retry = time.AfterFunc(d, func() {
+		defer s.wg.Done()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.retry = nil
+		s.prefetchLocked(r)
+	})
 }
 
 // adapt sizes the next range from used values over elapsed time.
@@ -194,6 +221,9 @@ func (s *Segment) fetch(fc *fetchCall, step, floor int64) {
 		s.lastErr = err
 		s.backoff = min(max(2*s.backoff, 20*time.Millisecond), time.Second)
 		s.retryAt = mono() + s.backoff
+		if r := s.cur.Load(); !s.closed && r != &s.empty && r.next.Load() >= r.trigger && r.next.Load() < r.last {
+			s.retryLocked(r, s.backoff)
+		}
 		return
 	}
 	s.lastErr, s.backoff, s.retryAt = nil, 0, 0

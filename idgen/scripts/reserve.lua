@@ -3,7 +3,8 @@
 -- ARGV[1]  step: how many values to reserve, 1..2^53-1
 -- ARGV[2]  floor: the highest value the caller has issued (0 if none); when the
 --          counter is behind it (a failover lost writes, the key was deleted or
---          restored from an old backup) the counter is first moved up to it
+--          restored from an old backup, or set below zero) the counter is set
+--          to floor + step instead of incremented
 -- Reply:   last, the highest value of the range
 --          error "IDGEN_EXHAUSTED" when last would pass 2^53-1
 --          error "IDGEN_NOTINT" when the key holds anything but an integer within ±(2^53-1)
@@ -30,5 +31,13 @@ if base > max - step then
   return redis.error_reply('IDGEN_EXHAUSTED counter would pass 2^53-1')
 end
 local last = base + step
-redis.call('INCRBY', KEYS[1], last - cur)
+-- Integers go to redis.call as strings formatted here: how Redis turns a Lua
+-- number into an argument differs between versions. A counter moved up is
+-- SET to the end of the range, never incremented by a difference, which for
+-- a counter far below zero would pass 2^53 and be rounded.
+if base == cur then
+  redis.call('INCRBY', KEYS[1], string.format('%d', step))
+else
+  redis.call('SET', KEYS[1], string.format('%d', last))
+end
 return last
