@@ -278,4 +278,3 @@ func TestRegress_Transfer_acrossGroups_interruptedIsUnknown(t *testing.T) {
 		})
 	}
 }
-
