@@ -122,6 +122,9 @@ func (e *MismatchError) Error() string {
 	if e.EntryID != "" {
 		at = "entry " + e.EntryID
 	}
+	if e.Want == 0 && e.Got == 0 {
+		return fmt.Sprintf("wallet: verify %s: %s does not match the journal at %s", e.Account, e.Field, at)
+	}
 	return fmt.Sprintf("wallet: verify %s: %s at %s is %d, journal says %d", e.Account, e.Field, at, e.Got, e.Want)
 }
 
