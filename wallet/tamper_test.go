@@ -92,7 +92,9 @@ func history(t *testing.T, ctx context.Context, led *wallet.Ledger) {
 	t.Helper()
 	openFunded(t, led, map[string]int64{"g/a": 0, "g/b": 50, "h/c": 50})
 	for _, step := range []func() (wallet.Result, error){
-		func() (wallet.Result, error) { return led.Credit(ctx, wallet.Tx{ID: "c1", Account: "g/a", Amount: 100}) },
+		func() (wallet.Result, error) {
+			return led.Credit(ctx, wallet.Tx{ID: "c1", Account: "g/a", Amount: 100})
+		},
 		func() (wallet.Result, error) { return led.Debit(ctx, wallet.Tx{ID: "d1", Account: "g/a", Amount: 30}) },
 		func() (wallet.Result, error) {
 			return led.Hold(ctx, wallet.HoldReq{ID: "h1", Account: "g/a", Amount: 10, TTL: time.Minute})
