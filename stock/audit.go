@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -42,7 +43,9 @@ const auditPage = 1000
 //   - each journal entry since the last checkpoint: the levels before it plus
 //     its deltas equal the levels it records, and those satisfy the
 //     identity;
-//   - the journal's last levels equal the SKU's current levels.
+//   - the journal's last levels equal the SKU's current levels;
+//   - the reserved units equal the units of the holds indexed for the SKU
+//     (a hold counted twice, or one gone while its units stay reserved).
 //
 // The counters and the journal position are read in one atomic step; entries
 // appended afterwards are not part of the audit. A SKU split into buckets is
@@ -101,10 +104,12 @@ func (inv *Inventory) auditBucket(ctx context.Context, tag, sku string) (AuditRe
 	for attempt := 0; ; attempt++ {
 		var h *redis.SliceCmd
 		var last *redis.XMessageSliceCmd
+		var holds *redis.StringSliceCmd
 		_, err := inv.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			h = p.HMGet(ctx, skuKey, "initial", "restocked", "written_off", "supply",
 				"available", "reserved", "sold", "refunded", "ckpt", "moved")
 			last = p.XRevRangeN(ctx, journal, "+", "-", 1)
+			holds = p.ZRange(ctx, inv.holdsKey(tag, sku), 0, -1)
 			return nil
 		})
 		if err != nil {
@@ -139,6 +144,21 @@ func (inv *Inventory) auditBucket(ctx context.Context, tag, sku string) (AuditRe
 		}
 		if got := units(r.Levels); got != r.Supply {
 			r.problem("supply %d, but available + reserved + sold - refunded = %d", r.Supply, got)
+		}
+		// Every reserved unit is held by one indexed hold (expired or not:
+		// an expired hold stays reserved until it is reclaimed).
+		var held int64
+		for _, m := range holds.Val() {
+			q, _, _ := strings.Cut(m, " ")
+			n, err := strconv.ParseInt(q, 10, 64)
+			if err != nil || n < 1 {
+				r.problem("malformed hold %q", m)
+				continue
+			}
+			held += n
+		}
+		if held != r.Levels.Reserved {
+			r.problem("reserved %d, but the holds add up to %d", r.Levels.Reserved, held)
 		}
 		return r, nil
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redkit-go/redkit/internal/retry"
 	"github.com/redkit-go/redkit/internal/script"
+	"github.com/redkit-go/redkit/internal/valid"
 )
 
 // MaxBuckets is the most buckets a SKU can be split into.
@@ -106,7 +107,15 @@ func (inv *Inventory) transfersKey(t, sku string) string { return inv.space.Key(
 // buckets, first finishing transfers a crashed caller left in flight. It
 // returns the units moved. One pipelined read of every bucket comes first,
 // so a SKU whose buckets are all empty (the usual state once a sale is sold
-// out) costs one round trip here, and empty buckets are not asked.
+// out) costs one round trip here. A bucket is skipped only when that read
+// found it with nothing available, nothing reserved (no hold that may have
+// expired) and no transfer toward it just finished; every other bucket is
+// asked, its expired holds reclaimed first, so an order is refused as sold
+// out only on a view with no such units left. A transfer never moves more
+// than the receiving bucket can take below 2^53-1, so its "in" step does not
+// refuse for overflow (unless a restock of the receiver raced it; the
+// transfer then stays in flight, counted by Audit, and later refills go on
+// without it).
 func (inv *Inventory) refill(ctx context.Context, sku string, want int64, to int) (int64, error) {
 	g, err := inv.checkSKU(sku)
 	if err != nil {
@@ -116,20 +125,33 @@ func (inv *Inventory) refill(ctx context.Context, sku string, want int64, to int
 	if err != nil {
 		return 0, err
 	}
-	pending, avail, err := inv.bucketState(ctx, tags, sku)
+	st, err := inv.bucketState(ctx, tags, sku)
 	if err != nil {
 		return 0, err
 	}
-	moved, err := inv.finish(ctx, tags, sku, to, pending)
+	moved, err := inv.finish(ctx, tags, sku, to, st.pending)
 	if err != nil || moved >= want {
 		return moved, err
 	}
+	received := map[int]bool{}
+	for _, p := range st.pending {
+		received[p.to] = true
+	}
 	for step := 1; step < len(tags) && moved < want; step++ {
 		p := pendingTransfer{from: (to + step) % len(tags), to: to, id: "t-" + retry.Nonce()}
-		if avail[p.from] <= 0 {
+		if st.avail[p.from] <= 0 && st.reserved[p.from] <= 0 && !received[p.from] {
 			continue
 		}
-		if p.qty, p.seq, err = inv.transferOut(ctx, tags[p.from], sku, p.id, want-moved, to); err != nil {
+		if st.reserved[p.from] > 0 {
+			if err := inv.reclaimAll(ctx, tags[p.from], sku); err != nil {
+				return moved, err
+			}
+		}
+		room := valid.MaxAmount - st.supply[to] - moved
+		if room <= 0 {
+			break
+		}
+		if p.qty, p.seq, err = inv.transferOut(ctx, tags[p.from], sku, p.id, want-moved, to, room); err != nil {
 			return moved, err
 		}
 		if p.qty == 0 {
@@ -143,10 +165,27 @@ func (inv *Inventory) refill(ctx context.Context, sku string, want int64, to int
 	return moved, nil
 }
 
-func (inv *Inventory) transferOut(ctx context.Context, from, sku, id string, want int64, to int) (qty, seq int64, err error) {
+// reclaimAll returns every expired hold of one bucket to its available
+// units, batch after batch.
+func (inv *Inventory) reclaimAll(ctx context.Context, tag, sku string) error {
+	for range maxAgain {
+		v, err := reclaimScript.Run(ctx, inv.rdb,
+			[]string{inv.skuKey(tag, sku), inv.buyersKey(tag, sku), inv.journalKey(tag, sku), inv.holdsKey(tag, sku)},
+			sku, reclaimBatch).Int64Slice()
+		if err != nil {
+			return err
+		}
+		if v[1] == 0 {
+			return nil
+		}
+	}
+	return errors.New("stock: too many expired holds to reclaim in one call")
+}
+
+func (inv *Inventory) transferOut(ctx context.Context, from, sku, id string, want int64, to int, room int64) (qty, seq int64, err error) {
 	reply, ackErr, err := inv.write(ctx, xferScript,
 		[]string{inv.skuKey(from, sku), inv.journalKey(from, sku), inv.transfersKey(from, sku)},
-		[]any{"out", sku, id, want, to})
+		[]any{"out", sku, id, want, to, room})
 	if err == nil && ackErr != nil {
 		err = unacked(ackErr)
 	}
@@ -180,6 +219,9 @@ func (inv *Inventory) transferIn(ctx context.Context, tags []string, sku string,
 			err = unacked(ackErr) // keep the out-record: the credit may yet be lost
 		}
 		if err != nil {
+			if strings.Contains(err.Error(), "ERR overflow") {
+				return fmt.Errorf("stock: transfer %s of %s: %w", p.id, sku, errOverflow)
+			}
 			return err
 		}
 		if num(reply, 0) >= 0 {
@@ -203,6 +245,10 @@ func (inv *Inventory) transferIn(ctx context.Context, tags []string, sku string,
 	return inv.rdb.HDel(ctx, inv.transfersKey(tags[p.from], sku), p.id).Err()
 }
 
+// errOverflow is a transfer the receiving bucket cannot take: it would pass
+// 2^53-1 units.
+var errOverflow = errors.New("the receiving bucket would pass 2^53-1 units")
+
 // pendingTransfer is an out-record: units that left bucket from for bucket
 // to as transfer number seq between the two, maybe not yet credited.
 type pendingTransfer struct {
@@ -214,49 +260,58 @@ type pendingTransfer struct {
 // pendingTransfers lists the out-records of every bucket of sku, in order of
 // giving bucket, receiving bucket and number.
 func (inv *Inventory) pendingTransfers(ctx context.Context, tags []string, sku string) ([]pendingTransfer, error) {
-	ps, _, err := inv.bucketState(ctx, tags, sku)
-	return ps, err
+	st, err := inv.bucketState(ctx, tags, sku)
+	return st.pending, err
+}
+
+// buckets is one read of every bucket of a SKU.
+type buckets struct {
+	pending                 []pendingTransfer
+	avail, reserved, supply []int64
 }
 
 // bucketState reads, in one pipelined round trip (one per node on a
 // Cluster), the out-records of every bucket of sku, sorted as
-// pendingTransfers returns them, and each bucket's available units.
-func (inv *Inventory) bucketState(ctx context.Context, tags []string, sku string) ([]pendingTransfer, []int64, error) {
+// pendingTransfers returns them, and each bucket's available, reserved and
+// supply units.
+func (inv *Inventory) bucketState(ctx context.Context, tags []string, sku string) (buckets, error) {
 	pipe := inv.rdb.Pipeline()
 	outs := make([]*redis.MapStringStringCmd, len(tags))
-	avails := make([]*redis.StringCmd, len(tags))
+	levels := make([]*redis.SliceCmd, len(tags))
 	for k, t := range tags {
 		outs[k] = pipe.HGetAll(ctx, inv.transfersKey(t, sku))
-		avails[k] = pipe.HGet(ctx, inv.skuKey(t, sku), "available")
+		levels[k] = pipe.HMGet(ctx, inv.skuKey(t, sku), "available", "reserved", "supply")
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, nil, err
+		return buckets{}, err
 	}
-	var out []pendingTransfer
-	avail := make([]int64, len(tags))
+	st := buckets{avail: make([]int64, len(tags)), reserved: make([]int64, len(tags)), supply: make([]int64, len(tags))}
 	for k := range tags {
 		m, err := outs[k].Result()
 		if err != nil {
-			return nil, nil, err
+			return buckets{}, err
 		}
-		if avail[k], err = avails[k].Int64(); err != nil && !errors.Is(err, redis.Nil) {
-			return nil, nil, err
+		v, err := levels[k].Result()
+		if err != nil {
+			return buckets{}, err
 		}
+		n := func(i int) int64 { s, _ := v[i].(string); x, _ := strconv.ParseInt(s, 10, 64); return x }
+		st.avail[k], st.reserved[k], st.supply[k] = n(0), n(1), n(2)
 		for id, v := range m {
 			if strings.HasPrefix(id, "next:") {
 				continue
 			}
 			p := pendingTransfer{from: k, id: id}
 			if _, err := fmt.Sscanf(v, "%d %d %d", &p.qty, &p.to, &p.seq); err != nil || p.to < 0 || p.to >= len(tags) {
-				return nil, nil, fmt.Errorf("stock: malformed transfer %s of %s: %q", id, sku, v)
+				return buckets{}, fmt.Errorf("stock: malformed transfer %s of %s: %q", id, sku, v)
 			}
-			out = append(out, p)
+			st.pending = append(st.pending, p)
 		}
 	}
-	slices.SortFunc(out, func(a, b pendingTransfer) int {
+	slices.SortFunc(st.pending, func(a, b pendingTransfer) int {
 		return cmp.Or(cmp.Compare(a.from, b.from), cmp.Compare(a.to, b.to), cmp.Compare(a.seq, b.seq))
 	})
-	return out, avail, nil
+	return st, nil
 }
 
 // finish credits the transfers ps and returns the units credited to bucket
@@ -276,7 +331,9 @@ func (inv *Inventory) finish(ctx context.Context, tags []string, sku string, to 
 	}
 	var n int64
 	for _, p := range ps {
-		if err := inv.transferIn(ctx, tags, sku, p); err != nil {
+		if err := inv.transferIn(ctx, tags, sku, p); errors.Is(err, errOverflow) {
+			continue // stays in flight; it must not block every later refill
+		} else if err != nil {
 			return n, err
 		}
 		if p.to == to {
@@ -304,4 +361,42 @@ func (inv *Inventory) inFlight(ctx context.Context, tags []string, sku string) (
 		}
 	}
 	return n, nil
+}
+
+// claim binds order o's ID to its buyer and items in bucket 0's tag (the
+// slot group's own), before an order on a SKU split into buckets runs in the
+// buyer's home bucket: the order's marker lives in that bucket, so without
+// the claim the same ID with another buyer would look in another bucket's
+// marker and be applied twice. The claim lives at least as long as the
+// marker (the window, plus the hold's TTL for a reservation). It is
+// idempotent, so a lost reply is simply retried.
+func (inv *Inventory) claim(ctx context.Context, op, g string, o Order, mode string) error {
+	kind, how, keep := "", "check", inv.cfg.window.Milliseconds()
+	switch op {
+	case "deduct":
+		kind, how = "deduct", "claim"
+	case "reserve":
+		ttl, _ := strconv.ParseInt(mode, 10, 64)
+		kind, how, keep = "reserve", "claim", keep+ttl
+	case "cancel":
+		// A Cancel before its Reserve leaves a tombstone: claim the ID for
+		// the reservation it cancels.
+		kind, how = "reserve", "claim"
+	}
+	it := o.Items[0]
+	desc := it.SKU + " " + strconv.FormatInt(it.Qty, 10)
+	var reply []any
+	err := retry.Do(ctx, inv.cfg.retry, func(ctx context.Context, _ int) error {
+		var err error
+		reply, err = claimScript.Run(ctx, inv.rdb, []string{inv.opKey(g, o.ID)},
+			o.Buyer, desc, kind, how, strconv.FormatInt(keep, 10)).Slice()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if str(reply, 0) != "ok" {
+		return refusal(str(reply, 0), o.ID, str(reply, 1), "")
+	}
+	return nil
 }

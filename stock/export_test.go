@@ -9,7 +9,7 @@ func (inv *Inventory) TransferOutForTest(ctx context.Context, sku string, from, 
 	if err != nil {
 		return 0, err
 	}
-	x, _, err := inv.transferOut(ctx, bucketTag(g, from), sku, "t-crashed", qty, to)
+	x, _, err := inv.transferOut(ctx, bucketTag(g, from), sku, "t-crashed", qty, to, 1<<53-1)
 	return x, err
 }
 

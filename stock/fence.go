@@ -1,8 +1,11 @@
 package stock
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/redkit-go/redkit/internal/script"
@@ -54,12 +57,22 @@ func newCallConfig(opts []CallOption) (callConfig, error) {
 	return c, nil
 }
 
-// fencePrelude takes the fence key and token off the end of KEYS and ARGV
-// and checks them, so the rest of the script sees its usual layout.
+// fencePrelude takes the fence key and token off the end of KEYS and ARGV,
+// so the rest of the script sees its usual layout. The check itself runs
+// where the script calls fence_ok: after the operation marker was read, so
+// a call that repeats a decided operation gets the stored decision whatever
+// token it carries (a lease that applied an order and lost the reply learns
+// the outcome even after its successor wrote), and before the first write of
+// an operation not decided yet.
 const fencePrelude = `
 local redkit_fence_key, redkit_fence_token = table.remove(KEYS), table.remove(ARGV)
-if not redkit_fence(redkit_fence_key, redkit_fence_token) then return {'stale_fence', 0, '', 0} end
 `
+
+// fenceHook is the line of deduct.lua, hold.lua and adjust.lua that a fenced
+// variant replaces with the real check.
+const fenceHook = "local function fence_ok() return true end"
+
+const fenceCheck = "local function fence_ok() return redkit_fence(redkit_fence_key, redkit_fence_token) end"
 
 var fenced sync.Map // *script.Script -> *script.Script with the fence check
 
@@ -71,9 +84,35 @@ func (inv *Inventory) withFence(c callConfig, g string, s *script.Script, keys [
 	}
 	v, ok := fenced.Load(s)
 	if !ok {
-		v, _ = fenced.LoadOrStore(s, script.New(lock.FenceLua+fencePrelude+s.Source()))
+		src := s.Source()
+		if !strings.Contains(src, fenceHook) {
+			panic("stock: fenced script without " + fenceHook)
+		}
+		v, _ = fenced.LoadOrStore(s, script.New(lock.FenceLua+fencePrelude+strings.Replace(src, fenceHook, fenceCheck, 1)))
 	}
 	return v.(*script.Script),
 		append(keys, lock.FenceKey(inv.cfg.prefix, g, c.fence.Name)),
 		append(args, strconv.FormatUint(c.fence.Token, 10))
+}
+
+// raiseFences records the call's fence token in the fence key of every
+// bucket of a SKU split into b buckets, before the operation runs in one of
+// them. Each bucket has its own fence key (a script can only touch the keys
+// of its own bucket's hash tag), so a token is made visible everywhere first:
+// once an operation was accepted through any bucket, its token is already
+// recorded in every bucket, and a lower token is stale through each of them.
+// A bucket holding a higher token keeps it (lock.CheckFence writes nothing
+// then); the operation's own script judges the token in its bucket, after
+// its replay check. Nothing of the operation has been sent when this fails.
+func (inv *Inventory) raiseFences(ctx context.Context, c callConfig, g string, b int) error {
+	if c.fence == nil || b <= 1 {
+		return nil
+	}
+	for k := range b {
+		err := lock.CheckFence(ctx, inv.rdb, lock.FenceKey(inv.cfg.prefix, bucketTag(g, k), c.fence.Name), *c.fence)
+		if err != nil && !errors.Is(err, lock.ErrStaleFence) {
+			return err
+		}
+	}
+	return nil
 }

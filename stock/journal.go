@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redkit-go/redkit/internal/keys"
 	"github.com/redkit-go/redkit/internal/valid"
 )
 
@@ -85,10 +86,21 @@ func (inv *Inventory) Journal(ctx context.Context, sku, start string, count int6
 	return out, nil
 }
 
+// ErrDrift means Checkpoint found books its audit does not explain: the
+// checkpoint was not written, so the next Audit still replays (and reports)
+// what differs.
+var ErrDrift = errors.New("stock: the levels differ from what the journal explains")
+
 // Checkpoint appends a checkpoint entry carrying sku's levels and returns its
 // ID. Audits replay the journal from the last checkpoint, and Trim may delete
 // the entries before it. A SKU split into buckets gets a checkpoint in every
 // bucket's journal; the ID returned is bucket 0's.
+//
+// A checkpoint is the starting point of later audits, so it must not be
+// written over drift: Checkpoint first audits each bucket and refuses with
+// ErrDrift (writing nothing to that bucket) when the audit found a problem,
+// and the script that writes it refuses too when the levels differ from the
+// journal's last entry (changed since the audit).
 func (inv *Inventory) Checkpoint(ctx context.Context, sku string) (string, error) {
 	g, err := inv.checkSKU(sku)
 	if err != nil {
@@ -100,10 +112,19 @@ func (inv *Inventory) Checkpoint(ctx context.Context, sku string) (string, error
 	}
 	var first string
 	for k := len(tags) - 1; k >= 0; k-- {
+		r, err := inv.auditBucket(ctx, tags[k], sku)
+		if err != nil {
+			return "", fmt.Errorf("stock: checkpoint %s: %w", sku, err)
+		}
+		if !r.OK() {
+			return "", fmt.Errorf("stock: checkpoint %s bucket %d: %w: %s", sku, k, ErrDrift, strings.Join(r.Problems, "; "))
+		}
 		id, err := checkpointScript.Run(ctx, inv.rdb, []string{inv.skuKey(tags[k], sku), inv.journalKey(tags[k], sku)}, sku).Text()
 		switch {
 		case errors.Is(err, redis.Nil):
 			return "", fmt.Errorf("stock: checkpoint %s: %w", sku, ErrNotFound)
+		case err != nil && strings.HasPrefix(err.Error(), "DRIFT"):
+			return "", fmt.Errorf("stock: checkpoint %s bucket %d: %w: %w", sku, k, ErrDrift, err)
 		case err != nil:
 			return "", fmt.Errorf("stock: checkpoint %s: %w", sku, err)
 		}
@@ -177,27 +198,50 @@ func (inv *Inventory) Consume(ctx context.Context, c Consumer, handle func(ctx c
 	if c.Poll <= 0 {
 		c.Poll = 100 * time.Millisecond
 	}
-	var streams []string
-	bucketOf := map[string]int{} // stream -> bucket
 	for _, sku := range c.SKUs {
-		g, err := inv.checkSKU(sku)
-		if err != nil {
+		if _, err := inv.checkSKU(sku); err != nil {
 			return err
 		}
+	}
+	var streams, cursors []string
+	bucketOf := map[string]int{} // stream -> bucket
+	// waiting holds the SKUs not created yet when Consume started: only
+	// bucket 0's journal is known for them, so they are looked up again at
+	// every idle round until they exist, and then every bucket is read.
+	var waiting []string
+	follow := func(sku string) (found bool, err error) {
+		g := keys.Group(sku)
 		tags, err := inv.tags(ctx, g, sku)
 		if errors.Is(err, ErrNotFound) {
-			tags, err = []string{g}, nil // not created yet: its journal will be bucket 0's
+			tags, err = []string{g}, nil // its journal will be bucket 0's
+		} else if err == nil {
+			found = true
 		}
 		if err != nil {
-			return fmt.Errorf("stock: consume %s: %w", sku, err)
+			return false, fmt.Errorf("stock: consume %s: %w", sku, err)
 		}
 		for k, t := range tags {
 			s := inv.journalKey(t, sku)
-			streams, bucketOf[s] = append(streams, s), k
+			if _, ok := bucketOf[s]; ok {
+				continue
+			}
+			streams, cursors, bucketOf[s] = append(streams, s), append(cursors, "0-0"), k
+			// From "0": a bucket's journal created after Consume started is
+			// read from its first entry.
 			err = inv.rdb.XGroupCreateMkStream(ctx, s, c.Group, "0").Err()
 			if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
-				return fmt.Errorf("stock: consume %s: %w", sku, err)
+				return false, fmt.Errorf("stock: consume %s: %w", sku, err)
 			}
+		}
+		return found, nil
+	}
+	for _, sku := range c.SKUs {
+		found, err := follow(sku)
+		if err != nil {
+			return err
+		}
+		if !found {
+			waiting = append(waiting, sku)
 		}
 	}
 	deliver := func(stream string, msgs []redis.XMessage) error {
@@ -243,11 +287,18 @@ func (inv *Inventory) Consume(ctx context.Context, c Consumer, handle func(ctx c
 			}
 		}
 	}
-	cursors := make([]string, len(streams))
-	for i := range cursors {
-		cursors[i] = "0-0"
-	}
 	for {
+		still := waiting[:0]
+		for _, sku := range waiting {
+			found, err := follow(sku)
+			if err != nil {
+				return consumeErr(ctx, err)
+			}
+			if !found {
+				still = append(still, sku)
+			}
+		}
+		waiting = still
 		busy := false
 		for i, s := range streams {
 			msgs, next, err := inv.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{

@@ -52,6 +52,7 @@ func newInventory(t *testing.T, opts ...stock.Option) (*stock.Inventory, *redis.
 	prefix := fmt.Sprintf("t%d", prefixes.Add(1))
 	inv := stock.New(rdb, append([]stock.Option{stock.WithKeyPrefix(prefix)}, opts...)...)
 	t.Cleanup(func() { require.NoError(t, inv.Close()) })
+	prefixOfInv.Store(inv, prefix)
 	return inv, rdb, prefix
 }
 

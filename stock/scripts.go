@@ -33,6 +33,7 @@ var (
 	holdScript       = load("hold.lua")
 	reclaimScript    = load("reclaim.lua")
 	xferScript       = load("xfer.lua")
+	claimScript      = load("claim.lua")
 )
 
 // Scripts returns the Lua source of every script the package runs, by file

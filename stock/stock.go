@@ -242,7 +242,11 @@ func (inv *Inventory) adjust(ctx context.Context, kind, opID, sku string, qty in
 	var ackErr error
 	for round := 0; ; round++ {
 		// A SKU split into buckets: the operation's bucket is hash(op ID).
-		t := bucketTag(g, home(opID, inv.bucketsOf(sku)))
+		b := inv.bucketsOf(sku)
+		if err := inv.raiseFences(ctx, cc, g, b); err != nil {
+			return Result{}, fmt.Errorf("stock: %s %s: %w", kind, opID, err)
+		}
+		t := bucketTag(g, home(opID, b))
 		s, ks, args := inv.withFence(cc, t, adjustScript,
 			[]string{inv.opKey(t, opID), inv.skuKey(t, sku), inv.journalKey(t, sku)},
 			[]any{opID, sku, kind, qty, nonce, inv.windowMillis()})
@@ -370,7 +374,24 @@ func (inv *Inventory) runOrder(ctx context.Context, op string, s *script.Script,
 	if c.err != nil {
 		return Result{}, c.err
 	}
+	raised, claimed := 1, 1
 	for round := 0; ; round++ {
+		if b := inv.bucketsOf(c.skus[0]); b != claimed && len(o.Items) == 1 {
+			// An order placed in bucket 0 keeps its marker in the claim's
+			// key itself, which deduct.lua and hold.lua compare.
+			if home(o.Buyer, b) == 0 {
+				claimed = b
+			} else if err := inv.claim(ctx, op, c.group, o, mode); err != nil {
+				return Result{}, fmt.Errorf("stock: %s %s: %w", op, o.ID, err)
+			}
+			claimed = b
+		}
+		if b := inv.bucketsOf(c.skus[0]); c.fence.fence != nil && b != raised {
+			if err := inv.raiseFences(ctx, c.fence, c.group, b); err != nil {
+				return Result{}, fmt.Errorf("stock: %s %s: %w", op, o.ID, err)
+			}
+			raised = b
+		}
 		reply, ackErr, err := inv.write(ctx, c.script, c.keys, c.args)
 		if err != nil || round >= maxRoutingRounds {
 			return c.finish(reply, ackErr, err)
@@ -404,8 +425,10 @@ type orderCall struct {
 	keys   []string
 	args   []any
 	skus   []string
-	fenced bool  // the last argument is a fence token
-	err    error // invalid input: nothing may be sent
+	fenced bool // the last argument is a fence token
+	fence  callConfig
+	group  string // the slot group of the order's SKUs
+	err    error  // invalid input: nothing may be sent
 }
 
 func (inv *Inventory) prepare(op string, s *script.Script, o Order, mode string,
@@ -421,6 +444,7 @@ func (inv *Inventory) prepare(op string, s *script.Script, o Order, mode string,
 		c.err = fmt.Errorf("stock: %s: %w", op, err)
 		return c
 	}
+	c.fence, c.group = cc, g
 	if len(items) == 1 {
 		// A SKU split into buckets is served by the buyer's home bucket.
 		if b := inv.bucketsOf(items[0].SKU); b > 1 {

@@ -25,13 +25,16 @@ local MAX = 9007199254740991
 local id, sku, kind, nonce = ARGV[1], ARGV[2], ARGV[3], ARGV[5]
 local q, window = tonumber(ARGV[4]), tonumber(ARGV[6])
 local function fmt(x) return string.format('%d', x) end
+local function fence_ok() return true end -- fenced calls check here (fence.go), after any replay
 local function positive(x) return x and x == math.floor(x) and x >= 1 and x <= MAX end
 if kind ~= 'restock' and kind ~= 'writeoff' then return {'invalid', 0, 'kind', 0} end
 if not positive(q) then return {'invalid', 0, 'quantity', 0} end
 if not positive(window) then return {'invalid', 0, 'window', 0} end
 local desc = sku .. ' ' .. fmt(q)
 
-local m = redis.call('HMGET', KEYS[1], 'k', 'i', 'n', 'r', 'd', 'l')
+local m = redis.call('HMGET', KEYS[1], 'k', 'i', 'n', 'r', 'd', 'l', 'ck')
+-- Claimed (claim.lua) by an order on a SKU split into buckets.
+if not m[1] and m[7] then return {'conflict', 0, 'kind', 0} end
 if m[1] then
   if m[1] ~= kind then return {'conflict', 0, 'kind', 0} end
   if m[2] ~= desc then return {'conflict', 0, 'items', 0} end
@@ -39,6 +42,7 @@ if m[1] then
   for v in string.gmatch(m[6], '%S+') do reply[#reply + 1] = tonumber(v) end
   return reply
 end
+if not fence_ok() then return {'stale_fence', 0, '', 0} end
 
 local h = redis.call('HMGET', KEYS[2], 'available', 'reserved', 'sold', 'refunded', 'supply',
   'restocked', 'written_off', 'closed', 'buckets', 'bucket')

@@ -62,6 +62,7 @@ local function int(v, lo)
   return nil
 end
 local function fmt(x) return string.format('%d', x) end
+local function fence_ok() return true end -- fenced calls check here (fence.go), after any replay
 
 if n < 1 or n ~= math.floor(n) or (#ARGV ~= 5 + 2 * n and #ARGV ~= 6 + 2 * n) then
   return {'invalid', 0, 'key or argument count', 0}
@@ -83,7 +84,13 @@ for i = 1, n do
 end
 desc = table.concat(desc, ' ')
 
-local m = redis.call('HMGET', KEYS[1], 'k', 'b', 'i', 'n', 'r', 'd', 'l', 'dl', 's')
+local m = redis.call('HMGET', KEYS[1], 'k', 'b', 'i', 'n', 'r', 'd', 'l', 'dl', 's', 'ck', 'cb', 'ci')
+if not m[1] and m[10] then
+  -- Claimed (claim.lua) by an order on a SKU split into buckets.
+  if m[10] ~= kind then return {'conflict', 0, 'kind', 0} end
+  if m[11] ~= buyer then return {'conflict', 0, 'buyer', 0} end
+  if m[12] ~= desc then return {'conflict', 0, 'items', 0} end
+end
 if m[1] then
   if m[1] ~= kind then return {'conflict', 0, 'kind', 0} end
   if m[2] ~= buyer then return {'conflict', 0, 'buyer', 0} end
@@ -94,6 +101,9 @@ if m[1] then
   for v in string.gmatch(m[7], '%S+') do reply[#reply + 1] = tonumber(v) end
   return reply
 end
+-- The fence is judged only for an order not decided yet: a replay answers
+-- whatever lease wrote since.
+if not fence_ok() then return {'stale_fence', 0, '', 0} end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -123,7 +133,7 @@ for i = 1, n do
   if s.limit > 0 then s.had = tonumber(redis.call('HGET', KEYS[j + 2], buyer) or '0') end
   if s.r > 0 then
     -- Lazy expiry: holds past their deadline count as available again.
-    local due = redis.call('ZRANGEBYSCORE', KEYS[j + 4], '-inf', now, 'LIMIT', 0, 64)
+    local due = redis.call('ZRANGEBYSCORE', KEYS[j + 4], '-inf', fmt(now), 'LIMIT', 0, 64)
     s.more = #due == 64
     for _, member in ipairs(due) do
       local eq, eb, eid = string.match(member, '^(%d+) (%S+) (%S+)$')
@@ -142,11 +152,9 @@ for i = 1, n do
     break
   end
   if s.a < qtys[i] then
-    -- More expired holds than one call reclaims: reclaim these, then let
-    -- the caller call again rather than store a refusal. A bucket that
-    -- runs short asks the caller to refill it from the other buckets.
-    if s.more then code = 'again'
-    elseif buckets > 1 and not final then code = 'short'
+    -- A bucket that runs short asks the caller to refill it from the
+    -- other buckets.
+    if buckets > 1 and not final then code = 'short'
     else code = 'sold_out' end
     detail = i
     break
@@ -155,6 +163,29 @@ for i = 1, n do
     code, detail = 'overflow', i
     break
   end
+  if kind == 'reserve' then
+    -- The order's hold member may still be indexed when its marker is gone
+    -- (a Reserve re-sent after the window whose old hold was never
+    -- reclaimed). Adding it again would replace the member and count its
+    -- units twice in reserved.
+    local member = fmt(qtys[i]) .. ' ' .. buyer .. ' ' .. id
+    local score = redis.call('ZSCORE', KEYS[j + 4], member)
+    if score then
+      local swept = false
+      for _, e in ipairs(s.expired) do if e.member == member then swept = true end end
+      if not swept then
+        if tonumber(score) <= now then code = 'again' else code = 'conflict' end
+        detail = i
+        break
+      end
+    end
+  end
+end
+-- A refusal that expired holds not yet swept could change (the buyer's own
+-- expired hold, units coming back) is never decided on a partial sweep:
+-- reclaim this batch and let the caller call again.
+if code == 'limit' or code == 'sold_out' or code == 'short' or code == 'overflow' then
+  if st[tonumber(detail)].more then code = 'again' end
 end
 detail = tostring(detail)
 
@@ -188,7 +219,7 @@ for i = 1, #st do
     local q = qtys[i]
     if kind == 'reserve' then
       s.a, s.r = s.a - q, s.r + q
-      redis.call('ZADD', KEYS[j + 4], deadline, fmt(q) .. ' ' .. buyer .. ' ' .. id)
+      redis.call('ZADD', KEYS[j + 4], fmt(deadline), fmt(q) .. ' ' .. buyer .. ' ' .. id)
     else
       s.a, s.s = s.a - q, s.s + q
     end
@@ -207,6 +238,7 @@ for i = 1, #st do
 end
 
 if code == 'again' or code == 'short' then return {code, 0, detail, 0} end
+if code == 'conflict' then return {code, 0, 'hold', 0} end
 local l = table.concat(levels, ' ')
 redis.call('HSET', KEYS[1], 'k', kind, 'b', buyer, 'i', desc, 'n', nonce, 'r', code, 'd', detail, 'l', l)
 local keep = window

@@ -37,6 +37,7 @@ local n = (#KEYS - 1) / 4
 local id, buyer, nonce, action = ARGV[1], ARGV[2], ARGV[3], ARGV[5]
 local window = tonumber(ARGV[4])
 local function fmt(x) return string.format('%d', x) end
+local function fence_ok() return true end -- fenced calls check here (fence.go), after any replay
 local function int(v, lo, hi)
   local x = tonumber(v)
   if x and x == math.floor(x) and x >= lo and x <= hi then return x end
@@ -68,7 +69,15 @@ for i = 1, n do
 end
 desc = table.concat(desc, ' ')
 
-local m = redis.call('HMGET', KEYS[1], 'k', 'b', 'i', 'r', 's', 'dl', 'c', 'cn', 'cl', 'xn', 'xl', 'fn', 'fl')
+local m = redis.call('HMGET', KEYS[1], 'k', 'b', 'i', 'r', 's', 'dl', 'c', 'cn', 'cl', 'xn', 'xl', 'fn', 'fl',
+  'ck', 'cb', 'ci')
+if not m[1] and m[14] then
+  -- Claimed (claim.lua) by an order on a SKU split into buckets, not placed
+  -- here: the action is for that order.
+  if m[15] ~= buyer then return {'conflict', 0, 'buyer', 0} end
+  if m[16] ~= desc then return {'conflict', 0, 'items', 0} end
+  if action == 'cancel' and m[14] ~= 'reserve' then return {'conflict', 0, 'kind', 0} end
+end
 local kind, mb, mi, code, state, dl = m[1], m[2], m[3], m[4], m[5], tonumber(m[6] or '0')
 local prefix = {confirm = 'c', cancel = 'x', refund = 'f'}
 local an, al = m[({confirm = 8, cancel = 10, refund = 12})[action]], m[({confirm = 9, cancel = 11, refund = 13})[action]]
@@ -81,6 +90,7 @@ end
 
 if not kind then
   if action ~= 'cancel' then return reply('not_found', 0, '') end
+  if not fence_ok() then return reply('stale_fence', 0, '') end
   redis.call('HSET', KEYS[1], 'k', 'reserve', 'b', buyer, 'i', desc, 'n', nonce, 'r', 'cancelled', 'd', '',
     'l', '', 's', 'cancelled', 'xn', nonce, 'xl', '')
   redis.call('PEXPIRE', KEYS[1], fmt(window))
@@ -106,6 +116,7 @@ end
 if code ~= 'ok' then
   if action == 'cancel' then
     if not an then
+      if not fence_ok() then return reply('stale_fence', 0, '') end
       redis.call('HSET', KEYS[1], 'xn', nonce, 'xl', '')
       return reply('ok', 0, '')
     end
@@ -123,6 +134,7 @@ if action == 'confirm' then
 elseif action == 'cancel' then
   if state == 'cancelled' or state == 'expired' then
     if not an then
+      if not fence_ok() then return reply('stale_fence', 0, '') end
       redis.call('HSET', KEYS[1], 's', 'cancelled', 'xn', nonce, 'xl', '')
       return reply('ok', 0, '')
     end
@@ -133,6 +145,9 @@ else
   if state == 'refunded' then return reply('ok', (an ~= nonce) and 1 or 0, '', al) end
   if state ~= 'sold' and state ~= 'confirmed' then return reply('state', 0, state) end
 end
+
+-- Not a replay: the action is judged now, so the fence is too.
+if not fence_ok() then return reply('stale_fence', 0, '') end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

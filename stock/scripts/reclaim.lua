@@ -16,7 +16,7 @@ local batch = tonumber(ARGV[2])
 if not batch or batch < 1 or batch > 1000 then return redis.error_reply('ERR batch') end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local due = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'WITHSCORES', 'LIMIT', 0, batch)
+local due = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', string.format('%d', now), 'WITHSCORES', 'LIMIT', 0, batch)
 if #due == 0 then return {0, 0, 0} end
 local h = redis.call('HMGET', KEYS[1], 'available', 'reserved', 'sold', 'refunded', 'limit', 'supply')
 if not h[1] then return {0, 0, 0} end
@@ -28,11 +28,11 @@ for k = 1, #due, 2 do
   q = tonumber(q)
   a, r = a + q, r - q
   redis.call('ZREM', KEYS[4], member)
-  if limit > 0 and redis.call('HINCRBY', KEYS[2], buyer, -q) <= 0 then redis.call('HDEL', KEYS[2], buyer) end
+  if limit > 0 and redis.call('HINCRBY', KEYS[2], buyer, string.format('%d', -q)) <= 0 then redis.call('HDEL', KEYS[2], buyer) end
   redis.call('XADD', KEYS[3], '*', 'op', id, 'kind', 'expire', 'sku', ARGV[1], 'buyer', buyer,
     'd_avail', string.format('%d', q), 'd_res', string.format('%d', -q), 'avail', string.format('%d', a),
     'res', string.format('%d', r), 'sold', s, 'ref', f, 'supply', h[6])
 end
 redis.call('HSET', KEYS[1], 'available', string.format('%d', a), 'reserved', string.format('%d', r))
-local left = redis.call('ZCOUNT', KEYS[4], '-inf', now)
+local left = redis.call('ZCOUNT', KEYS[4], '-inf', string.format('%d', now))
 return {#due / 2, left, lag}

@@ -14,8 +14,10 @@
 --           <p>:stock:v1:{g#k}:transfers:<sku> (transfer ID -> "qty to seq";
 --           "next:<to>" -> last number given to bucket <to>)
 --   ARGV    "out", SKU, transfer ID, units wanted (1..2^53-1), receiving
---           bucket; moves the units wanted or half of what the bucket has,
---           whichever is more, as far as it has them
+--           bucket, and the most units the receiving bucket can take
+--           (0..2^53-1: 2^53-1 minus its supply, read by the caller); moves
+--           the units wanted or half of what the bucket has, whichever is
+--           more, as far as it has them and the receiver can take them
 --   reply   {units, seq}: units moved out (0: none available, no record)
 --           and the transfer's number; a repeated call returns the same
 -- action "in", on the receiving bucket:
@@ -35,7 +37,9 @@ local a, supply, moved = tonumber(h[1]), tonumber(h[5]), tonumber(h[6] or '0')
 local kind, x, reply
 
 if action == 'out' then
-  local to = ARGV[5]
+  local to, room = ARGV[5], tonumber(ARGV[6])
+  if not room or room ~= math.floor(room) or room < 0 or room > MAX then return redis.error_reply('ERR room') end
+  if not string.match(to, '^%d+$') then return redis.error_reply('ERR bucket') end
   local done = redis.call('HGET', KEYS[3], id)
   if done then
     local dq, _, dseq = string.match(done, '^(%d+) (%d+) (%d+)$')
@@ -43,7 +47,7 @@ if action == 'out' then
   end
   -- At least what is wanted, up to half of what this bucket has, so a busy
   -- bucket does not come back for every order.
-  x = math.min(a, math.max(q, math.ceil(a / 2)))
+  x = math.min(a, math.max(q, math.ceil(a / 2)), room)
   if x == 0 then return {0, 0} end
   local seq = redis.call('HINCRBY', KEYS[3], 'next:' .. to, 1)
   redis.call('HSET', KEYS[3], id, fmt(x) .. ' ' .. to .. ' ' .. fmt(seq))
@@ -53,6 +57,7 @@ if action == 'out' then
   kind, x = 'transfer_out', -x
 elseif action == 'in' then
   local from, seq = ARGV[5], tonumber(ARGV[6])
+  if not seq or seq ~= math.floor(seq) or seq < 1 or seq > MAX then return redis.error_reply('ERR seq') end
   local last = tonumber(redis.call('HGET', KEYS[1], 'in:' .. from) or '0')
   if seq <= last then return {0} end
   if seq > last + 1 then return {-1} end
