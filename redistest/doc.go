@@ -46,6 +46,9 @@
 //     (or subscribed) client connection, as a server-side timeout or a
 //     restarted middlebox would. Commands in flight fail; replication links
 //     are kept.
+//   - Busy(ctx, d): a Lua script of another client runs for d; once it is
+//     past busy-reply-threshold (set it low in Options.Config) every other
+//     command gets BUSY.
 //
 // On a Pair:
 //
@@ -61,6 +64,9 @@
 //     that owns key (needs Replicas ≥ 1), a coordinated failover that loses
 //     no acknowledged write. It returns once all nodes agree and every
 //     client made by c.Client routes key to the new master.
+//   - MoveSlot(ctx, key): the slot of key moves, with its keys, to another
+//     master (IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE); clients are not
+//     told, so their next command for it meets MOVED.
 //
 // On a Proxy (requests always pass through, so commands run; the faults act
 // on replies and connections):
@@ -70,7 +76,8 @@
 //     above the client's read timeout the client times out although the
 //     command took effect, the ambiguous outcome that retries must handle.
 //   - DropReplies(true): replies are discarded; the command ran, the client
-//     waits until its timeout.
+//     waits until its timeout. Dropped() counts the replies discarded, so a
+//     test knows a command ran before it injects the next fault.
 //   - ResetConnections(): every open connection is aborted with a TCP RST.
 //   - Cut(true): open connections are closed and new ones refused, a
 //     network partition; Cut(false) heals it.

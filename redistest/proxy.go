@@ -32,6 +32,7 @@ type Proxy struct {
 	drop    bool
 	cut     bool
 	closed  bool
+	dropped int64 // reply chunks discarded by DropReplies
 
 	wg sync.WaitGroup
 }
@@ -95,6 +96,15 @@ func (p *Proxy) DropReplies(on bool) {
 	p.mu.Lock()
 	p.drop = on
 	p.mu.Unlock()
+}
+
+// Dropped returns how many reads of server replies DropReplies has
+// discarded so far. A test waits for it to grow to know that a command ran
+// and its reply is gone, before it injects the next fault.
+func (p *Proxy) Dropped() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dropped
 }
 
 // ResetConnections aborts every open connection with a TCP RST (linger 0),
@@ -259,7 +269,11 @@ func (p *Proxy) accept(client net.Conn) {
 			n, err := server.Read(buf)
 			if n > 0 {
 				delay, drop := p.replyDelay()
-				if !drop {
+				if drop {
+					p.mu.Lock()
+					p.dropped++
+					p.mu.Unlock()
+				} else {
 					select {
 					case l.replies <- chunk{data: buf[:n], at: time.Now().Add(delay)}:
 					case <-l.done:

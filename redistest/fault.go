@@ -1,0 +1,144 @@
+package redistest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// busyScript spins, reading TIME, until ARGV[1] microseconds have passed. It
+// writes nothing, so SCRIPT KILL could stop it.
+const busyScript = `
+local s = redis.call('TIME')
+local want = tonumber(ARGV[1])
+while true do
+  local t = redis.call('TIME')
+  if (t[1] - s[1]) * 1000000 + (t[2] - s[2]) >= want then return 1 end
+end`
+
+// Busy occupies the server with a Lua script that runs for d, as a slow
+// script of another client would. It returns once other clients get BUSY
+// replies, which needs busy-reply-threshold (lua-time-limit) below d in the
+// server's Config; the returned channel yields the script's own error (nil)
+// when it has ended.
+func (s *Server) Busy(ctx context.Context, d time.Duration) (<-chan error, error) {
+	done := make(chan error, 1)
+	c := redis.NewClient(&redis.Options{Addr: s.addr, PoolSize: 1, MaxRetries: -1, TLSConfig: s.tlsConfig(),
+		ReadTimeout: d + 3*time.Second})
+	go func() {
+		defer c.Close()
+		done <- c.Eval(context.WithoutCancel(ctx), busyScript, nil, d.Microseconds()).Err()
+	}()
+	err := poll(ctx, d, func() (bool, error) {
+		_, err := s.do(ctx, "PING")
+		return err != nil && strings.HasPrefix(err.Error(), "BUSY "), nil
+	}, "BUSY replies")
+	if err != nil {
+		<-done
+		return nil, fmt.Errorf("%w (is busy-reply-threshold below %v?)", err, d)
+	}
+	return done, nil
+}
+
+// MoveSlot moves the slot of key, with every key in it, to another master
+// (the next one in slot order), the way redis-cli --cluster reshard does:
+// SETSLOT IMPORTING and MIGRATING, MIGRATE of the keys, then SETSLOT NODE on
+// every master. It returns once every node agrees on the new owner. Clients
+// are not told: their next command for the slot meets MOVED. FailoverShard
+// still picks shards by their original slot ranges.
+func (c *Cluster) MoveSlot(ctx context.Context, key string) (to *Server, err error) {
+	v, err := c.nodes[0].do(ctx, "CLUSTER", "KEYSLOT", key)
+	if err != nil {
+		return nil, fmt.Errorf("redistest: CLUSTER KEYSLOT: %w", err)
+	}
+	slot, _ := v.(int64)
+	masters := c.Masters()
+	if len(masters) < 2 {
+		return nil, errors.New("redistest: MoveSlot needs two masters")
+	}
+	var from *Server
+	for i, m := range masters {
+		nodes, err := m.clusterNodes(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range nodes {
+			if strings.Contains(n.flags, "myself") && servesSlot(n.slots, int(slot)) {
+				from, to = m, masters[(i+1)%len(masters)]
+			}
+		}
+	}
+	if from == nil {
+		return nil, fmt.Errorf("redistest: no master serves slot %d", slot)
+	}
+	id := func(s *Server) (string, error) {
+		v, err := s.do(ctx, "CLUSTER", "MYID")
+		str, _ := v.(string)
+		return str, err
+	}
+	fromID, err := id(from)
+	if err != nil {
+		return nil, err
+	}
+	toID, err := id(to)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := to.do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID); err != nil {
+		return nil, fmt.Errorf("redistest: SETSLOT IMPORTING: %w", err)
+	}
+	if _, err := from.do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID); err != nil {
+		return nil, fmt.Errorf("redistest: SETSLOT MIGRATING: %w", err)
+	}
+	for {
+		v, err := from.do(ctx, "CLUSTER", "GETKEYSINSLOT", slot, 100)
+		if err != nil {
+			return nil, fmt.Errorf("redistest: GETKEYSINSLOT: %w", err)
+		}
+		ks, _ := v.([]any)
+		if len(ks) == 0 {
+			break
+		}
+		args := []any{"MIGRATE", "127.0.0.1", to.port, "", 0, 5000, "KEYS"}
+		args = append(args, ks...)
+		if _, err := from.do(ctx, args...); err != nil {
+			return nil, fmt.Errorf("redistest: MIGRATE: %w", err)
+		}
+	}
+	for _, m := range append([]*Server{to, from}, masters...) {
+		if _, err := m.do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", toID); err != nil {
+			return nil, fmt.Errorf("redistest: SETSLOT NODE on %s: %w", m.Addr(), err)
+		}
+	}
+	return to, c.waitStable(ctx)
+}
+
+// servesSlot reports whether a CLUSTER NODES slot list ("0-5460 5462")
+// holds slot.
+func servesSlot(slots string, slot int) bool {
+	for _, r := range strings.Fields(slots) {
+		if strings.HasPrefix(r, "[") {
+			continue // a slot being imported or migrated
+		}
+		lo, hi, found := strings.Cut(r, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			continue
+		}
+		b := a
+		if found {
+			if b, err = strconv.Atoi(hi); err != nil {
+				continue
+			}
+		}
+		if slot >= a && slot <= b {
+			return true
+		}
+	}
+	return false
+}

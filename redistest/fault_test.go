@@ -1,0 +1,62 @@
+package redistest_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redkit-go/redkit/redistest"
+)
+
+func TestProxy_Dropped(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	px := redistest.NewProxy(t, s.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 100 * time.Millisecond, MaxRetries: -1})
+	defer rdb.Close()
+	require.NoError(t, rdb.Ping(t.Context()).Err())
+	require.Zero(t, px.Dropped())
+	px.DropReplies(true)
+	require.Error(t, rdb.Incr(t.Context(), "k").Err())
+	require.Positive(t, px.Dropped())
+	n, err := s.Client().Get(t.Context(), "k").Int()
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the command whose reply was dropped ran")
+}
+
+func TestServer_Busy(t *testing.T) {
+	s := redistest.New(t, redistest.Options{Config: []string{"busy-reply-threshold 20"}})
+	done, err := s.Busy(t.Context(), 300*time.Millisecond)
+	require.NoError(t, err)
+	err = s.Client().Set(t.Context(), "k", "v", 0).Err()
+	require.Error(t, err)
+	require.True(t, strings.HasPrefix(err.Error(), "BUSY "), "%v", err)
+	require.NoError(t, <-done)
+	require.NoError(t, s.Client().Set(t.Context(), "k", "v", 0).Err())
+}
+
+func TestCluster_MoveSlot(t *testing.T) {
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 2})
+	ctx := t.Context()
+	stale := c.Client()
+	require.NoError(t, stale.Set(ctx, "{g}:a", "1", 0).Err())
+	require.NoError(t, stale.Set(ctx, "{g}:b", "2", 0).Err())
+	before, err := stale.MasterForKey(ctx, "{g}:a")
+	require.NoError(t, err)
+
+	to, err := c.MoveSlot(ctx, "{g}:a")
+	require.NoError(t, err)
+	require.NotEqual(t, before.Options().Addr, to.Addr())
+	require.Equal(t, "2", to.Client().Get(ctx, "{g}:b").Val(), "the slot's keys moved with it")
+
+	// A client that sends once meets the redirect.
+	once := c.Client(func(o *redis.ClusterOptions) { o.MaxRedirects = -1 })
+	require.NoError(t, once.Ping(ctx).Err())
+	m, err := once.MasterForKey(ctx, "{g}:a")
+	require.NoError(t, err)
+	require.Equal(t, to.Addr(), m.Options().Addr)
+	_, moved := redis.IsMovedError(before.Get(ctx, "{g}:a").Err())
+	require.True(t, moved, "the old owner answers MOVED")
+}
