@@ -15,6 +15,7 @@ replace (
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redkit-go/redkit/idgen v0.0.0-00010101000000-000000000000
 	github.com/redkit-go/redkit/otelx v0.0.0

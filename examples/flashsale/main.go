@@ -15,11 +15,21 @@
 //	REDIS_URL=redis://localhost:6379 go run ./examples/flashsale
 //	REDIS_URL=10.0.0.1:7000,10.0.0.2:7000 go run ./examples/flashsale   # a Redis Cluster
 //
-// With -serve it is an HTTP service instead (see server.go for the routes):
+// With -serve it is an HTTP service instead (see server.go for the routes
+// and scopes). Without API keys configured it serves only on a loopback
+// address and prints an admin key for the run, once:
 //
-//	go run ./examples/flashsale -serve :8080
-//	curl -X POST localhost:8080/skus -d '{"sku":"phone","stock":100,"limit":2}'
-//	curl -X POST localhost:8080/skus/phone/orders -H 'Idempotency-Key: o-1' -d '{"buyer":"alice","qty":1}'
+//	go run ./examples/flashsale -serve 127.0.0.1:8080
+//	KEY=rk_...   # the key it printed
+//	curl -H "Authorization: Bearer $KEY" -X POST localhost:8080/skus -d '{"sku":"phone","stock":100,"limit":2}'
+//	curl -H "Authorization: Bearer $KEY" -X POST localhost:8080/skus/phone/orders -H 'Idempotency-Key: o-1' -d '{"qty":1}'
+//
+// The buyer of an order is the key's principal ("admin" for that key). To
+// give buyers their own keys, -new-key alice:buy prints a key and the
+// hashed line that stores it; put such lines in a file (-keys FILE,
+// $API_KEYS_FILE) or in $API_KEYS, which is also what serving on a
+// non-loopback address needs. The README's "Before you expose a template"
+// lists the scopes, limits and flags.
 //
 // REDIS_URL names a server ("redis://", "rediss://", "unix://" or host:port;
 // a Cluster node is recognised) or, as a comma list, a Cluster's nodes; with
@@ -38,12 +48,18 @@ import (
 	"time"
 
 	"github.com/redkit-go/redkit/examples/internal/app"
+	"github.com/redkit-go/redkit/examples/internal/auth"
+	"github.com/redkit-go/redkit/examples/internal/httpx"
 	"github.com/redkit-go/redkit/examples/internal/redisconn"
 	"github.com/redkit-go/redkit/stock"
 )
 
 // keyPrefix starts every key the service writes.
 const keyPrefix = "flashsale"
+
+// defaultRateLimit is how many orders and reservations per second one
+// buyer may send (-rate-limit): more than a person clicks, fewer than a bot.
+const defaultRateLimit = 5
 
 func main() { app.Main("flashsale", run) }
 
@@ -63,11 +79,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&cfg.Abandon, "abandon", cfg.Abandon, "fraction of orders reserved and then abandoned")
 	fs.Float64Var(&cfg.Reserve, "reserve", cfg.Reserve, "fraction of orders reserved and then confirmed")
 	fs.Float64Var(&cfg.Resend, "resend", cfg.Resend, "fraction of orders sent twice, as after a lost reply")
-	serve := fs.String("serve", "", "serve HTTP on this address (\":8080\") instead of simulating a sale")
+	serve := fs.String("serve", "", "serve HTTP on this address (\"127.0.0.1:8080\") instead of simulating a sale")
+	srvCfg := app.DefaultServerConfig(defaultRateLimit)
+	srvCfg.Flags(fs)
 	if err := app.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	if *serve == "" {
+	if done, err := app.PrintNewKey(fs, srvCfg, scopes, stdout); done {
+		return err
+	}
+	var authn auth.Authenticator
+	if *serve != "" {
+		var err error
+		if authn, err = app.Credentials(*serve, srvCfg, scopes, stderr); err != nil {
+			return err
+		}
+	} else {
 		if err := cfg.check(); err != nil {
 			return app.UsageError(fs, err)
 		}
@@ -88,7 +115,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	if *serve != "" {
-		return a.Serve(ctx, *serve, newServer(inv, log), nil)
+		edge := httpx.Edge{Auth: authn, Limit: a.RateLimit(srvCfg), Log: log}
+		return a.Serve(ctx, app.Server{Addr: *serve, Handler: newServer(inv, edge), Config: srvCfg,
+			Ready: app.Readiness(inv.Check, stock.SeverityCritical)})
 	}
 	rep, err := simulate(ctx, a.Redis.Client, inv, cfg, stdout)
 	if err != nil {

@@ -181,7 +181,7 @@ func TestRun_usage(t *testing.T) {
 func TestRun_serve(t *testing.T) {
 	t.Setenv(redisconn.Env, "")
 	svc := exampletest.Serve(t, run, "-serve", "127.0.0.1:0")
-	c := exampletest.NewClient(t, svc.URL)
+	c := exampletest.NewClient(t, svc.URL).As(svc.AdminKey)
 	c.Do(http.MethodPost, "/skus", "", `{"sku":"phone","stock":1}`).Want(t, http.StatusCreated, "")
 	if err := svc.Stop(); err != nil {
 		t.Fatalf("run -serve after shutdown: %v\n%s", err, svc.Log)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"math"
 	"net/http"
 	"time"
@@ -15,27 +14,41 @@ import (
 // The HTTP service. A SKU name with a '/' (a slot group, "shop-7/phone")
 // goes into a path escaped, as "shop-7%2Fphone".
 //
-//	POST /skus                                  create a sale      {"sku","stock","limit","buckets"}   201
-//	GET  /skus/{sku}                            levels                                                 200
-//	GET  /skus/{sku}/audit                      audit of the books                                     200
-//	POST /skus/{sku}/orders                     buy                {"id","buyer","qty"}                200
-//	POST /skus/{sku}/orders/{id}/refund         refund a sale      {"buyer","qty"}                     200
-//	POST /skus/{sku}/reservations               reserve            {"id","buyer","qty","ttl_seconds"}  200
-//	POST /skus/{sku}/reservations/{id}/confirm  sell the held units {"buyer","qty"}                    200
-//	POST /skus/{sku}/reservations/{id}/cancel   give them back     {"buyer","qty"}                     200
+//	scope       route                                       what               body                        status
+//	sale:admin  POST /skus                                  create a sale      {"sku","stock","limit","buckets"}   201
+//	sale:admin  POST /skus/{sku}/orders/{id}/refund         refund a sale      {"buyer","qty"}             200
+//	read        GET  /skus/{sku}                            levels                                         200
+//	read        GET  /skus/{sku}/audit                      audit of the books                             200
+//	buy         POST /skus/{sku}/orders                     buy                {"id","qty"}                200
+//	buy         POST /skus/{sku}/reservations               reserve            {"id","qty","ttl_seconds"}  200
+//	buy         POST /skus/{sku}/reservations/{id}/confirm  sell the held units {"qty"}                    200
+//	buy         POST /skus/{sku}/reservations/{id}/cancel   give them back     {"qty"}                     200
+//
+// Every route needs an API key ("Authorization: Bearer ...") with the scope
+// in the first column; GET /healthz and GET /readyz need none (package app).
+// The buyer of an order, reservation, confirm or cancel is the principal the
+// key belongs to, never a field of the body: the per-buyer limit is a limit
+// per key holder, and nobody buys past it by naming someone else. Only a
+// refund, which the shop makes (sale:admin), names the buyer it refunds.
+// Orders and reservations count against the principal's rate limit.
 //
 // An order's ID is its idempotency key: "id" in the body or the
 // Idempotency-Key header. Sending a request again with the same key returns
 // the first answer (success or refusal) with Idempotent-Replayed: true and
-// changes nothing; the same key with another buyer or quantity is a 409.
-// Confirm, cancel and refund take the order as it was placed (buyer and
-// quantity): the service keeps no state of its own, Redis has it all.
+// changes nothing; the same key with another quantity, or from another
+// buyer, is a 409. Confirm, cancel and refund take the order as it was
+// placed (buyer and quantity): the service keeps no state of its own, Redis
+// has it all.
 //
 // Errors are JSON problems (httpx.Problem): 400 malformed request or name,
-// 404 unknown SKU or order, 409 key reused with another body, 422 refused
-// (sold_out, buyer_limit, closed, hold_expired, cancelled), 503
-// unknown_outcome (the reply from Redis was lost: send the same request again
-// with the same key to learn what happened).
+// 401 unauthenticated (no or unknown key), 403 forbidden (the key lacks the
+// route's scope), 404 unknown SKU or order, 409 key reused with another
+// body, 422 refused (sold_out, buyer_limit, closed, hold_expired,
+// cancelled), 429 rate_limited (more orders per second than -rate-limit,
+// with Retry-After), 503 unknown_outcome (the reply from Redis was lost:
+// send the same request again with the same Idempotency-Key to learn what
+// happened; Retry-After says when) or overloaded (more requests in flight
+// than -max-in-flight).
 
 // defaultHoldTTL is how long a reservation holds units when the request
 // does not say.
@@ -45,18 +58,29 @@ type server struct {
 	inv *stock.Inventory
 }
 
-// newServer returns the service's routes over inv.
-func newServer(inv *stock.Inventory, log *slog.Logger) http.Handler {
+// Scopes of the sale's API keys: each route needs one.
+const (
+	scopeAdmin = "sale:admin" // create sales, refund
+	scopeBuy   = "buy"        // orders and reservations, as the key's principal
+	scopeRead  = "read"       // levels and audits
+)
+
+// scopes lists every scope, for the keys file and the generated admin key.
+var scopes = []string{scopeAdmin, scopeBuy, scopeRead}
+
+// newServer returns the service's routes over inv. Orders and
+// reservations count against the buyer's rate limit (edge.Limit).
+func newServer(inv *stock.Inventory, edge httpx.Edge) http.Handler {
 	s := &server{inv: inv}
-	mux := httpx.NewMux("flashsale", log, statusError)
-	mux.Handle("POST /skus", s.createSale)
-	mux.Handle("GET /skus/{sku}", s.levels)
-	mux.Handle("GET /skus/{sku}/audit", s.audit)
-	mux.Handle("POST /skus/{sku}/orders", s.buy)
-	mux.Handle("POST /skus/{sku}/orders/{id}/refund", s.refund)
-	mux.Handle("POST /skus/{sku}/reservations", s.reserve)
-	mux.Handle("POST /skus/{sku}/reservations/{id}/confirm", s.confirm)
-	mux.Handle("POST /skus/{sku}/reservations/{id}/cancel", s.cancel)
+	mux := httpx.NewMux("flashsale", edge, statusError)
+	mux.Handle("POST /skus", scopeAdmin, s.createSale)
+	mux.Handle("GET /skus/{sku}", scopeRead, s.levels)
+	mux.Handle("GET /skus/{sku}/audit", scopeRead, s.audit)
+	mux.HandleMetered("POST /skus/{sku}/orders", scopeBuy, s.buy)
+	mux.Handle("POST /skus/{sku}/orders/{id}/refund", scopeAdmin, s.refund)
+	mux.HandleMetered("POST /skus/{sku}/reservations", scopeBuy, s.reserve)
+	mux.HandleMetered("POST /skus/{sku}/reservations/{id}/confirm", scopeBuy, s.confirm)
+	mux.HandleMetered("POST /skus/{sku}/reservations/{id}/cancel", scopeBuy, s.cancel)
 	return mux
 }
 
@@ -67,12 +91,12 @@ type saleRequest struct {
 	Buckets int    `json:"buckets,omitempty"` // split a hot SKU; 0 or 1: one bucket
 }
 
-// orderRequest places an order; ID may come from the Idempotency-Key header
-// instead.
+// orderRequest places an order for the caller; ID may come from the
+// Idempotency-Key header instead. There is no buyer field: the buyer is the
+// authenticated principal, and a body naming one is refused as malformed.
 type orderRequest struct {
-	ID    string `json:"id,omitempty"`
-	Buyer string `json:"buyer"`
-	Qty   int64  `json:"qty"`
+	ID  string `json:"id,omitempty"`
+	Qty int64  `json:"qty"`
 }
 
 type reserveRequest struct {
@@ -80,8 +104,14 @@ type reserveRequest struct {
 	TTLSeconds int64 `json:"ttl_seconds,omitempty"` // default 300, at least 1
 }
 
-// heldRequest names an order placed before; its ID is in the path.
+// heldRequest names the caller's order placed before; its ID is in the
+// path.
 type heldRequest struct {
+	Qty int64 `json:"qty"`
+}
+
+// refundRequest names an order placed before by Buyer; the shop refunds it.
+type refundRequest struct {
 	Buyer string `json:"buyer"`
 	Qty   int64  `json:"qty"`
 }
@@ -196,14 +226,27 @@ func (s *server) cancel(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *server) refund(w http.ResponseWriter, r *http.Request) error {
-	return settle(w, r, "refunded", s.inv.Refund)
+	var req refundRequest
+	if err := httpx.ReadJSON(r, &req); err != nil {
+		return err
+	}
+	o, err := heldOrder(r, req.Buyer, req.Qty)
+	if err != nil {
+		return err
+	}
+	res, err := s.inv.Refund(r.Context(), o)
+	return reply(w, o, "refunded", res, err)
 }
 
-// settle applies op (Confirm, Cancel or Refund) to the order named in the
+// settle applies op (Confirm or Cancel) to the caller's order named in the
 // path and replies with status.
 func settle(w http.ResponseWriter, r *http.Request, status string,
 	op func(context.Context, stock.Order, ...stock.CallOption) (stock.Result, error)) error {
-	o, err := readHeld(r)
+	var req heldRequest
+	if err := httpx.ReadJSON(r, &req); err != nil {
+		return err
+	}
+	o, err := heldOrder(r, httpx.Principal(r).ID, req.Qty)
 	if err != nil {
 		return err
 	}
@@ -211,31 +254,28 @@ func settle(w http.ResponseWriter, r *http.Request, status string,
 	return reply(w, o, status, res, err)
 }
 
-// readOrder reads a new order into req (an *orderRequest or a type that
-// embeds one) and takes its ID from the body or the Idempotency-Key header.
+// readOrder reads a new order of the caller into req (an *orderRequest or a
+// type that embeds one) and takes its ID from the body or the
+// Idempotency-Key header.
 func readOrder(r *http.Request, req interface{ order() *orderRequest }) (stock.Order, error) {
 	body := req.order()
 	id, err := httpx.ReadOperation(r, req, &body.ID)
 	if err != nil {
 		return stock.Order{}, err
 	}
-	return stock.Order{ID: id, Buyer: body.Buyer, Items: []stock.Item{{SKU: r.PathValue("sku"), Qty: body.Qty}}}, nil
+	return stock.Order{ID: id, Buyer: httpx.Principal(r).ID, Items: []stock.Item{{SKU: r.PathValue("sku"), Qty: body.Qty}}}, nil
 }
 
 func (o *orderRequest) order() *orderRequest { return o }
 
-// readHeld reads the order named in the path; an Idempotency-Key, if sent,
-// must be the same ID.
-func readHeld(r *http.Request) (stock.Order, error) {
-	var req heldRequest
-	if err := httpx.ReadJSON(r, &req); err != nil {
-		return stock.Order{}, err
-	}
+// heldOrder is the order named in the path, placed by buyer; an
+// Idempotency-Key, if sent, must be the same ID.
+func heldOrder(r *http.Request, buyer string, qty int64) (stock.Order, error) {
 	id, err := httpx.OperationID(r, r.PathValue("id"))
 	if err != nil {
 		return stock.Order{}, err
 	}
-	return stock.Order{ID: id, Buyer: req.Buyer, Items: []stock.Item{{SKU: r.PathValue("sku"), Qty: req.Qty}}}, nil
+	return stock.Order{ID: id, Buyer: buyer, Items: []stock.Item{{SKU: r.PathValue("sku"), Qty: qty}}}, nil
 }
 
 // reply writes the outcome of an order operation. A replayed decision,

@@ -15,72 +15,89 @@ import (
 	"github.com/redkit-go/redkit/redistest"
 )
 
-func startServer(t *testing.T, rdb redis.UniversalClient) *exampletest.Client {
-	return exampletest.NewServer(t, newServer(openInventory(t, rdb), slog.New(slog.DiscardHandler)))
+// startServer serves newServer over an Inventory on rdb. It returns a
+// client of the shop (sale:admin and read) and one per buyer, whose key's
+// principal is the buyer.
+func startServer(t *testing.T, rdb redis.UniversalClient, buyers ...string) (shop *exampletest.Client, as func(buyer string) *exampletest.Client) {
+	t.Helper()
+	specs := []string{"shop:" + scopeAdmin + "," + scopeRead}
+	for _, b := range buyers {
+		specs = append(specs, b+":"+scopeBuy)
+	}
+	authn, keys := exampletest.Keys(t, specs...)
+	c := exampletest.NewServer(t, newServer(openInventory(t, rdb), httpx.Edge{Auth: authn, Log: slog.New(slog.DiscardHandler)}))
+	return c.As(keys["shop"]), func(buyer string) *exampletest.Client {
+		t.Helper()
+		if keys[buyer] == "" {
+			t.Fatalf("no key for %q", buyer)
+		}
+		return c.As(keys[buyer])
+	}
 }
 
 func TestServer(t *testing.T) {
 	exampletest.Backends(t, func(t *testing.T, rdb redis.UniversalClient, _ string) {
-		c := startServer(t, rdb)
+		shop, as := startServer(t, rdb, "alice", "bob", "carol", "dave", "erin", "frank")
 		sku := url.PathEscape("shop-7/phone") // a slot group: the '/' travels escaped
 		orders, reservations := "/skus/"+sku+"/orders", "/skus/"+sku+"/reservations"
 		level := func(name string) float64 {
 			t.Helper()
-			return c.Get("/skus/"+sku).Want(t, 200, "").JSON(t)[name].(float64)
+			return shop.Get("/skus/"+sku).Want(t, 200, "").JSON(t)[name].(float64)
 		}
 
 		// Create: 201, a repeat is replayed, other settings conflict.
 		sale := `{"sku":"shop-7/phone","stock":3,"limit":2}`
-		if r := c.Do("POST", "/skus", "", sale).Want(t, 201, ""); r.Replayed() {
+		if r := shop.Do("POST", "/skus", "", sale).Want(t, 201, ""); r.Replayed() {
 			t.Fatal("first create marked replayed")
 		}
-		if r := c.Do("POST", "/skus", "", sale).Want(t, 201, ""); !r.Replayed() {
+		if r := shop.Do("POST", "/skus", "", sale).Want(t, 201, ""); !r.Replayed() {
 			t.Fatal("repeated create not marked replayed")
 		}
-		c.Do("POST", "/skus", "", `{"sku":"shop-7/phone","stock":4,"limit":2}`).Want(t, 409, "conflict")
-		c.Do("POST", "/skus", "", `{"sku":"a b","stock":1}`).Want(t, 400, "invalid")
-		c.Do("POST", "/skus", "", `{"sku":"x{y}","stock":1}`).Want(t, 400, "invalid")
-		c.Do("POST", "/skus", "", `{"sku":"x","stock":-1}`).Want(t, 400, "invalid")
-		c.Do("POST", "/skus", "", `{"sku":"x","stock":1,"buckets":65}`).Want(t, 400, "invalid")
-		c.Do("POST", "/skus", "", `{"sku":`).Want(t, 400, "malformed")
-		c.Do("POST", "/skus", "", ``).Want(t, 400, "malformed")
-		c.Do("POST", "/skus", "", `{"sku":"x","stock":1,"colour":"red"}`).Want(t, 400, "malformed")
-		c.Do("POST", "/skus", "", `{"sku":"x","stock":1}{}`).Want(t, 400, "malformed")
+		shop.Do("POST", "/skus", "", `{"sku":"shop-7/phone","stock":4,"limit":2}`).Want(t, 409, "conflict")
+		shop.Do("POST", "/skus", "", `{"sku":"a b","stock":1}`).Want(t, 400, "invalid")
+		shop.Do("POST", "/skus", "", `{"sku":"x{y}","stock":1}`).Want(t, 400, "invalid")
+		shop.Do("POST", "/skus", "", `{"sku":"x","stock":-1}`).Want(t, 400, "invalid")
+		shop.Do("POST", "/skus", "", `{"sku":"x","stock":1,"buckets":65}`).Want(t, 400, "invalid")
+		shop.Do("POST", "/skus", "", `{"sku":`).Want(t, 400, "malformed")
+		shop.Do("POST", "/skus", "", ``).Want(t, 400, "malformed")
+		shop.Do("POST", "/skus", "", `{"sku":"x","stock":1,"colour":"red"}`).Want(t, 400, "malformed")
+		shop.Do("POST", "/skus", "", `{"sku":"x","stock":1}{}`).Want(t, 400, "malformed")
 
 		// Levels and unknown SKUs.
 		if got := level("available"); got != 3 {
 			t.Fatalf("available = %v, want 3", got)
 		}
-		c.Get("/skus/nope").Want(t, 404, "not_found")
-		c.Get("/skus/a%20b").Want(t, 400, "invalid")
-		c.Do("POST", "/skus/nope/orders", "o-x", `{"buyer":"alice","qty":1}`).Want(t, 404, "not_found")
+		shop.Get("/skus/nope").Want(t, 404, "not_found")
+		shop.Get("/skus/a%20b").Want(t, 400, "invalid")
+		as("alice").Do("POST", "/skus/nope/orders", "o-x", `{"qty":1}`).Want(t, 404, "not_found")
 
 		// Buy, with the key in the header; the repeat is the same response.
-		first := c.Do("POST", orders, "o-1", `{"buyer":"alice","qty":1}`).Want(t, 200, "")
+		first := as("alice").Do("POST", orders, "o-1", `{"qty":1}`).Want(t, 200, "")
 		if m := first.JSON(t); m["status"] != "sold" || m["order"] != "o-1" || first.Replayed() {
 			t.Fatalf("first buy: %s (replayed %v)", first.Body, first.Replayed())
 		}
-		again := c.Do("POST", orders, "o-1", `{"buyer":"alice","qty":1}`).Want(t, 200, "")
+		again := as("alice").Do("POST", orders, "o-1", `{"qty":1}`).Want(t, 200, "")
 		if !again.Replayed() || again.Body != first.Body {
 			t.Fatalf("repeat: replayed %v, body %s; want the first body %s", again.Replayed(), again.Body, first.Body)
 		}
-		c.Do("POST", orders, "o-1", `{"buyer":"alice","qty":2}`).Want(t, 409, "conflict")
-		c.Do("POST", orders, "o-1", `{"buyer":"bob","qty":1}`).Want(t, 409, "conflict")
+		as("alice").Do("POST", orders, "o-1", `{"qty":2}`).Want(t, 409, "conflict")
+		as("bob").Do("POST", orders, "o-1", `{"qty":1}`).Want(t, 409, "conflict")
 		// The key in the body instead; both must agree; one is needed.
-		c.Do("POST", orders, "", `{"id":"o-2","buyer":"bob","qty":1}`).Want(t, 200, "")
-		c.Do("POST", orders, "o-9", `{"id":"o-8","buyer":"bob","qty":1}`).Want(t, 400, "malformed")
-		c.Do("POST", orders, "", `{"buyer":"bob","qty":1}`).Want(t, 400, "malformed")
-		c.Do("POST", orders, "bad key", `{"buyer":"bob","qty":1}`).Want(t, 400, "invalid")
-		c.Do("POST", orders, "o-q", `{"buyer":"bob","qty":0}`).Want(t, 400, "invalid")
-		c.Do("POST", orders, "o-q", `{"buyer":"","qty":1}`).Want(t, 400, "invalid")
+		as("bob").Do("POST", orders, "", `{"id":"o-2","qty":1}`).Want(t, 200, "")
+		as("bob").Do("POST", orders, "o-9", `{"id":"o-8","qty":1}`).Want(t, 400, "malformed")
+		as("bob").Do("POST", orders, "", `{"qty":1}`).Want(t, 400, "malformed")
+		as("bob").Do("POST", orders, "bad key", `{"qty":1}`).Want(t, 400, "invalid")
+		as("bob").Do("POST", orders, "o-q", `{"qty":0}`).Want(t, 400, "invalid")
+		// The buyer is the key's principal: a body naming one is refused.
+		as("bob").Do("POST", orders, "o-q", `{"buyer":"bob","qty":1}`).Want(t, 400, "malformed")
 		// Alice holds 1 of her 2: two more is over the limit.
-		c.Do("POST", orders, "o-3", `{"buyer":"alice","qty":2}`).Want(t, 422, "buyer_limit")
-		if r := c.Do("POST", orders, "o-3", `{"buyer":"alice","qty":2}`).Want(t, 422, "buyer_limit"); !r.Replayed() {
+		as("alice").Do("POST", orders, "o-3", `{"qty":2}`).Want(t, 422, "buyer_limit")
+		if r := as("alice").Do("POST", orders, "o-3", `{"qty":2}`).Want(t, 422, "buyer_limit"); !r.Replayed() {
 			t.Fatal("a repeated refusal is not marked replayed")
 		}
 
 		// Reserve the last unit, confirm it.
-		held := c.Do("POST", reservations, "", `{"id":"r-1","buyer":"carol","qty":1,"ttl_seconds":60}`).Want(t, 200, "").JSON(t)
+		held := as("carol").Do("POST", reservations, "", `{"id":"r-1","qty":1,"ttl_seconds":60}`).Want(t, 200, "").JSON(t)
 		if held["status"] != "held" || held["deadline"] == nil {
 			t.Fatalf("reserve: %v", held)
 		}
@@ -88,77 +105,80 @@ func TestServer(t *testing.T) {
 			t.Fatal("reserve did not move the unit to reserved")
 		}
 		// Sold out now, and a refusal stays a refusal.
-		c.Do("POST", orders, "o-4", `{"buyer":"dave","qty":1}`).Want(t, 422, "sold_out")
-		if r := c.Do("POST", orders, "o-4", `{"buyer":"dave","qty":1}`).Want(t, 422, "sold_out"); !r.Replayed() {
+		as("dave").Do("POST", orders, "o-4", `{"qty":1}`).Want(t, 422, "sold_out")
+		if r := as("dave").Do("POST", orders, "o-4", `{"qty":1}`).Want(t, 422, "sold_out"); !r.Replayed() {
 			t.Fatal("a repeated sold-out is not marked replayed")
 		}
 		confirm := reservations + "/r-1/confirm"
-		if m := c.Do("POST", confirm, "", `{"buyer":"carol","qty":1}`).Want(t, 200, "").JSON(t); m["status"] != "sold" {
+		if m := as("carol").Do("POST", confirm, "", `{"qty":1}`).Want(t, 200, "").JSON(t); m["status"] != "sold" {
 			t.Fatalf("confirm: %v", m)
 		}
-		if r := c.Do("POST", confirm, "r-1", `{"buyer":"carol","qty":1}`).Want(t, 200, ""); !r.Replayed() {
+		if r := as("carol").Do("POST", confirm, "r-1", `{"qty":1}`).Want(t, 200, ""); !r.Replayed() {
 			t.Fatal("repeated confirm not marked replayed")
 		}
-		c.Do("POST", confirm, "r-2", `{"buyer":"carol","qty":1}`).Want(t, 400, "malformed") // key and path differ
-		c.Do("POST", confirm, "", `{"id":"r-1","buyer":"carol","qty":1}`).Want(t, 400, "malformed")
-		c.Do("POST", reservations+"/r-1/cancel", "", `{"buyer":"carol","qty":1}`).Want(t, 409, "conflict")
-		c.Do("POST", reservations+"/r-404/confirm", "", `{"buyer":"carol","qty":1}`).Want(t, 404, "not_found")
+		as("carol").Do("POST", confirm, "r-2", `{"qty":1}`).Want(t, 400, "malformed") // key and path differ
+		as("carol").Do("POST", confirm, "", `{"id":"r-1","qty":1}`).Want(t, 400, "malformed")
+		as("carol").Do("POST", reservations+"/r-1/cancel", "", `{"qty":1}`).Want(t, 409, "conflict")
+		as("carol").Do("POST", reservations+"/r-404/confirm", "", `{"qty":1}`).Want(t, 404, "not_found")
 		if level("sold") != 3 || level("reserved") != 0 {
 			t.Fatal("confirm did not sell the held unit")
 		}
 
 		// Refund puts a unit back, once.
-		if m := c.Do("POST", orders+"/o-1/refund", "", `{"buyer":"alice","qty":1}`).Want(t, 200, "").JSON(t); m["status"] != "refunded" {
+		if m := shop.Do("POST", orders+"/o-1/refund", "", `{"buyer":"alice","qty":1}`).Want(t, 200, "").JSON(t); m["status"] != "refunded" {
 			t.Fatalf("refund: %v", m)
 		}
-		if r := c.Do("POST", orders+"/o-1/refund", "", `{"buyer":"alice","qty":1}`).Want(t, 200, ""); !r.Replayed() {
+		if r := shop.Do("POST", orders+"/o-1/refund", "", `{"buyer":"alice","qty":1}`).Want(t, 200, ""); !r.Replayed() {
 			t.Fatal("repeated refund not marked replayed")
 		}
 		if level("available") != 1 || level("refunded") != 1 {
 			t.Fatal("refund did not return the unit")
 		}
-		c.Do("POST", orders+"/o-404/refund", "", `{"buyer":"alice","qty":1}`).Want(t, 404, "not_found")
+		shop.Do("POST", orders+"/o-404/refund", "", `{"buyer":"alice","qty":1}`).Want(t, 404, "not_found")
 
 		// Reserve, then cancel: the unit comes back; a later confirm is refused.
-		c.Do("POST", reservations, "r-2", `{"buyer":"erin","qty":1}`).Want(t, 200, "")
-		if m := c.Do("POST", reservations+"/r-2/cancel", "", `{"buyer":"erin","qty":1}`).Want(t, 200, "").JSON(t); m["status"] != "cancelled" {
+		as("erin").Do("POST", reservations, "r-2", `{"qty":1}`).Want(t, 200, "")
+		if m := as("erin").Do("POST", reservations+"/r-2/cancel", "", `{"qty":1}`).Want(t, 200, "").JSON(t); m["status"] != "cancelled" {
 			t.Fatalf("cancel: %v", m)
 		}
-		c.Do("POST", reservations+"/r-2/confirm", "", `{"buyer":"erin","qty":1}`).Want(t, 422, "cancelled")
+		as("erin").Do("POST", reservations+"/r-2/confirm", "", `{"qty":1}`).Want(t, 422, "cancelled")
 		if level("available") != 1 {
 			t.Fatal("cancel did not return the unit")
 		}
-		c.Do("POST", reservations, "r-t", `{"buyer":"erin","qty":1,"ttl_seconds":-1}`).Want(t, 400, "invalid")
-		c.Do("POST", reservations, "r-t", `{"buyer":"erin","qty":1,"ttl_seconds":99999999999999}`).Want(t, 400, "invalid")
+		as("erin").Do("POST", reservations, "r-t", `{"qty":1,"ttl_seconds":-1}`).Want(t, 400, "invalid")
+		as("erin").Do("POST", reservations, "r-t", `{"qty":1,"ttl_seconds":99999999999999}`).Want(t, 400, "invalid")
 
 		// A hold that runs out cannot be confirmed.
-		r := c.Do("POST", reservations, "r-3", `{"buyer":"frank","qty":1,"ttl_seconds":1}`).Want(t, 200, "").JSON(t)
+		r := as("frank").Do("POST", reservations, "r-3", `{"qty":1,"ttl_seconds":1}`).Want(t, 200, "").JSON(t)
 		deadline, err := time.Parse(time.RFC3339Nano, r["deadline"].(string))
 		if err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Until(deadline) + 50*time.Millisecond)
-		c.Do("POST", reservations+"/r-3/confirm", "", `{"buyer":"frank","qty":1}`).Want(t, 422, "hold_expired")
+		as("frank").Do("POST", reservations+"/r-3/confirm", "", `{"qty":1}`).Want(t, 422, "hold_expired")
 
 		// The books add up.
-		a := c.Get("/skus/"+sku+"/audit").Want(t, 200, "").JSON(t)
+		a := shop.Get("/skus/"+sku+"/audit").Want(t, 200, "").JSON(t)
 		if a["ok"] != true || a["supply"].(float64) != 3 {
 			t.Fatalf("audit: %v", a)
 		}
-		c.Get("/skus/nope/audit").Want(t, 404, "not_found")
-		c.Get("/skus").Want(t, 405, "")
+		shop.Get("/skus/nope/audit").Want(t, 404, "not_found")
+		shop.Get("/skus").Want(t, 405, "")
 	})
 }
 
 // A SKU split into buckets serves orders the same way.
 func TestServer_buckets(t *testing.T) {
 	exampletest.Backends(t, func(t *testing.T, rdb redis.UniversalClient, _ string) {
-		c := startServer(t, rdb)
-		c.Do("POST", "/skus", "", `{"sku":"hot","stock":40,"limit":1,"buckets":4}`).Want(t, 201, "")
-		sold := 0
+		var buyers []string
 		for i := range 60 {
-			key, body := "b-"+strconv.Itoa(i), `{"buyer":"buyer-`+strconv.Itoa(i)+`","qty":1}`
-			r := c.Do("POST", "/skus/hot/orders", key, body)
+			buyers = append(buyers, "buyer-"+strconv.Itoa(i))
+		}
+		shop, as := startServer(t, rdb, buyers...)
+		shop.Do("POST", "/skus", "", `{"sku":"hot","stock":40,"limit":1,"buckets":4}`).Want(t, 201, "")
+		sold := 0
+		for i, b := range buyers {
+			r := as(b).Do("POST", "/skus/hot/orders", "b-"+strconv.Itoa(i), `{"qty":1}`)
 			switch r.Status {
 			case 200:
 				sold++
@@ -168,7 +188,7 @@ func TestServer_buckets(t *testing.T) {
 				t.Fatalf("order %d: %d %s", i, r.Status, r.Body)
 			}
 		}
-		a := c.Get("/skus/hot/audit").Want(t, 200, "").JSON(t)
+		a := shop.Get("/skus/hot/audit").Want(t, 200, "").JSON(t)
 		if sold != 40 || a["ok"] != true || a["levels"].(map[string]any)["sold"].(float64) != 40 {
 			t.Fatalf("sold %d of 40; audit %v", sold, a)
 		}
@@ -182,23 +202,23 @@ func TestServer_unknownOutcome(t *testing.T) {
 	px := redistest.NewProxy(t, s.Addr())
 	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	c := startServer(t, rdb)
-	c.Do("POST", "/skus", "", `{"sku":"phone","stock":5}`).Want(t, 201, "")
+	shop, as := startServer(t, rdb, "alice", "bob")
+	shop.Do("POST", "/skus", "", `{"sku":"phone","stock":5}`).Want(t, 201, "")
 	// One order first, so the script is loaded: the lost reply below is then
 	// that of an order that ran, not of a NOSCRIPT error.
-	c.Do("POST", "/skus/phone/orders", "o-0", `{"buyer":"bob","qty":1}`).Want(t, 200, "")
+	as("bob").Do("POST", "/skus/phone/orders", "o-0", `{"qty":1}`).Want(t, 200, "")
 
 	px.DropReplies(true)
-	r := c.Do("POST", "/skus/phone/orders", "o-1", `{"buyer":"alice","qty":1}`).Want(t, 503, "unknown_outcome")
+	r := as("alice").Do("POST", "/skus/phone/orders", "o-1", `{"qty":1}`).Want(t, 503, "unknown_outcome")
 	if r.Header.Get("Retry-After") == "" || !strings.Contains(r.JSON(t)["error"].(string), httpx.IdempotencyKeyHeader) {
 		t.Fatalf("503 without Retry-After or advice: %v %s", r.Header, r.Body)
 	}
 	px.DropReplies(false)
-	r = c.Do("POST", "/skus/phone/orders", "o-1", `{"buyer":"alice","qty":1}`).Want(t, 200, "")
+	r = as("alice").Do("POST", "/skus/phone/orders", "o-1", `{"qty":1}`).Want(t, 200, "")
 	if !r.Replayed() {
 		t.Fatal("the order ran before its reply was lost, but the retry is not marked replayed")
 	}
-	if got := c.Get("/skus/phone").Want(t, 200, "").JSON(t)["sold"]; got != 2.0 {
+	if got := shop.Get("/skus/phone").Want(t, 200, "").JSON(t)["sold"]; got != 2.0 {
 		t.Fatalf("sold %v, want 2: each order must apply once", got)
 	}
 }

@@ -3,21 +3,27 @@
 // Redis (no node numbers assigned by hand), Leaf-style segment IDs served from
 // memory per name, and strictly increasing sequence values, over HTTP.
 //
-// It serves on :8080 by default: an ID service has no batch run of its own.
+// It serves on 127.0.0.1:8080 by default: an ID service has no batch run of
+// its own. Every route but /healthz and /readyz needs an API key with the
+// ids scope; without keys configured (-keys FILE, $API_KEYS_FILE,
+// $API_KEYS; -new-key billing:ids makes one) the service serves only on a
+// loopback address and prints an admin key for the run, once. The README's
+// "Before you expose a template" says more.
 // With -demo it prints a few IDs of each kind and its status instead, and
 // exits (releasing its node lease, as a stopped service does).
 //
-//	go run ./examples/idservice                       # embedded in-process Redis, :8080
-//	go run ./examples/idservice -addr :9090 -service checkout
+//	go run ./examples/idservice                       # embedded in-process Redis, 127.0.0.1:8080
+//	go run ./examples/idservice -addr :9090 -keys keys.txt -service checkout
 //	go run ./examples/idservice -demo
 //	REDIS_URL=redis://localhost:6379 go run ./examples/idservice
 //	REDIS_URL=10.0.0.1:7000,10.0.0.2:7000 go run ./examples/idservice   # a Redis Cluster
 //
-//	curl localhost:8080/id/snowflake
-//	curl 'localhost:8080/id/snowflake?n=5'
-//	curl localhost:8080/id/segment/order-no
-//	curl localhost:8080/id/sequence/shop-7/invoice
-//	curl localhost:8080/status
+//	KEY=rk_...   # the key it printed
+//	curl -H "Authorization: Bearer $KEY" localhost:8080/id/snowflake
+//	curl -H "Authorization: Bearer $KEY" 'localhost:8080/id/snowflake?n=5'
+//	curl -H "Authorization: Bearer $KEY" localhost:8080/id/segment/order-no
+//	curl -H "Authorization: Bearer $KEY" localhost:8080/id/sequence/shop-7/invoice
+//	curl -H "Authorization: Bearer $KEY" localhost:8080/status
 //
 // Every instance started with the same -service name on one Redis leases its
 // own Snowflake node (0..1023), so their IDs never collide; stopping one
@@ -41,6 +47,8 @@ import (
 	"os"
 
 	"github.com/redkit-go/redkit/examples/internal/app"
+	"github.com/redkit-go/redkit/examples/internal/auth"
+	"github.com/redkit-go/redkit/examples/internal/httpx"
 	"github.com/redkit-go/redkit/examples/internal/redisconn"
 	"github.com/redkit-go/redkit/idgen"
 )
@@ -52,16 +60,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("idservice", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg := config{Service: "idservice", MaxNames: 1000, LeaseTTL: idgen.DefaultLeaseTTL}
-	addr := fs.String("addr", ":8080", "serve HTTP on this address")
+	addr := fs.String("addr", "127.0.0.1:8080", "serve HTTP on this address (another than loopback needs -keys)")
 	demo := fs.Bool("demo", false, "print a few IDs and the status, then exit")
 	fs.StringVar(&cfg.Service, "service", cfg.Service, "Snowflake service name: instances sharing it lease distinct node IDs")
 	fs.IntVar(&cfg.MaxNames, "max-names", cfg.MaxNames, "most segment and sequence names served")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "Snowflake node lease TTL, renewed every third of it (1s..1h)")
+	srvCfg := app.DefaultServerConfig(0)
+	srvCfg.Flags(fs)
 	if err := app.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if cfg.MaxNames < 0 {
 		return app.UsageError(fs, errors.New("-max-names: must not be negative"))
+	}
+	if done, err := app.PrintNewKey(fs, srvCfg, scopes, stdout); done {
+		return err
+	}
+	var authn auth.Authenticator
+	if !*demo {
+		var err error
+		if authn, err = app.Credentials(*addr, srvCfg, scopes, stderr); err != nil {
+			return err
+		}
 	}
 
 	log := slog.New(slog.NewTextHandler(stderr, nil))
@@ -89,7 +109,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *demo {
 		return runDemo(ctx, g, stdout)
 	}
-	return a.Serve(ctx, *addr, newServer(g, log), nil)
+	// Any Sequence's Check inspects the server; this one issues nothing.
+	probe, err := idgen.NewSequence(a.Redis.Client, "readyz")
+	if err != nil {
+		return err
+	}
+	edge := httpx.Edge{Auth: authn, Limit: a.RateLimit(srvCfg), Log: log}
+	return a.Serve(ctx, app.Server{Addr: *addr, Handler: newServer(g, edge), Config: srvCfg,
+		Ready: app.Readiness(probe.Check, idgen.SeverityCritical)})
 }
 
 // runDemo prints a few IDs of each kind and the status.

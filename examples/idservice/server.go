@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -43,7 +42,11 @@ import (
 // increasing order, and so are the IDs one client gets from one instance
 // request after request.
 //
-// Errors are JSON problems (httpx.Problem): 400 bad name or n, 422 name_limit
+// Every route needs an API key ("Authorization: Bearer ...") with the ids
+// scope; GET /healthz and GET /readyz need none (package app).
+//
+// Errors are JSON problems (httpx.Problem): 400 bad name or n, 401
+// unauthenticated, 403 forbidden (a key without ids), 422 name_limit
 // or exhausted (a counter reached 2^53-1), 503 unavailable (Redis unreachable
 // and the segment's runway spent), lease_lost (the node lease could not be
 // renewed in time; it recovers by itself), clock_behind or closed.
@@ -239,27 +242,35 @@ func (g *generators) status(ctx context.Context) (st statusBody, ok bool) {
 	return st, err == nil
 }
 
-// newServer returns the service's routes over g.
-func newServer(g *generators, log *slog.Logger) http.Handler {
-	mux := httpx.NewMux("idservice", log, statusError)
-	mux.Handle("GET /id/snowflake", func(w http.ResponseWriter, r *http.Request) error {
+// scopeIDs is the one scope of the service's API keys: every route needs
+// it.
+const scopeIDs = "ids"
+
+// scopes lists every scope, for the keys file and the generated admin key.
+var scopes = []string{scopeIDs}
+
+// newServer returns the service's routes over g. Issuing IDs counts against
+// the caller's rate limit (edge.Limit), off unless -rate-limit is given.
+func newServer(g *generators, edge httpx.Edge) http.Handler {
+	mux := httpx.NewMux("idservice", edge, statusError)
+	mux.HandleMetered("GET /id/snowflake", scopeIDs, func(w http.ResponseWriter, r *http.Request) error {
 		return issue(w, r, generatorFunc(g.nextSnowflake), maxBatch)
 	})
-	mux.Handle("GET /id/segment/{name...}", func(w http.ResponseWriter, r *http.Request) error {
+	mux.HandleMetered("GET /id/segment/{name...}", scopeIDs, func(w http.ResponseWriter, r *http.Request) error {
 		seg, err := g.segment(r.PathValue("name"))
 		if err != nil {
 			return err
 		}
 		return issue(w, r, seg, maxBatch)
 	})
-	mux.Handle("GET /id/sequence/{name...}", func(w http.ResponseWriter, r *http.Request) error {
+	mux.HandleMetered("GET /id/sequence/{name...}", scopeIDs, func(w http.ResponseWriter, r *http.Request) error {
 		seq, err := g.sequence(r.PathValue("name"))
 		if err != nil {
 			return err
 		}
 		return issue(w, r, seq, maxSequenceBatch)
 	})
-	mux.Handle("GET /status", func(w http.ResponseWriter, r *http.Request) error {
+	mux.Handle("GET /status", scopeIDs, func(w http.ResponseWriter, r *http.Request) error {
 		st, ok := g.status(r.Context())
 		code := http.StatusOK
 		if !ok {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/redkit-go/redkit/examples/internal/app"
 	"github.com/redkit-go/redkit/examples/internal/exampletest"
+	"github.com/redkit-go/redkit/examples/internal/httpx"
 	"github.com/redkit-go/redkit/idgen"
 )
 
@@ -38,7 +39,9 @@ func startAPI(t *testing.T, rdb redis.UniversalClient, maxNames int) (*examplete
 			t.Error(err)
 		}
 	})
-	return exampletest.NewServer(t, newServer(g, slog.New(slog.DiscardHandler))), g
+	authn, keys := exampletest.Keys(t, "billing:ids")
+	c := exampletest.NewServer(t, newServer(g, httpx.Edge{Auth: authn, Log: slog.New(slog.DiscardHandler)}))
+	return c.As(keys["billing"]), g
 }
 
 // ids decodes a single ID or a batch, checking each base32 form.
@@ -240,7 +243,7 @@ func TestRun_serve(t *testing.T) {
 		t.Setenv("REDIS_URL", redisURL)
 		service := fmt.Sprintf("test-%d", services.Add(1))
 		svc := exampletest.Serve(t, run, "-addr", "127.0.0.1:0", "-service", service, "-lease-ttl", "2s")
-		c := exampletest.NewClient(t, svc.URL)
+		c := exampletest.NewClient(t, svc.URL).As(svc.AdminKey)
 		mustIDs(t, c.Get("/id/snowflake?n=10").Want(t, 200, ""))
 		st := exampletest.Decode[statusBody](t, c.Get("/status").Want(t, 200, ""))
 		if st.Snowflake.Service != service || st.Snowflake.Node < 0 || st.Snowflake.LeaseTTL != "2s" || st.Snowflake.LastIDTime == nil {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/redkit-go/redkit/examples/internal/app"
+	"github.com/redkit-go/redkit/examples/internal/auth"
 	"github.com/redkit-go/redkit/examples/internal/httpx"
 	"github.com/redkit-go/redkit/wallet"
 )
@@ -78,9 +79,23 @@ var ops = []string{"credit", "debit", "transfer", "transfer-x", "hold", "capture
 func runLoad(ctx context.Context, a *app.App, led *wallet.Ledger, cfg loadConfig) (*loadReport, error) {
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
+	// The load test is its own client: a key made for this run, never
+	// shown, with every scope. It is no abuser to shed, so no rate limit
+	// and room for every worker's requests in flight.
+	key, line, err := auth.NewKey("load-test", scopes...)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := auth.ParseKeys(line, scopes...)
+	if err != nil {
+		return nil, err
+	}
+	srvCfg := app.DefaultServerConfig(0)
+	srvCfg.MaxInFlight = max(srvCfg.MaxInFlight, 4*cfg.Workers)
 	addrs, served := make(chan net.Addr, 1), make(chan error, 1)
 	go func() {
-		served <- a.Serve(sctx, "127.0.0.1:0", newServer(led, a.Log), func(addr net.Addr) { addrs <- addr })
+		served <- a.Serve(sctx, app.Server{Addr: "127.0.0.1:0", Handler: newServer(led, httpx.Edge{Auth: keys, Log: a.Log}),
+			Config: srvCfg, Listening: func(addr net.Addr) { addrs <- addr }})
 	}()
 	var addr net.Addr
 	select {
@@ -94,7 +109,7 @@ func runLoad(ctx context.Context, a *app.App, led *wallet.Ledger, cfg loadConfig
 	defer tr.CloseIdleConnections()
 	l := &load{
 		cfg:    cfg,
-		client: &client{base: "http://" + addr.String(), hc: &http.Client{Transport: tr}},
+		client: &client{base: "http://" + addr.String(), key: key, hc: &http.Client{Transport: tr}},
 		run:    fmt.Sprintf("%06x", rand.Uint32()&0xffffff),
 	}
 	if err := l.openAccounts(ctx); err != nil {
@@ -413,6 +428,7 @@ func (a answer) outcome() string {
 // client is the load test's side of the API.
 type client struct {
 	base string
+	key  string // API key
 	hc   *http.Client
 }
 
@@ -434,6 +450,7 @@ func (c *client) do(ctx context.Context, method, path, key string, body any) (a 
 			return a, err
 		}
 		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+c.key)
 		if key != "" {
 			req.Header.Set(httpx.IdempotencyKeyHeader, key)
 		}

@@ -18,12 +18,20 @@
 //	REDIS_URL=redis://localhost:6379 go run ./examples/wallet
 //	REDIS_URL=10.0.0.1:7000,10.0.0.2:7000 go run ./examples/wallet   # a Redis Cluster
 //
-// With -serve it is an HTTP service instead (see server.go for the routes):
+// With -serve it is an HTTP service instead (see server.go for the routes
+// and scopes). Without API keys configured it serves only on a loopback
+// address and prints an admin key for the run, once:
 //
-//	go run ./examples/wallet -serve :8080
-//	curl -X POST localhost:8080/accounts -d '{"id":"shop-7/alice","currency":"EUR"}'
-//	curl -X POST localhost:8080/accounts/shop-7%2Falice/credits -H 'Idempotency-Key: topup-1' -d '{"amount":5000}'
-//	curl localhost:8080/accounts/shop-7%2Falice
+//	go run ./examples/wallet -serve 127.0.0.1:8080
+//	KEY=rk_...   # the key it printed
+//	curl -H "Authorization: Bearer $KEY" -X POST localhost:8080/accounts -d '{"id":"shop-7/alice","currency":"EUR"}'
+//	curl -H "Authorization: Bearer $KEY" -X POST localhost:8080/accounts/shop-7%2Falice/credits -H 'Idempotency-Key: topup-1' -d '{"amount":5000}'
+//	curl -H "Authorization: Bearer $KEY" localhost:8080/accounts/shop-7%2Falice
+//
+// To serve on another address, give keys: -new-key checkout:payments,read
+// prints a key and the hashed line that stores it; put such lines in a file
+// (-keys FILE, $API_KEYS_FILE) or in $API_KEYS. The README's "Before you
+// expose a template" lists the scopes, limits and flags.
 //
 // REDIS_URL names a server ("redis://", "rediss://", "unix://" or host:port;
 // a Cluster node is recognised) or, as a comma list, a Cluster's nodes; with
@@ -46,11 +54,17 @@ import (
 	"time"
 
 	"github.com/redkit-go/redkit/examples/internal/app"
+	"github.com/redkit-go/redkit/examples/internal/auth"
+	"github.com/redkit-go/redkit/examples/internal/httpx"
 	"github.com/redkit-go/redkit/examples/internal/redisconn"
 	"github.com/redkit-go/redkit/wallet"
 )
 
 func main() { app.Main("wallet", run) }
+
+// defaultRateLimit is how many payments per second one principal may make
+// (-rate-limit): a checkout backend behind one key makes many.
+const defaultRateLimit = 100
 
 // run is the whole program: main only adds the signals and the exit code.
 // It returns an error when the load test broke one of its checks.
@@ -64,10 +78,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the load test sends new operations")
 	serve := fs.String("serve", "", "serve HTTP on this address (\":8080\") instead of running the load test")
 	recoverEvery := fs.Duration("recover-every", time.Minute, "how often to finish transfers across slot groups left in flight (wallet.WithRecovery; 0: never)")
+	srvCfg := app.DefaultServerConfig(defaultRateLimit)
+	srvCfg.Flags(fs)
 	if err := app.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	if *serve == "" {
+	if done, err := app.PrintNewKey(fs, srvCfg, scopes, stdout); done {
+		return err
+	}
+	var authn auth.Authenticator
+	if *serve != "" {
+		var err error
+		if authn, err = app.Credentials(*serve, srvCfg, scopes, stderr); err != nil {
+			return err
+		}
+	} else {
 		if err := cfg.check(); err != nil {
 			return app.UsageError(fs, err)
 		}
@@ -89,7 +114,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if !a.Redis.Embedded {
 			app.WarnRiskySettings(ctx, a, led.Check, wallet.SeverityWarning)
 		}
-		return a.Serve(ctx, *serve, newServer(led, log), nil)
+		edge := httpx.Edge{Auth: authn, Limit: a.RateLimit(srvCfg), Log: log}
+		return a.Serve(ctx, app.Server{Addr: *serve, Handler: newServer(led, edge), Config: srvCfg,
+			Ready: app.Readiness(led.Check, wallet.SeverityCritical)})
 	}
 	rep, err := runLoad(ctx, a, led, cfg)
 	if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -44,30 +43,49 @@ import (
 // flight" state to refuse it with, and none is needed: every step is
 // idempotent.
 //
+// Every route needs an API key ("Authorization: Bearer ...") with a scope:
+// accounts:admin to open and credit accounts, payments to debit, hold,
+// capture, void and transfer, read for balances and statements. GET
+// /healthz and GET /readyz need none (package app).
+//
 // Errors are JSON problems (httpx.Problem): 400 malformed request, invalid
-// ID or amount; 404 unknown account or hold; 409 key reused with another body
-// (with "field"); 422 refused (insufficient_funds, currency_mismatch,
-// account_closed, hold_expired); 503 unknown_outcome (the reply from Redis was
-// lost: send the same request again with the same key to learn what
-// happened).
+// ID or amount; 401 unauthenticated (no or unknown key); 403 forbidden (the
+// key lacks the route's scope); 404 unknown account or hold; 409 key reused
+// with another body (with "field"); 422 refused (insufficient_funds,
+// currency_mismatch, account_closed, hold_expired); 429 rate_limited (more
+// payments per second than -rate-limit, with Retry-After); 503
+// unknown_outcome (the reply from Redis was lost: send the same request
+// again with the same Idempotency-Key to learn what happened; Retry-After
+// says when) or overloaded (more requests in flight than -max-in-flight).
 
 type server struct {
 	led *wallet.Ledger
 }
 
-// newServer returns the service's routes over led.
-func newServer(led *wallet.Ledger, log *slog.Logger) http.Handler {
+// Scopes of the wallet's API keys: each route needs one.
+const (
+	scopeAdmin    = "accounts:admin" // open accounts, credit them: creating money
+	scopePayments = "payments"       // debit, hold, capture, void, transfer: moving it
+	scopeRead     = "read"           // balances and statements
+)
+
+// scopes lists every scope, for the keys file and the generated admin key.
+var scopes = []string{scopeAdmin, scopePayments, scopeRead}
+
+// newServer returns the service's routes over led. Payments count against
+// the caller's rate limit (edge.Limit).
+func newServer(led *wallet.Ledger, edge httpx.Edge) http.Handler {
 	s := &server{led: led}
-	mux := httpx.NewMux("wallet", log, statusError)
-	mux.Handle("POST /accounts", s.open)
-	mux.Handle("GET /accounts/{id}", s.balance)
-	mux.Handle("GET /accounts/{id}/entries", s.entries)
-	mux.Handle("POST /accounts/{id}/credits", s.credit)
-	mux.Handle("POST /accounts/{id}/debits", s.debit)
-	mux.Handle("POST /transfers", s.transfer)
-	mux.Handle("POST /accounts/{id}/holds", s.hold)
-	mux.Handle("POST /accounts/{id}/holds/{hold}/capture", s.capture)
-	mux.Handle("POST /accounts/{id}/holds/{hold}/void", s.void)
+	mux := httpx.NewMux("wallet", edge, statusError)
+	mux.Handle("POST /accounts", scopeAdmin, s.open)
+	mux.Handle("GET /accounts/{id}", scopeRead, s.balance)
+	mux.Handle("GET /accounts/{id}/entries", scopeRead, s.entries)
+	mux.Handle("POST /accounts/{id}/credits", scopeAdmin, s.credit)
+	mux.HandleMetered("POST /accounts/{id}/debits", scopePayments, s.debit)
+	mux.HandleMetered("POST /transfers", scopePayments, s.transfer)
+	mux.HandleMetered("POST /accounts/{id}/holds", scopePayments, s.hold)
+	mux.HandleMetered("POST /accounts/{id}/holds/{hold}/capture", scopePayments, s.capture)
+	mux.HandleMetered("POST /accounts/{id}/holds/{hold}/void", scopePayments, s.void)
 	return mux
 }
 

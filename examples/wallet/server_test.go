@@ -17,6 +17,7 @@ import (
 
 	"github.com/redkit-go/redkit/examples/internal/app"
 	"github.com/redkit-go/redkit/examples/internal/exampletest"
+	"github.com/redkit-go/redkit/examples/internal/httpx"
 	"github.com/redkit-go/redkit/redistest"
 	"github.com/redkit-go/redkit/wallet"
 )
@@ -29,12 +30,15 @@ const (
 
 func acct(id string) string { return "/accounts/" + url.PathEscape(id) }
 
-// startAPI serves newServer over a Ledger on rdb.
+// startAPI serves newServer over a Ledger on rdb and returns a client
+// with a key that has every scope.
 func startAPI(t *testing.T, rdb redis.UniversalClient) (*exampletest.Client, *wallet.Ledger) {
 	t.Helper()
 	led := wallet.New(rdb)
 	t.Cleanup(func() { _ = led.Close() })
-	return exampletest.NewServer(t, newServer(led, slog.New(slog.DiscardHandler))), led
+	authn, keys := exampletest.Keys(t, "admin:"+strings.Join(scopes, ","))
+	c := exampletest.NewServer(t, newServer(led, httpx.Edge{Auth: authn, Log: slog.New(slog.DiscardHandler)}))
+	return c.As(keys["admin"]), led
 }
 
 func TestAPI_accounts(t *testing.T) {
@@ -300,7 +304,7 @@ func TestRun_serve(t *testing.T) {
 	exampletest.Backends(t, func(t *testing.T, _ redis.UniversalClient, redisURL string) {
 		t.Setenv("REDIS_URL", redisURL)
 		svc := exampletest.Serve(t, run, "-serve", "127.0.0.1:0")
-		c := exampletest.NewClient(t, svc.URL)
+		c := exampletest.NewClient(t, svc.URL).As(svc.AdminKey)
 		c.Do("POST", "/accounts", "", `{"id":"shop-7/alice","currency":"EUR"}`).Want(t, 201, "")
 		c.Do("POST", acct(alice)+"/credits", "c-1", `{"amount":100}`).Want(t, 201, "")
 		c.Get(acct(bob)).Want(t, 404, "account_not_found")

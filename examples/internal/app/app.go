@@ -2,15 +2,15 @@
 // handling and exit codes, flag parsing, the Redis connection (REDIS_URL or
 // the embedded default), OpenTelemetry from the standard OTEL_* variables,
 // go-redis command tracing, a warning about risky Redis settings, and an
-// HTTP server that shuts down gracefully.
+// HTTP server fit to expose (serve.go): API keys with scopes, timeouts, a
+// bound on requests in flight, a per-principal rate limit in Redis,
+// /healthz and /readyz, and a graceful shutdown.
 package app
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"time"
@@ -103,40 +103,4 @@ func (a *App) Handler(h http.Handler) http.Handler {
 			}
 			return r.Method
 		}))
-}
-
-// Serve listens on addr and serves h until ctx ends, then shuts down
-// gracefully: in-flight requests get up to 10 s to finish. ready, when not
-// nil, receives the bound address once the listener is open (addr may use
-// port 0).
-func (a *App) Serve(ctx context.Context, addr string, h http.Handler, ready func(net.Addr)) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{
-		Handler:           a.Handler(h),
-		ReadHeaderTimeout: 5 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-	}
-	a.Log.Info(a.Name+": listening", "addr", ln.Addr().String())
-	if ready != nil {
-		ready(ln.Addr())
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err = srv.Shutdown(sctx)
-	<-done
-	a.Log.Info(a.Name + ": stopped")
-	if err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	return nil
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redkit-go/redkit/examples/internal/auth"
 	"github.com/redkit-go/redkit/examples/internal/httpx"
 	"github.com/redkit-go/redkit/examples/internal/redisconn"
 	"github.com/redkit-go/redkit/redistest"
@@ -91,10 +92,33 @@ func (s *SyncBuffer) next() (string, <-chan struct{}) {
 // RunFunc is an example's run function, which main calls.
 type RunFunc func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
+// Keys makes an API key for each spec, "principal:scope,..." ("alice:buy",
+// "shop:sale:admin,read"), and returns the Authenticator that accepts them
+// and the keys by principal.
+func Keys(t testing.TB, specs ...string) (*auth.Keys, map[string]string) {
+	t.Helper()
+	keys, lines := map[string]string{}, ""
+	for _, spec := range specs {
+		principal, scopes, _ := strings.Cut(spec, ":")
+		key, line, err := auth.NewKey(principal, strings.Split(scopes, ",")...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[principal], lines = key, lines+line+"\n"
+	}
+	a, err := auth.ParseKeys(lines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, keys
+}
+
 // Service is a run function serving HTTP in the background.
 type Service struct {
 	URL string      // where it listens: "http://127.0.0.1:port"
 	Log *SyncBuffer // what it writes to stderr
+	// AdminKey is the key run printed when it made one (no keys given).
+	AdminKey string
 
 	stop context.CancelFunc
 	done chan error
@@ -102,8 +126,12 @@ type Service struct {
 	err  error
 }
 
-// listening matches the line app.App.Serve logs once its listener is open.
-var listening = regexp.MustCompile(`listening" addr=(\S+)`)
+// listening matches the line app.App.Serve logs once its listener is open,
+// and adminKey the generated key app.Credentials prints before.
+var (
+	listening = regexp.MustCompile(`listening" addr=(\S+)`)
+	adminKey  = regexp.MustCompile(`Authorization: Bearer (rk_[A-Za-z0-9_-]+)`)
+)
 
 // Serve starts run with args, which must make it serve HTTP on a loopback
 // port ("-serve", "127.0.0.1:0"), and returns once it listens. The test
@@ -120,6 +148,9 @@ func Serve(t *testing.T, run RunFunc, args ...string) *Service {
 		log, written := s.Log.next()
 		if m := listening.FindStringSubmatch(log); m != nil {
 			s.URL = "http://" + m[1]
+			if k := adminKey.FindStringSubmatch(log); k != nil {
+				s.AdminKey = k[1]
+			}
 			return s
 		}
 		select {
@@ -143,12 +174,21 @@ func (s *Service) Stop() error {
 	return s.err
 }
 
-// Client calls a service the way the services' clients do: JSON bodies,
-// the operation ID in the Idempotency-Key header, errors as httpx.Problem.
+// Client calls a service the way the services' clients do: an API key
+// (Authorization: Bearer), JSON bodies, the operation ID in the
+// Idempotency-Key header, errors as httpx.Problem.
 type Client struct {
 	t    *testing.T
 	base string
+	key  string // API key; none when empty
 	hc   *http.Client
+}
+
+// As returns a client that sends key as its API key ("" for none).
+func (c *Client) As(key string) *Client {
+	cc := *c
+	cc.key = key
+	return &cc
 }
 
 // NewClient returns a client of the service at base ("http://host:port").
@@ -190,6 +230,9 @@ func (c *Client) Try(method, path, key, body string) (Reply, error) {
 		return Reply{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if c.key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
 	if key != "" {
 		req.Header.Set(httpx.IdempotencyKeyHeader, key)
 	}

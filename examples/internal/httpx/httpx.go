@@ -1,18 +1,25 @@
 // Package httpx holds the JSON and error conventions the example services
-// share (DESIGN §9): 400 for a malformed request, 404 for an unknown
-// resource, 409 for an idempotency key reused with a different body,
-// 422 for a business refusal, 200/201 for success, with the first response
-// replayed for a repeated key.
+// share: 400 for a malformed request, 401 without a valid credential, 403
+// without the route's scope, 404 for an unknown resource, 409 for an
+// idempotency key reused with a different body, 422 for a business refusal,
+// 429 past the caller's rate limit, 503 (with Retry-After) when the service
+// is overloaded or an outcome is unknown, 200/201 for success, with the
+// first response replayed for a repeated key.
 package httpx
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
+
+	"github.com/redkit-go/redkit/examples/internal/auth"
 )
 
 // MaxBody is the largest request body a handler reads.
@@ -43,6 +50,9 @@ type StatusError struct {
 	Code   string
 	Field  string
 	Err    error
+	// RetryAfter, for a 429 or 503, is when to try again; it is sent as
+	// Retry-After in whole seconds, at least 1.
+	RetryAfter time.Duration
 }
 
 func (e *StatusError) Error() string { return e.Err.Error() }
@@ -117,13 +127,18 @@ func UnknownOutcome(err error) error {
 }
 
 // WriteError writes err as a Problem. A *StatusError gives its status and
-// code (a 503 also gets Retry-After: 1); anything else is a 500 whose text
-// is not shown to the client.
+// code (a 429 or 503 also gets Retry-After, 1 s unless it says more; a 401
+// gets WWW-Authenticate); anything else is a 500 whose text is not shown to
+// the client.
 func WriteError(w http.ResponseWriter, err error) {
 	var se *StatusError
 	if errors.As(err, &se) {
-		if se.Status == http.StatusServiceUnavailable {
-			w.Header().Set("Retry-After", "1")
+		switch se.Status {
+		case http.StatusServiceUnavailable, http.StatusTooManyRequests:
+			secs := max(1, int64((se.RetryAfter+time.Second-1)/time.Second))
+			w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+		case http.StatusUnauthorized:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="api"`)
 		}
 		WriteJSON(w, se.Status, Problem{Status: se.Status, Code: se.Code, Error: se.Err.Error(), Field: se.Field})
 		return
@@ -156,15 +171,36 @@ func OperationID(r *http.Request, fromBody string) (string, error) {
 	return "", Errorf(http.StatusBadRequest, "malformed", "missing operation ID: send an %s header or an id in the body", IdempotencyKeyHeader)
 }
 
+// Edge is what every route of a service shares at the HTTP edge: who is
+// calling (Auth, the one seam to replace with another scheme), how often a
+// principal may call the metered routes (Limit), and where unexpected
+// errors are logged.
+type Edge struct {
+	Auth  auth.Authenticator
+	Limit Limiter // nil: no rate limit
+	Log   *slog.Logger
+}
+
+// Limiter counts a principal's requests to the metered routes.
+type Limiter interface {
+	// Allow counts one request of principal. It returns a *StatusError
+	// (429 with RetryAfter) when the principal is over its limit.
+	Allow(ctx context.Context, principal string) error
+}
+
 // Mux routes requests, as an http.ServeMux does, to handlers that return
-// their error instead of writing it. The error goes through the service's
-// status function, which gives it its HTTP status and problem code (a
-// *StatusError), and WriteError writes it. An error that comes out without
-// a status is unexpected: it is logged and answered with a 500.
+// their error instead of writing it. Every route names the scope a caller
+// needs: the Edge's Authenticator finds the principal (401 without one),
+// the principal must have the scope (403), and the handler finds it in the
+// request's context (auth.PrincipalFrom). The error a handler returns goes
+// through the service's status function, which gives it its HTTP status and
+// problem code (a *StatusError), and WriteError writes it. An error that
+// comes out without a status is unexpected: it is logged and answered with
+// a 500.
 type Mux struct {
 	mux    http.ServeMux
 	name   string
-	log    *slog.Logger
+	edge   Edge
 	status func(error) error
 }
 
@@ -173,18 +209,54 @@ var _ http.Handler = (*Mux)(nil)
 // NewMux returns a Mux for the service called name (the prefix of its log
 // lines). status maps an error to a *StatusError, or returns it unchanged
 // when it is unexpected; it never sees an error that is a *StatusError
-// already.
-func NewMux(name string, log *slog.Logger, status func(error) error) *Mux {
-	return &Mux{name: name, log: log, status: status}
+// already. edge.Auth is required.
+func NewMux(name string, edge Edge, status func(error) error) *Mux {
+	if edge.Auth == nil {
+		panic("httpx: NewMux without an Authenticator")
+	}
+	if edge.Log == nil {
+		edge.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Mux{name: name, edge: edge, status: status}
 }
 
-// Handle registers h for pattern, an http.ServeMux pattern.
-func (m *Mux) Handle(pattern string, h func(http.ResponseWriter, *http.Request) error) {
+// Handle registers h for pattern, an http.ServeMux pattern, for callers
+// with scope.
+func (m *Mux) Handle(pattern, scope string, h func(http.ResponseWriter, *http.Request) error) {
+	m.handle(pattern, scope, false, h)
+}
+
+// HandleMetered is Handle for a route whose calls count against the
+// caller's rate limit (buys, payments): they cost Redis work and are what
+// a runaway or hostile client would repeat.
+func (m *Mux) HandleMetered(pattern, scope string, h func(http.ResponseWriter, *http.Request) error) {
+	m.handle(pattern, scope, true, h)
+}
+
+func (m *Mux) handle(pattern, scope string, metered bool, h func(http.ResponseWriter, *http.Request) error) {
 	m.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		if err := h(w, r); err != nil {
+		if err := m.serve(w, r, scope, metered, h); err != nil {
 			m.fail(w, r, err)
 		}
 	})
+}
+
+func (m *Mux) serve(w http.ResponseWriter, r *http.Request, scope string, metered bool, h func(http.ResponseWriter, *http.Request) error) error {
+	p, err := m.edge.Auth.Authenticate(r)
+	if err != nil {
+		// The text is the Authenticator's, which never holds the
+		// credential; what it says is why the credential was refused.
+		return &StatusError{Status: http.StatusUnauthorized, Code: "unauthenticated", Err: err}
+	}
+	if !p.Has(scope) {
+		return Errorf(http.StatusForbidden, "forbidden", "this route needs the %q scope", scope)
+	}
+	if metered && m.edge.Limit != nil {
+		if err := m.edge.Limit.Allow(r.Context(), p.ID); err != nil {
+			return err
+		}
+	}
+	return h(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
 }
 
 func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.mux.ServeHTTP(w, r) }
@@ -194,8 +266,15 @@ func (m *Mux) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if !errors.As(err, &se) {
 		err = m.status(err)
 		if !errors.As(err, &se) {
-			m.log.Error(m.name+": request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+			m.edge.Log.Error(m.name+": request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		}
 	}
 	WriteError(w, err)
+}
+
+// Principal returns the authenticated principal of a request a Mux
+// routed.
+func Principal(r *http.Request) auth.Principal {
+	p, _ := auth.PrincipalFrom(r.Context())
+	return p
 }

@@ -1,0 +1,359 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redkit-go/redkit/examples/internal/auth"
+	"github.com/redkit-go/redkit/examples/internal/httpx"
+)
+
+// Environment variables that give a service its API keys (see auth.Keys
+// for the format): the keys themselves, or a file of them.
+const (
+	KeysEnv     = "API_KEYS"
+	KeysFileEnv = "API_KEYS_FILE"
+)
+
+// ServerConfig is what a service needs to be safe to expose. Flags
+// registers each field as a flag.
+type ServerConfig struct {
+	KeysFile string // stored API keys; KeysFileEnv or KeysEnv otherwise
+	NewKey   string // "principal:scope,scope": print a new key and exit
+
+	ReadTimeout    time.Duration // whole request, body included
+	WriteTimeout   time.Duration // from the end of the headers to the end of the response
+	IdleTimeout    time.Duration // a keep-alive connection with no request
+	MaxHeaderBytes int
+	MaxInFlight    int // requests being served at once; past it, 503 at once
+	RateLimit      int // metered requests per second per principal (burst the same); 0: none
+}
+
+// Flags registers cfg's flags on fs, with cfg's values as defaults.
+func (cfg *ServerConfig) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&cfg.KeysFile, "keys", os.Getenv(KeysFileEnv), "file of hashed API keys (default $"+KeysFileEnv+"; or the keys in $"+KeysEnv+")")
+	fs.StringVar(&cfg.NewKey, "new-key", "", "print a new API key for `principal:scope,...` and the line that stores it, and exit")
+	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", cfg.ReadTimeout, "longest time to read a request, body included")
+	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", cfg.WriteTimeout, "longest time to answer a request once read")
+	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "how long a keep-alive connection may wait for its next request")
+	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", cfg.MaxInFlight, "requests served at once; more are answered 503 with Retry-After")
+	fs.IntVar(&cfg.RateLimit, "rate-limit", cfg.RateLimit, "buys or payments per second per principal, kept in Redis (0: no limit)")
+}
+
+// DefaultServerConfig returns the limits the services start with;
+// rateLimit is the service's own.
+func DefaultServerConfig(rateLimit int) ServerConfig {
+	return ServerConfig{
+		ReadTimeout:    10 * time.Second,
+		WriteTimeout:   15 * time.Second,
+		IdleTimeout:    60 * time.Second,
+		MaxHeaderBytes: 16 << 10,
+		MaxInFlight:    256,
+		RateLimit:      rateLimit,
+	}
+}
+
+func (cfg ServerConfig) check() error {
+	switch {
+	case cfg.ReadTimeout <= 0 || cfg.WriteTimeout <= 0 || cfg.IdleTimeout <= 0:
+		return errors.New("-read-timeout, -write-timeout and -idle-timeout must be positive")
+	case cfg.MaxInFlight < 1:
+		return errors.New("-max-in-flight must be at least 1")
+	case cfg.RateLimit < 0:
+		return errors.New("-rate-limit must be 0 (none) or more")
+	}
+	return nil
+}
+
+// PrintNewKey handles -new-key: it prints a new key for the principal and
+// scopes spec names ("alice:buy" or "ops:sale:admin,read"), each one of
+// known, and the line that stores it. done is false when -new-key was not
+// given.
+func PrintNewKey(fs *flag.FlagSet, cfg ServerConfig, known []string, stdout io.Writer) (done bool, err error) {
+	if cfg.NewKey == "" {
+		return false, nil
+	}
+	principal, scopeList, ok := strings.Cut(cfg.NewKey, ":")
+	if !ok {
+		return true, UsageError(fs, fmt.Errorf("-new-key %q: want principal:scope,... (scopes: %s)", cfg.NewKey, strings.Join(known, ", ")))
+	}
+	scopes := strings.Split(scopeList, ",")
+	key, line, err := auth.NewKey(principal, scopes...)
+	if err == nil {
+		_, err = auth.ParseKeys(line, known...) // refuses unknown scopes
+	}
+	if err != nil {
+		return true, UsageError(fs, err)
+	}
+	fmt.Fprintf(stdout, "API key (give it to %s; it is not stored anywhere):\n  %s\n"+
+		"Line for the keys file (-keys, $%s) or $%s:\n  %s\n", principal, key, KeysFileEnv, KeysEnv, line)
+	return true, nil
+}
+
+// Credentials returns the Authenticator for a service that will listen on
+// addr and knows scopes: the keys of cfg.KeysFile or $API_KEYS when given.
+// With none given it makes an admin key with every scope and prints it,
+// once, on stderr (as notebook servers print their token), but only for a
+// loopback addr: on any other address it refuses, so that a service is
+// never exposed with a key nobody chose to give out.
+func Credentials(addr string, cfg ServerConfig, scopes []string, stderr io.Writer) (auth.Authenticator, error) {
+	var text, from string
+	switch {
+	case cfg.KeysFile != "":
+		b, err := os.ReadFile(cfg.KeysFile)
+		if err != nil {
+			return nil, fmt.Errorf("API keys: %w", err)
+		}
+		text, from = string(b), cfg.KeysFile
+	case os.Getenv(KeysEnv) != "":
+		text, from = os.Getenv(KeysEnv), "$"+KeysEnv
+	}
+	if from != "" {
+		k, err := auth.ParseKeys(text, scopes...)
+		if err != nil {
+			return nil, fmt.Errorf("API keys in %s: %w", from, err)
+		}
+		return k, nil
+	}
+	if !loopback(addr) {
+		return nil, fmt.Errorf("refusing to serve on %s, which is not a loopback address, without API keys: "+
+			"give them with -keys FILE, $%s or $%s (make one with -new-key principal:scope,...), "+
+			"or serve on 127.0.0.1 to get a generated admin key", addr, KeysFileEnv, KeysEnv)
+	}
+	key, line, err := auth.NewKey("admin", scopes...)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stderr, "\nNo API keys given (-keys, $%s, $%s): this run's admin key, with every scope (%s), shown only now:\n\n"+
+		"    Authorization: Bearer %s\n\n", KeysFileEnv, KeysEnv, strings.Join(scopes, ", "), key)
+	return auth.ParseKeys(line, scopes...)
+}
+
+// loopback reports whether a listen address reaches this host only: an
+// IP literal on the loopback network or "localhost". An empty host (":8080")
+// is every interface.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// RateLimit returns the Limiter for cfg.RateLimit requests per second per
+// principal, GCRA in Redis (github.com/go-redis/redis_rate), so every
+// instance of the service counts against the same budget; nil when
+// cfg.RateLimit is 0. Keys are "rate:<service>:{<principal>}", one per
+// principal, each expiring once its principal has been idle for a second.
+func (a *App) RateLimit(cfg ServerConfig) httpx.Limiter {
+	if cfg.RateLimit == 0 {
+		return nil
+	}
+	return &rateLimit{lim: redis_rate.NewLimiter(a.Redis.Client), limit: redis_rate.PerSecond(cfg.RateLimit), prefix: a.Name + ":"}
+}
+
+type rateLimit struct {
+	lim    *redis_rate.Limiter
+	limit  redis_rate.Limit
+	prefix string
+}
+
+func (l *rateLimit) Allow(ctx context.Context, principal string) error {
+	res, err := l.lim.Allow(ctx, l.prefix+"{"+principal+"}", l.limit)
+	if err != nil {
+		// Nothing of the caller's was done; the limit cannot be known
+		// without Redis, and neither can anything else this service does.
+		return &httpx.StatusError{Status: http.StatusServiceUnavailable, Code: "unavailable",
+			Err: fmt.Errorf("rate limit: %w", err)}
+	}
+	if res.Allowed == 0 {
+		return &httpx.StatusError{Status: http.StatusTooManyRequests, Code: "rate_limited",
+			Err: fmt.Errorf("more than %d requests per second", l.limit.Rate), RetryAfter: res.RetryAfter}
+	}
+	return nil
+}
+
+// Readiness is a module's Check (stock.Inventory.Check, ...) turned into
+// what /readyz asks: an error when a finding is at severity min or above.
+func Readiness[R settingsReport[S], S ~int](check func(context.Context) (R, error), min S) func(context.Context) error {
+	return func(ctx context.Context) error {
+		rep, err := check(ctx)
+		if err != nil {
+			return err
+		}
+		return rep.Err(min)
+	}
+}
+
+// Server is what Serve serves.
+type Server struct {
+	Addr    string // listen address; port 0 picks one
+	Handler http.Handler
+	Config  ServerConfig
+	// Ready is the service's own readiness test beyond a PING of Redis
+	// (Readiness of its module's Check); nil: PING only.
+	Ready func(context.Context) error
+	// Listening, when not nil, receives the bound address once the
+	// listener is open.
+	Listening func(net.Addr)
+}
+
+// readyTimeout bounds a /readyz probe: an orchestrator's probe times out
+// too, and a paused Redis would otherwise hold it for the client's whole
+// retry budget.
+const readyTimeout = time.Second
+
+// Serve listens on s.Addr and serves until ctx ends, then shuts down
+// gracefully: in-flight requests get up to 10 s to finish.
+//
+// Besides s.Handler it answers, without a credential and outside the
+// bound on requests in flight, GET /healthz (200 while the process serves)
+// and GET /readyz (200 when Redis answers a PING and s.Ready passes, within
+// a second; 503 otherwise). Every other request counts against
+// s.Config.MaxInFlight: past it, the answer is 503 with Retry-After at once,
+// rather than one more request queueing on Redis. A request's context ends
+// a little before s.Config.WriteTimeout, so a call to Redis still running
+// then is answered (as an unknown outcome, say) instead of cut off.
+func (a *App) Serve(ctx context.Context, s Server) error {
+	if err := s.Config.check(); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", s.Addr)
+	if err != nil {
+		return err
+	}
+	probe := &readiness{rdb: a.Redis.Client, ready: s.Ready}
+	root := http.NewServeMux()
+	root.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	root.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := probe.run(r.Context()); err != nil {
+			httpx.WriteError(w, &httpx.StatusError{Status: http.StatusServiceUnavailable, Code: "not_ready", Err: err})
+			return
+		}
+		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	root.Handle("/", bound(s.Config, s.Handler))
+	srv := &http.Server{
+		Handler:           a.Handler(root),
+		ReadHeaderTimeout: min(5*time.Second, s.Config.ReadTimeout),
+		ReadTimeout:       s.Config.ReadTimeout,
+		WriteTimeout:      s.Config.WriteTimeout,
+		IdleTimeout:       s.Config.IdleTimeout,
+		MaxHeaderBytes:    s.Config.MaxHeaderBytes,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	a.Log.Info(a.Name+": listening", "addr", ln.Addr().String())
+	if s.Listening != nil {
+		s.Listening(ln.Addr())
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		probe.wait()
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	<-done
+	probe.wait()
+	a.Log.Info(a.Name + ": stopped")
+	if err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+// bound serves h to at most cfg.MaxInFlight requests at once and answers
+// the rest 503 at once, with a deadline on each request's context.
+func bound(cfg ServerConfig, h http.Handler) http.Handler {
+	slots := make(chan struct{}, cfg.MaxInFlight)
+	deadline := cfg.WriteTimeout * 4 / 5
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case slots <- struct{}{}:
+		default:
+			httpx.WriteError(w, &httpx.StatusError{Status: http.StatusServiceUnavailable, Code: "overloaded",
+				Err: fmt.Errorf("more than %d requests in flight: try again shortly", cfg.MaxInFlight)})
+			return
+		}
+		defer func() { <-slots }()
+		ctx, cancel := context.WithTimeout(r.Context(), deadline)
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// readiness runs one probe of Redis at a time: probes that arrive while
+// one runs wait for its answer, so a paused Redis costs one goroutine, not
+// one per probe.
+type readiness struct {
+	rdb   redis.UniversalClient
+	ready func(context.Context) error
+
+	mu      sync.Mutex
+	running chan struct{} // closed when the probe in flight ends; nil when none
+	last    error
+	wg      sync.WaitGroup
+}
+
+func (p *readiness) run(ctx context.Context) error {
+	p.mu.Lock()
+	done := p.running
+	if done == nil {
+		done = make(chan struct{})
+		p.running = done
+		p.wg.Go(func() {
+			// Not the request's context: the probe outlives a request
+			// that gave up, and the next request gets its answer.
+			// The body of /readyz is public: it says what is wrong,
+			// not where Redis is.
+			err := p.rdb.Ping(context.Background()).Err()
+			if err != nil {
+				err = errors.New("Redis does not answer PING")
+			} else if p.ready != nil {
+				err = p.ready(context.Background())
+			}
+			p.mu.Lock()
+			p.last, p.running = err, nil
+			p.mu.Unlock()
+			close(done)
+		})
+	}
+	p.mu.Unlock()
+	t := time.NewTimer(readyTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		return fmt.Errorf("Redis did not answer within %v", readyTimeout)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.last
+}
+
+// wait waits for the probe in flight, if any, to end.
+func (p *readiness) wait() { p.wg.Wait() }
