@@ -47,6 +47,10 @@ func (inv *Inventory) deductBatch(ctx context.Context, orders []Order, opts []Ca
 	var calls []script.Call
 	var which []int
 	for i, o := range orders {
+		if inv.ownPath(ctx, o, opts) {
+			out[i].Result, out[i].Err = inv.runOrder(ctx, "deduct", deductScript, o, "0", nil, opts)
+			continue
+		}
 		prepared[i] = inv.prepare("deduct", deductScript, o, "0", nil, opts)
 		if prepared[i].err != nil {
 			out[i].Err = prepared[i].err

@@ -400,3 +400,43 @@ func (inv *Inventory) claim(ctx context.Context, op, g string, o Order, mode str
 	}
 	return nil
 }
+
+// learnFenced makes sure the bucket count of a single-item order's SKU is
+// known before a fenced call is sent: a fenced write on a SKU split into
+// buckets must raise the fence in every bucket first (raiseFences), also when
+// the buyer's home is bucket 0, where a call routed without the count would
+// otherwise be accepted at once. A SKU not found stays unknown (the script
+// answers not_found).
+func (inv *Inventory) learnFenced(ctx context.Context, cc callConfig, skus ...string) error {
+	if cc.fence == nil || len(skus) != 1 {
+		return nil
+	}
+	g, err := inv.checkSKU(skus[0])
+	if err != nil {
+		return nil // refused before any I/O by the caller's validation
+	}
+	if _, err := inv.lookupBuckets(ctx, g, skus[0]); err != nil && !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// ownPath reports whether order o of a batch must take Deduct's path (one
+// call after the other) rather than the batch's pipeline: on a SKU split into
+// buckets, a fenced order raises the fence in every bucket first, and an
+// order whose buyer's home is not bucket 0 claims its ID in bucket 0's tag
+// first (claim).
+func (inv *Inventory) ownPath(ctx context.Context, o Order, opts []CallOption) bool {
+	if len(o.Items) != 1 {
+		return false
+	}
+	cc, err := newCallConfig(opts)
+	if err != nil {
+		return false
+	}
+	if err := inv.learnFenced(ctx, cc, o.Items[0].SKU); err != nil {
+		return true // Deduct's path reports it
+	}
+	b := inv.bucketsOf(o.Items[0].SKU)
+	return b > 1 && (cc.fence != nil || home(o.Buyer, b) != 0)
+}

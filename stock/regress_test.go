@@ -111,6 +111,22 @@ func TestFence_bucketsShareOneFence(t *testing.T) {
 	require.ErrorIs(t, err, stock.ErrStaleFence)
 	_, err = other.Deduct(ctx, order("new", buyerOfBucket(2, b), "shop/hot", 1), f6)
 	require.NoError(t, err)
+
+	// A fresh process whose first fenced call lands in bucket 0, and a
+	// batch: token 7 accepted through bucket 0 makes 6 stale everywhere.
+	fresh := stock.New(shared.Client(), stock.WithKeyPrefix(prefixOf(t, inv)), stock.WithReclaimInterval(0))
+	defer fresh.Close()
+	f7 := stock.WithFence(lock.Fence{Name: "ops", Token: 7})
+	_, err = fresh.Restock(ctx, opOfBucket("r7", 0, b), "shop/hot", 1, f7)
+	require.NoError(t, err)
+	before = level(t, inv, "shop/hot")
+	for k := range b {
+		_, err = inv.WriteOff(ctx, opOfBucket("w6", k, b), "shop/hot", 1, f6)
+		require.ErrorIs(t, err, stock.ErrStaleFence, "write-off through bucket %d", k)
+		rs := inv.DeductBatch(ctx, []stock.Order{order(fmt.Sprintf("batch-%d", k), buyerOfBucket(k, b), "shop/hot", 1)}, f6)
+		require.ErrorIs(t, rs[0].Err, stock.ErrStaleFence, "batch order through bucket %d", k)
+	}
+	require.Equal(t, before, level(t, inv, "shop/hot"))
 	audited(t, inv, "shop/hot")
 }
 
@@ -167,8 +183,15 @@ func TestBuckets_orderIDWithAnotherBuyerConflicts(t *testing.T) {
 		_, err = inv.Refund(ctx, order(id, buyerOfBucket(pair[1], b), "g/hot", 1))
 		require.ErrorIs(t, err, stock.ErrConflict, "%s", id)
 	}
+	// The same through DeductBatch.
+	_, err := inv.Deduct(ctx, order("b-1", buyerOfBucket(1, b), "g/hot", 1))
+	require.NoError(t, err)
+	rs := inv.DeductBatch(ctx, []stock.Order{order("b-1", buyerOfBucket(2, b), "g/hot", 1),
+		order("b-1", buyerOfBucket(0, b), "g/hot", 1)})
+	require.ErrorIs(t, rs[0].Err, stock.ErrConflict)
+	require.ErrorIs(t, rs[1].Err, stock.ErrConflict)
 	// A reservation, and the same ID's Deduct by another buyer.
-	_, err := inv.Reserve(ctx, order("r-1", buyerOfBucket(1, b), "g/hot", 1), time.Minute)
+	_, err = inv.Reserve(ctx, order("r-1", buyerOfBucket(1, b), "g/hot", 1), time.Minute)
 	require.NoError(t, err)
 	_, err = inv.Deduct(ctx, order("r-1", buyerOfBucket(1, b), "g/hot", 1))
 	require.ErrorIs(t, err, stock.ErrConflict)
@@ -181,7 +204,7 @@ func TestBuckets_orderIDWithAnotherBuyerConflicts(t *testing.T) {
 	_, err = inv.Reserve(ctx, order("c-1", buyerOfBucket(1, b), "g/hot", 1), time.Minute)
 	require.ErrorIs(t, err, stock.ErrConflict)
 
-	require.Equal(t, stock.Levels{Available: 36, Reserved: 1, Sold: 3}, level(t, inv, "g/hot"))
+	require.Equal(t, stock.Levels{Available: 35, Reserved: 1, Sold: 4}, level(t, inv, "g/hot"))
 	audited(t, inv, "g/hot")
 }
 

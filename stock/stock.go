@@ -237,6 +237,9 @@ func (inv *Inventory) adjust(ctx context.Context, kind, opID, sku string, qty in
 	if err != nil {
 		return Result{}, fmt.Errorf("stock: %s: %w", kind, err)
 	}
+	if err := inv.learnFenced(ctx, cc, sku); err != nil {
+		return Result{}, fmt.Errorf("stock: %s %s: %w", kind, opID, err)
+	}
 	nonce := retry.Nonce()
 	var reply []any
 	var ackErr error
@@ -373,6 +376,12 @@ func (inv *Inventory) runOrder(ctx context.Context, op string, s *script.Script,
 	c := inv.prepare(op, s, o, mode, extra, opts)
 	if c.err != nil {
 		return Result{}, c.err
+	}
+	if c.fence.fence != nil {
+		if err := inv.learnFenced(ctx, c.fence, c.skus...); err != nil {
+			return Result{}, fmt.Errorf("stock: %s %s: %w", op, o.ID, err)
+		}
+		c = inv.prepare(op, s, o, mode, extra, opts) // routed with the count learnt
 	}
 	raised, claimed := 1, 1
 	for round := 0; ; round++ {
