@@ -384,19 +384,23 @@ func (inv *Inventory) claim(ctx context.Context, op, g string, o Order, mode str
 		kind, how = "reserve", "claim"
 	}
 	it := o.Items[0]
-	desc := it.SKU + " " + strconv.FormatInt(it.Qty, 10)
+	return inv.claimID(ctx, g, o.ID, o.Buyer, it.SKU+" "+strconv.FormatInt(it.Qty, 10), kind, how, keep)
+}
+
+// claimID runs claim.lua for operation id of slot group g.
+func (inv *Inventory) claimID(ctx context.Context, g, id, buyer, desc, kind, how string, keep int64) error {
 	var reply []any
 	err := retry.Do(ctx, inv.cfg.retry, func(ctx context.Context, _ int) error {
 		var err error
-		reply, err = claimScript.Run(ctx, inv.rdb, []string{inv.opKey(g, o.ID)},
-			o.Buyer, desc, kind, how, strconv.FormatInt(keep, 10)).Slice()
+		reply, err = claimScript.Run(ctx, inv.rdb, []string{inv.opKey(g, id)},
+			buyer, desc, kind, how, strconv.FormatInt(keep, 10)).Slice()
 		return err
 	})
 	if err != nil {
 		return err
 	}
 	if str(reply, 0) != "ok" {
-		return refusal(str(reply, 0), o.ID, str(reply, 1), "")
+		return refusal(str(reply, 0), id, str(reply, 1), "")
 	}
 	return nil
 }

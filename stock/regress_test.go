@@ -390,3 +390,33 @@ func TestCheckpoint_refusesOverDrift(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, rep.OK(), "drift laundered by a checkpoint")
 }
+
+// On a SKU split into buckets, an order ID and a restock or write-off ID
+// share one scope per slot group, as they do without buckets.
+func TestBuckets_adjustIDSharesTheOrderScope(t *testing.T) {
+	inv, _, _ := newInventory(t, stock.WithReclaimInterval(0))
+	ctx := t.Context()
+	const b = 4
+	require.NoError(t, inv.Create(ctx, "g/a", 40, stock.WithBuckets(b)))
+	require.NoError(t, inv.Create(ctx, "g/c", 40, stock.WithBuckets(2)))
+	id := opOfBucket("x", 3, b)
+	_, err := inv.Deduct(ctx, order(id, buyerOfBucket(1, b), "g/a", 1))
+	require.NoError(t, err)
+	_, err = inv.Restock(ctx, id, "g/a", 1)
+	require.ErrorIs(t, err, stock.ErrConflict)
+	_, err = inv.WriteOff(ctx, id, "g/c", 1)
+	require.ErrorIs(t, err, stock.ErrConflict)
+	id2 := opOfBucket("y", 2, b)
+	_, err = inv.Restock(ctx, id2, "g/a", 5)
+	require.NoError(t, err)
+	_, err = inv.Deduct(ctx, order(id2, buyerOfBucket(1, b), "g/a", 1))
+	require.ErrorIs(t, err, stock.ErrConflict)
+	_, err = inv.Deduct(ctx, order(id2, buyerOfBucket(0, b), "g/a", 1))
+	require.ErrorIs(t, err, stock.ErrConflict)
+	res, err := inv.Restock(ctx, id2, "g/a", 5)
+	require.NoError(t, err)
+	require.True(t, res.Replayed)
+	require.Equal(t, stock.Levels{Available: 44, Sold: 1}, level(t, inv, "g/a"))
+	require.Equal(t, stock.Levels{Available: 40}, level(t, inv, "g/c"))
+	audited(t, inv, "g/a", "g/c")
+}

@@ -246,6 +246,14 @@ func (inv *Inventory) adjust(ctx context.Context, kind, opID, sku string, qty in
 	for round := 0; ; round++ {
 		// A SKU split into buckets: the operation's bucket is hash(op ID).
 		b := inv.bucketsOf(sku)
+		if b > 1 && home(opID, b) != 0 {
+			// The operation's marker lives in its bucket: claim the ID in
+			// bucket 0's tag, where orders of the group claim theirs.
+			err := inv.claimID(ctx, g, opID, "", sku+" "+strconv.FormatInt(qty, 10), kind, "claim", inv.cfg.window.Milliseconds())
+			if err != nil {
+				return Result{}, fmt.Errorf("stock: %s %s: %w", kind, opID, err)
+			}
+		}
 		if err := inv.raiseFences(ctx, cc, g, b); err != nil {
 			return Result{}, fmt.Errorf("stock: %s %s: %w", kind, opID, err)
 		}

@@ -1,14 +1,16 @@
--- claim.lua: bind an order ID of a SKU split into buckets to its buyer and
--- items in the slot group's own hash tag, so the ID is unique per slot group
--- although each order's marker lives in its buyer's home bucket.
+-- claim.lua: bind an operation ID on a SKU split into buckets to its kind,
+-- buyer and items in the slot group's own hash tag, so the ID is unique per
+-- slot group although the operation's marker lives in another bucket (an
+-- order's in its buyer's home bucket, a restock's or write-off's in the
+-- bucket of its ID).
 --
 -- KEYS[1]  the ID's operation key in bucket 0's tag  <p>:stock:v1:{g}:op:<order ID>
 --          (the same key holds the marker of an order placed in bucket 0 or
 --          on a SKU without buckets, and those are compared too)
--- ARGV[1]  buyer ID
+-- ARGV[1]  buyer ID ("" for a restock or write-off)
 -- ARGV[2]  items as deduct.lua describes them ("sku qty")
--- ARGV[3]  kind: "deduct" | "reserve", or "" to compare buyer and items only
---          (Confirm, Cancel and Refund)
+-- ARGV[3]  kind: "deduct" | "reserve" | "restock" | "writeoff", or "" to
+--          compare buyer and items only (Confirm, Cancel and Refund)
 -- ARGV[4]  "claim": record the claim when there is none; "check": compare
 --          only
 -- ARGV[5]  milliseconds the key must live at least, 1..2^53-1
@@ -21,7 +23,9 @@ local MAX = 9007199254740991
 local buyer, desc, kind, mode = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local keep = tonumber(ARGV[5])
 if mode ~= 'claim' and mode ~= 'check' then return {'invalid', 'mode'} end
-if kind ~= 'deduct' and kind ~= 'reserve' and kind ~= '' then return {'invalid', 'kind'} end
+if kind ~= 'deduct' and kind ~= 'reserve' and kind ~= 'restock' and kind ~= 'writeoff' and kind ~= '' then
+  return {'invalid', 'kind'}
+end
 if not keep or keep ~= math.floor(keep) or keep < 1 or keep > MAX then return {'invalid', 'keep'} end
 
 local m = redis.call('HMGET', KEYS[1], 'k', 'b', 'i', 'ck', 'cb', 'ci')
