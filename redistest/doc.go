@@ -49,6 +49,9 @@
 //   - Busy(ctx, d): a Lua script of another client runs for d; once it is
 //     past busy-reply-threshold (set it low in Options.Config) every other
 //     command gets BUSY.
+//   - SlowLoading(ctx, d): every later Restart answers LOADING for about d
+//     (filler keys in the AOF's RDB base, key-load-delay), as a primary
+//     restarting with a large AOF.
 //
 // On a Pair:
 //
@@ -78,6 +81,8 @@
 //   - DropReplies(true): replies are discarded; the command ran, the client
 //     waits until its timeout. Dropped() counts the replies discarded, so a
 //     test knows a command ran before it injects the next fault.
+//     LostReply(tb, px, call, then) runs call, waits for its lost reply,
+//     then injects the next fault (Cut, Kill, Busy, MoveSlot...).
 //   - ResetConnections(): every open connection is aborted with a TCP RST.
 //   - Cut(true): open connections are closed and new ones refused, a
 //     network partition; Cut(false) heals it.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -141,4 +143,66 @@ func servesSlot(slots string, slot int) bool {
 		}
 	}
 	return false
+}
+
+// LostReply runs call while px drops replies, waits until a reply was
+// dropped (a command of call ran and its client will time out), runs then
+// (the fault that follows: Cut, Kill, Busy, MoveSlot...), lets replies
+// through again and returns call's result. It fails the test if call
+// returns before any reply was dropped.
+func LostReply(tb testing.TB, px *Proxy, call func() error, then func()) error {
+	tb.Helper()
+	n := px.Dropped()
+	px.DropReplies(true)
+	errc := make(chan error, 1)
+	go func() { errc <- call() }()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for px.Dropped() == n {
+		select {
+		case err := <-errc:
+			px.DropReplies(false)
+			tb.Fatalf("redistest: the call returned (%v) before a reply was dropped", err)
+		case <-tick.C:
+		}
+	}
+	then()
+	px.DropReplies(false)
+	return <-errc
+}
+
+// SlowLoading makes every later Restart of s answer LOADING for about d
+// before it serves the data, as a primary restarting with a large AOF does:
+// it writes 500 filler keys ("redistest:filler:<n>"), rewrites the AOF so
+// they are in its RDB base, and starts the server with key-load-delay and a
+// small loading-process-events-interval-bytes, so it answers clients while
+// it loads. s needs AOF on.
+func (s *Server) SlowLoading(ctx context.Context, d time.Duration) error {
+	const n = 500
+	if !s.opts.AOF {
+		return errors.New("redistest: SlowLoading needs Options.AOF")
+	}
+	if _, err := s.do(ctx, "EVAL", `local n = tonumber(ARGV[1])
+for i = 1, n do
+  redis.call('SET', 'redistest:filler:' .. i, string.rep('x', 64))
+end
+return n`, 0, n); err != nil {
+		return fmt.Errorf("redistest: filler keys: %w", err)
+	}
+	if _, err := s.do(ctx, "BGREWRITEAOF"); err != nil {
+		return fmt.Errorf("redistest: BGREWRITEAOF: %w", err)
+	}
+	err := poll(ctx, 30*time.Second, func() (bool, error) {
+		info, err := s.info(ctx, "persistence")
+		return err == nil && infoField(info, "aof_rewrite_in_progress") == "0" &&
+			infoField(info, "aof_rewrite_scheduled") == "0", nil
+	}, "AOF rewrite")
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.opts.Config = append(slices.Clone(s.opts.Config), "key-load-delay "+strconv.FormatInt(max(d.Microseconds()/n, 1), 10),
+		"loading-process-events-interval-bytes 1024")
+	s.mu.Unlock()
+	return nil
 }

@@ -60,3 +60,40 @@ func TestCluster_MoveSlot(t *testing.T) {
 	_, moved := redis.IsMovedError(before.Get(ctx, "{g}:a").Err())
 	require.True(t, moved, "the old owner answers MOVED")
 }
+
+func TestServer_SlowLoading(t *testing.T) {
+	s := redistest.New(t, redistest.Options{AOF: true, AppendFsync: "always"})
+	ctx := t.Context()
+	require.NoError(t, s.SlowLoading(ctx, time.Second))
+	require.NoError(t, s.Client().Set(ctx, "k", "v", 0).Err())
+	require.NoError(t, s.Kill())
+	restarted := make(chan error, 1)
+	go func() { restarted <- s.Restart(ctx) }()
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	defer rdb.Close()
+	loading := false
+	for !loading {
+		err := rdb.Get(ctx, "k").Err()
+		loading = redis.IsLoadingError(err)
+		require.True(t, loading || err != nil, "served before loading: %v", err)
+	}
+	require.NoError(t, <-restarted)
+	require.Equal(t, "v", rdb.Get(ctx, "k").Val(), "the write survived the restart")
+}
+
+func TestLostReply(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	px := redistest.NewProxy(t, s.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	defer rdb.Close()
+	require.NoError(t, rdb.Ping(t.Context()).Err())
+	var ran string
+	err := redistest.LostReply(t, px, func() error { return rdb.Incr(t.Context(), "n").Err() }, func() {
+		ran = s.Client().Get(t.Context(), "n").Val()
+		require.NoError(t, px.Cut(true))
+	})
+	require.Error(t, err)
+	require.Equal(t, "1", ran, "then runs after the command ran")
+	require.NoError(t, px.Cut(false))
+	require.NoError(t, rdb.Ping(t.Context()).Err(), "replies pass again")
+}
