@@ -3,6 +3,8 @@ package wallet
 import (
 	"context"
 	"time"
+
+	"github.com/redkit-go/redkit/internal/script"
 )
 
 // TransferSteps runs only the first steps (1..5) of a transfer across slot
@@ -14,3 +16,15 @@ func (l *Ledger) TransferSteps(ctx context.Context, t Transfer, steps int) (Resu
 // SetWindow sets the idempotency window without its 1-minute floor, so a
 // test can let a window pass: no fault makes server time run faster.
 func SetWindow(l *Ledger, d time.Duration) { l.cfg.window = d }
+
+// ScriptSource is the full source of the script named as its file in
+// scripts/ ("post", "xcredit", ...), for calling it with arguments the Go
+// side never sends.
+func ScriptSource(name string) string {
+	return map[string]*script.Script{
+		"open": openScript, "post": postScript, "transfer": transferScript, "close": closeScript,
+		"checkpoint": checkpointScript, "hold": holdScript, "resolve": resolveScript, "sweep": sweepScript,
+		"xbegin": xbeginScript, "xcredit": xcreditScript, "xfinish": xfinishScript, "xdone": xdoneScript,
+		"head": headScript,
+	}[name].Source()
+}

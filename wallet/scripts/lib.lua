@@ -23,7 +23,10 @@
 --     at its expiry, a decided one when it is forgotten (decision + window)
 
 local MAX = 9007199254740991  -- 2^53-1, the largest integer a Lua number holds exactly
-local TOTAL_MAX = 9.0e18      -- running totals are int64 in Redis; stay clear of 2^63
+-- Running totals are int64 in Redis; stay clear of 2^63. Scripts compare
+-- them as Lua numbers, whose spacing near 9e18 is 1024, so a total may end
+-- up to about 1024 past TOTAL_MAX, still 2e17 short of 2^63.
+local TOTAL_MAX = 9.0e18
 
 local function num(v)
   return tonumber(v) or 0
