@@ -1,0 +1,233 @@
+package pgjournal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/redkit-go/redkit/stock"
+	"github.com/redkit-go/redkit/wallet"
+)
+
+var stockJournalDesc = &journal{
+	module: "stock", entries: "stock_entries", proj: "stock_levels",
+	keyCols: []string{"sku", "bucket"},
+	levels:  []string{"available", "reserved", "sold", "refunded", "supply"},
+	extra:   []string{"buyer"},
+	keyLabel: func(key []any) (string, int) {
+		return key[0].(string), key[1].(int)
+	},
+}
+
+var walletJournalDesc = &journal{
+	module: "wallet", entries: "wallet_entries", proj: "wallet_balances",
+	keyCols: []string{"account"},
+	levels:  []string{"posted", "held"},
+	extra:   []string{"peer", "memo"},
+	keyLabel: func(key []any) (string, int) {
+		return key[0].(string), 0
+	},
+}
+
+var stockKinds = map[string]bool{
+	stock.KindCreate: true, stock.KindRestock: true, stock.KindWriteOff: true, stock.KindClose: true,
+	stock.KindDeduct: true, stock.KindReserve: true, stock.KindConfirm: true, stock.KindCancel: true,
+	stock.KindExpire: true, stock.KindRefund: true, stock.KindTransferOut: true, stock.KindTransferIn: true,
+	stock.KindCheckpoint: true,
+}
+
+var walletKinds = map[string]bool{
+	wallet.KindOpen: true, wallet.KindCredit: true, wallet.KindDebit: true, wallet.KindTransferIn: true,
+	wallet.KindTransferOut: true, wallet.KindClose: true, wallet.KindCheckpoint: true,
+	"hold": true, "capture": true, "void": true, "hold_expire": true, "transfer_hold": true, "transfer_void": true,
+}
+
+// SinkStock books the journals of c.SKUs through inv.Consume (the consumer
+// group c.Group, default batch 100). Each batch is booked in one
+// transaction and acknowledged only after it committed; a batch whose
+// commit failed or whose outcome is unknown stays unacknowledged, comes
+// again and finds its entries booked. SinkStock retries every error but
+// ErrInvalid and stock.ErrInvalid (waiting up to WithMaxBackoff, reporting
+// each to WithErrorHandler) and returns ctx.Err() when ctx ends.
+//
+// Run one consumer per journal for the gap check to see each journal in
+// order: several consumers of one group split a journal between them.
+func (b *Book) SinkStock(ctx context.Context, inv *stock.Inventory, c stock.Consumer) error {
+	if inv == nil {
+		return fmt.Errorf("%w: nil inventory", ErrInvalid)
+	}
+	handle := func(ctx context.Context, es []stock.JournalEntry) error {
+		return b.bookStock(ctx, c.SKUs, es)
+	}
+	return b.retry(ctx, func() error {
+		err := inv.Consume(ctx, c, handle)
+		if errors.Is(err, stock.ErrInvalid) {
+			return backoff.Permanent(err)
+		}
+		return err
+	})
+}
+
+// bookStock books one batch of one stock journal (Consume hands over the
+// entries of one stream at a time).
+func (b *Book) bookStock(ctx context.Context, skus []string, es []stock.JournalEntry) error {
+	if len(es) == 0 {
+		return nil
+	}
+	sku := ""
+	for _, e := range es {
+		if slices.Contains(skus, e.SKU) {
+			sku = e.SKU
+			break
+		}
+	}
+	if sku == "" && len(skus) == 1 {
+		sku = skus[0]
+	}
+	recs := make([]rec, len(es))
+	for i, e := range es {
+		r := rec{id: e.ID, kind: e.Kind, op: e.Op, extra: []any{e.Buyer},
+			delta: []int64{e.Delta.Available, e.Delta.Reserved, e.Delta.Sold, e.Delta.Refunded, e.SupplyDelta},
+			after: []int64{e.After.Available, e.After.Reserved, e.After.Sold, e.After.Refunded, e.Supply}}
+		var ok bool
+		r.ms, r.seq, ok = parseID(e.ID)
+		switch {
+		case !ok:
+			r.bad = fmt.Sprintf("stream ID %q", e.ID)
+		case e.Kind == "" && e.SKU == "":
+			// XREADGROUP hands out a pending entry the stream no longer
+			// holds with no fields.
+			r.bad, r.lost = "entry deleted from the journal before it was booked", true
+		case !stockKinds[e.Kind]:
+			r.bad = fmt.Sprintf("unknown kind %q", e.Kind)
+		case e.SKU != sku:
+			r.bad = fmt.Sprintf("entry of SKU %q in the journal of %q", e.SKU, sku)
+		}
+		recs[i] = r
+	}
+	return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		_, err := b.apply(ctx, tx, stockJournalDesc, []any{sku, es[0].Bucket}, recs)
+		return err
+	})
+}
+
+// WalletSource names the accounts whose journals SinkWallet books.
+type WalletSource struct {
+	Accounts []string
+	// Batch is the most entries read and booked at once per account
+	// (default 100, at most wallet.MaxPage).
+	Batch int
+	// Poll is the wait between rounds that found nothing new (default
+	// 100ms).
+	Poll time.Duration
+}
+
+// SinkWallet books the journals of src.Accounts. The wallet has no consumer
+// group: the book keeps each account's position itself (the newest stream
+// ID it saw) and moves it in the same transaction that books the entries,
+// so a crash before the commit reads them again and one after it does not.
+// Accounts not opened yet are looked at again each round. It retries every
+// error but ErrInvalid (see SinkStock) and returns ctx.Err() when ctx ends.
+//
+// wallet.Ledger.Checkpoint trims an account's journal without asking any
+// reader: entries trimmed before SinkWallet read them are lost to the book.
+// The sink books the checkpoint that follows with a gap anomaly when the
+// balances moved meanwhile, and Reconcile reports the drift.
+func (b *Book) SinkWallet(ctx context.Context, l *wallet.Ledger, src WalletSource) error {
+	if l == nil {
+		return fmt.Errorf("%w: nil ledger", ErrInvalid)
+	}
+	if len(src.Accounts) == 0 {
+		return fmt.Errorf("%w: no accounts", ErrInvalid)
+	}
+	if src.Batch <= 0 {
+		src.Batch = 100
+	}
+	if src.Batch > wallet.MaxPage {
+		return fmt.Errorf("%w: batch %d over %d", ErrInvalid, src.Batch, wallet.MaxPage)
+	}
+	if src.Poll <= 0 {
+		src.Poll = 100 * time.Millisecond
+	}
+	return b.retry(ctx, func() error {
+		for {
+			busy := false
+			for _, a := range src.Accounts {
+				n, err := b.bookWallet(ctx, l, a, src.Batch)
+				if errors.Is(err, wallet.ErrInvalid) {
+					return backoff.Permanent(err)
+				}
+				if err != nil {
+					return err
+				}
+				busy = busy || n == src.Batch
+			}
+			if busy {
+				continue
+			}
+			if err := sleep(ctx, src.Poll); err != nil {
+				return err
+			}
+		}
+	})
+}
+
+// bookWallet books the next page of one account's journal; it returns how
+// many entries the page had.
+func (b *Book) bookWallet(ctx context.Context, l *wallet.Ledger, account string, limit int) (int, error) {
+	var lastMs, lastSeq int64
+	err := b.pool.QueryRow(ctx, "SELECT last_ms, last_seq FROM "+b.t("wallet_balances")+" WHERE account = $1", account).Scan(&lastMs, &lastSeq)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return 0, err
+	}
+	cursor := ""
+	if lastMs != 0 || lastSeq != 0 {
+		cursor = fmt.Sprintf("%d-%d", lastMs, lastSeq)
+	}
+	es, _, err := l.Entries(ctx, account, cursor, limit)
+	if errors.Is(err, wallet.ErrAccountNotFound) {
+		return 0, nil
+	}
+	if err != nil || len(es) == 0 {
+		return 0, err
+	}
+	recs := walletRecs(es)
+	err = pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		_, err := b.apply(ctx, tx, walletJournalDesc, []any{account}, recs)
+		return err
+	})
+	return len(es), err
+}
+
+func walletRecs(es []wallet.Entry) []rec {
+	recs := make([]rec, len(es))
+	for i, e := range es {
+		r := rec{id: e.ID, kind: e.Kind, op: e.TxID, extra: []any{e.Peer, e.Memo},
+			delta: []int64{e.Delta, e.HeldDelta}, after: []int64{e.Posted, e.Held}}
+		var ok bool
+		r.ms, r.seq, ok = parseID(e.ID)
+		switch {
+		case !ok:
+			r.bad = fmt.Sprintf("stream ID %q", e.ID)
+		case !walletKinds[e.Kind]:
+			r.bad = fmt.Sprintf("unknown kind %q", e.Kind)
+		}
+		recs[i] = r
+	}
+	return recs
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
