@@ -70,8 +70,8 @@ func ExampleNewLeasedSnowflake() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("node", sf.Node(), "node bits", id.SnowflakeNode())
-	// Output: node 0 node bits 0
+	fmt.Println("node in the ID:", id.SnowflakeNode() == sf.Node())
+	// Output: node in the ID: true
 }
 
 func ExampleID_MarshalJSON() {

@@ -139,7 +139,7 @@ func (l *nodeLease) acquireNode(ctx context.Context) (*tenure, error) {
 	owner := newOwner()
 	sent := l.s.nowMs()
 	res, err := acquireScript.Run(ctx, l.rdb, []string{l.key},
-		owner, l.ttl.Milliseconds(), sent, leaseRetention.Milliseconds()).Int64Slice()
+		owner, l.ttl.Milliseconds(), sent, leaseRetention.Milliseconds(), firstNode()).Int64Slice()
 	if err != nil {
 		return nil, fmt.Errorf("idgen: lease node: %w", err)
 	}
@@ -163,7 +163,7 @@ func (l *nodeLease) acquireNode(ctx context.Context) (*tenure, error) {
 		}
 		// The wait may have outlasted the lease: renew it before use.
 		sent = l.s.nowMs()
-		ok, err := l.renew(ctx, l.ttl, sent)
+		ok, err := l.renew(ctx, l.ttl, sent, 0)
 		if err != nil || !ok {
 			return nil, errors.Join(ErrLeaseLost, err)
 		}
@@ -198,13 +198,35 @@ func (l *nodeLease) waitClock(ctx context.Context, ms int64, behind time.Duratio
 // renew extends the lease by ttl from ms, the generator's clock when the
 // renewal is sent, or releases it (ttl 0, ms the highest timestamp issued).
 // ok is false when this owner no longer holds the node.
-func (l *nodeLease) renew(ctx context.Context, ttl time.Duration, ms int64) (ok bool, err error) {
+//
+// until is the current tenure's until, or 0. A renewal sent before it may
+// write back the node's entry when the table lost it, since the lease cannot
+// have expired in Redis before then; the node is kept only when the reply
+// also arrives before until, which bounds when the script ran.
+func (l *nodeLease) renew(ctx context.Context, ttl time.Duration, ms, until int64) (ok bool, err error) {
 	l.mu.Lock()
 	owner, node := l.owner, l.node
 	l.mu.Unlock()
+	rewrite := 0
+	if ttl > 0 && ms < until {
+		rewrite = 1
+	}
 	n, err := renewScript.Run(ctx, l.rdb, []string{l.key},
-		owner, ttl.Milliseconds(), ms, leaseRetention.Milliseconds(), node).Int64()
+		owner, ttl.Milliseconds(), ms, leaseRetention.Milliseconds(), node, rewrite).Int64()
+	if n == 2 {
+		return l.s.nowMs() < until, err
+	}
 	return n == 1, err
+}
+
+// firstNode returns where the acquire script starts looking for a free node:
+// random, so that processes starting while the table misses the entries of
+// running holders (a FLUSHALL, a restart without persistence) do not all
+// take the lowest free node, which such a holder may still be using.
+func firstNode() int64 {
+	var b [2]byte
+	_, _ = rand.Read(b[:])
+	return (int64(b[0])<<8 | int64(b[1])) & MaxNode
 }
 
 // release gives the node back, recording lastMs (the highest timestamp
@@ -213,7 +235,7 @@ func (l *nodeLease) release(lastMs int64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	ctx, span := l.tel.start(ctx, "idgen.lease.release")
-	_, err := l.renew(ctx, 0, max(lastMs, 0))
+	_, err := l.renew(ctx, 0, max(lastMs, 0), 0)
 	l.tel.end(ctx, span, "release", false, err)
 	if err != nil {
 		return fmt.Errorf("idgen: release node: %w", err)
@@ -248,7 +270,7 @@ func (l *nodeLease) step(interval, retry time.Duration) time.Duration {
 	defer cancel()
 	ctx, span := l.tel.start(ctx, "idgen.lease.renew")
 	sent := l.s.nowMs()
-	ok, err := l.renew(ctx, l.ttl, sent)
+	ok, err := l.renew(ctx, l.ttl, sent, t.until.Load())
 	switch {
 	case err != nil:
 		l.tel.end(ctx, span, "renew", false, err)
