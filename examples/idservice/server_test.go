@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -288,18 +289,11 @@ func TestRun_serve(t *testing.T) {
 		if !external {
 			return // the embedded Redis ended with the service
 		}
-		// A node is handed out again once the new holder's clock is past the
-		// last ID the old one issued.
-		for !time.Now().After(st.Snowflake.LastIDTime.Add(time.Millisecond)) {
-			time.Sleep(time.Millisecond)
-		}
-		next, err := idgen.NewLeasedSnowflake(t.Context(), rdb, service)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer next.Close()
-		if next.Node() != node {
-			t.Fatalf("after shutdown got node %d, want the released %d", next.Node(), node)
+		// The released node is free again (idgen picks free nodes at random,
+		// so a new holder may or may not take it): its table entry has no owner.
+		v, err := rdb.HGet(t.Context(), "redkit:idgen:v1:{"+service+"}:nodes:"+service, strconv.FormatInt(node, 10)).Result()
+		if err != nil || !strings.HasPrefix(v, "|0|") {
+			t.Fatalf("node %d after shutdown: %q, %v; want released", node, v, err)
 		}
 	})
 }
@@ -312,7 +306,7 @@ func TestRun_demo(t *testing.T) {
 		if err := run(t.Context(), []string{"-demo", "-service", fmt.Sprintf("test-%d", services.Add(1))}, &out, &stderr); err != nil {
 			t.Fatalf("run: %v\n%s", err, &stderr)
 		}
-		for _, want := range []string{"snowflake (node 0)", "segment order-no           1 ", "sequence shop-7/invoice", `"healthy": true`} {
+		for _, want := range []string{"snowflake (node ", "segment order-no           1 ", "sequence shop-7/invoice", `"healthy": true`} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("demo output lacks %q:\n%s", want, out.String())
 			}
