@@ -6,8 +6,8 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redkit-go/redkit/redistest v0.0.0
-	github.com/redkit-go/redkit/stock v0.0.0-00010101000000-000000000000
-	github.com/redkit-go/redkit/wallet v0.0.0-00010101000000-000000000000
+	github.com/redkit-go/redkit/stock v0.0.0
+	github.com/redkit-go/redkit/wallet v0.0.0
 	go.uber.org/goleak v1.3.0
 )
 
