@@ -51,7 +51,7 @@ type Client struct {
 	hub     *hub
 	renewer *renewer
 	tel     *telemetry
-	bg      sync.WaitGroup // Redlock calls to masters still running after their caller returned
+	bg      sync.WaitGroup // Redlock calls still running after their caller returned; withdrawals retried
 
 	mu     sync.Mutex
 	leases map[*Lease]struct{}
@@ -471,11 +471,46 @@ func (r *resource) acquireOnce(ctx context.Context, owner string, waiting bool) 
 	return true, n, start, nil
 }
 
-// abandon deletes the lock if an attempt with an unknown outcome took it.
+// abandon deletes what owner's attempts may have left: the lock, if an
+// attempt with an unknown outcome took it, a writer's mark, a queue entry.
+// When Redis does not answer (the fault that made the outcome unknown often
+// lasts), it goes on trying in the background until Redis answers, the
+// Client closes, or what it would delete has expired anyway.
 func (r *resource) abandon(ctx context.Context, owner string) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.releaseTimeout)
+	ctx = context.WithoutCancel(ctx)
+	if r.withdraw(ctx, owner) == nil {
+		return
+	}
+	// A lock lives one TTL, a writer's mark two after the holders it
+	// waits for, a queue entry FairEviction.
+	until := time.Now().Add(max(2*r.cfg.ttl, FairEviction))
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	if r.c.closed {
+		return
+	}
+	r.c.bg.Go(func() {
+		wait := 20 * time.Millisecond
+		for time.Now().Before(until) {
+			select {
+			case <-r.c.hub.done:
+				return
+			case <-time.After(wait):
+			}
+			if r.withdraw(ctx, owner) == nil {
+				return
+			}
+			wait = min(2*wait, time.Second)
+		}
+	})
+}
+
+// withdraw runs the release script once (with its retries) for abandon.
+func (r *resource) withdraw(ctx context.Context, owner string) error {
+	rctx, cancel := context.WithTimeout(ctx, r.cfg.releaseTimeout)
 	defer cancel()
-	_, _ = r.release(rctx, owner)
+	_, err := r.release(rctx, owner)
+	return err
 }
 
 // release runs the release script: 1 released, 0 expired, 2 held by another.

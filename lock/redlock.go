@@ -140,8 +140,8 @@ type gathering struct {
 }
 
 // gather calls every master in parallel and returns their answers once
-// enough says they decide the outcome, all have answered, peerTimeout has
-// passed or ctx has ended. A master without an answer by then is reported
+// enough says they decide the outcome, all have answered, or peerTimeout
+// has passed. A master without an answer by then is reported
 // with errNoAnswer; its call goes on in the background (the Client's Close
 // waits for it). The caller must call settle once it has decided: late
 // (nil for nothing) then gets each answer that came after gather returned.
@@ -178,11 +178,12 @@ func (r *resource) gather(ctx context.Context, call func(p *resource) peerAnswer
 		if done {
 			break
 		}
+		// Not on ctx's end: the calls end with it or at peerTimeout, and
+		// an answer in hand is given back now rather than later.
 		select {
 		case <-g.notify:
 			continue
 		case <-timer.C:
-		case <-ctx.Done():
 		}
 		break
 	}
