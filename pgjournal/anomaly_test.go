@@ -1,0 +1,222 @@
+package pgjournal_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redkit-go/redkit/pgjournal"
+	"github.com/redkit-go/redkit/stock"
+	"github.com/redkit-go/redkit/wallet"
+)
+
+func anomalyKinds(as []pgjournal.Anomaly) map[string][]string {
+	out := map[string][]string{}
+	for _, a := range as {
+		out[a.Key] = append(out[a.Key], a.Kind+" "+a.StreamID)
+	}
+	return out
+}
+
+// An entry the sink cannot read is recorded as poison and left out of the
+// projection; the entries after it are booked as usual.
+func TestSink_poisonEntry(t *testing.T) {
+	f := shared(t)
+	ctx := t.Context()
+	skus := []string{"p/a", "p/b"}
+	accounts := []string{"p/x", "p/y"}
+	stockWork(t, f.inv, "p1", 30, skus...)
+	walletWork(t, f.led, "p1", 30, accounts...)
+	badStock, err := f.rdb.XAdd(ctx, &redis.XAddArgs{Stream: f.journalKey("p/a"),
+		Values: []any{"op", "x", "kind", "teleport", "sku", "p/a", "d_avail", "5", "avail", "999"}}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	badWallet, err := f.rdb.XAdd(ctx, &redis.XAddArgs{Stream: f.journalKey("p/x"),
+		Values: []any{"tx", "y", "kind", "gift", "delta", "100", "posted", "100"}}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	moreStockWork(t, f.inv, "p2", 30, skus...)
+	moreWalletWork(t, f.led, "p2", 30, accounts...)
+	stopS := runSink(t, f.stockSink(skus...))
+	stopW := runSink(t, f.walletSink(accounts...))
+	f.waitStock(skus...)
+	f.waitWallet(accounts...)
+	if err := errors.Join(stopS(), stopW()); err != nil {
+		t.Fatal(err)
+	}
+	as, err := f.book.Anomalies(ctx, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{"p/a": {"poison " + badStock}, "p/x": {"poison " + badWallet}}
+	if got := anomalyKinds(as); !equalMap(got, want) {
+		t.Fatalf("anomalies %v, want %v", got, want)
+	}
+	f.checkStock(map[string]bool{badStock: true}, skus...)
+	f.checkWallet(map[string]bool{badWallet: true}, accounts...)
+	// The poison changed nothing in Redis and nothing in the book.
+	if ds := append(f.reconcileStock(skus...), f.reconcileWallet(accounts...)...); len(ds) != 0 {
+		t.Fatalf("drift: %+v", ds)
+	}
+}
+
+// Entries trimmed from a journal before the sink booked them are never
+// skipped silently: never delivered, they surface as a gap at the next
+// entry; delivered and then deleted, as lost entries. The reconciler
+// reports the SKU, and only it.
+func TestSinkStock_trimmedPastUnconsumed(t *testing.T) {
+	f := shared(t)
+	ctx := t.Context()
+	skus := []string{"tr/a", "tr/b", "tr/c"}
+	stockWork(t, f.inv, "t1", 60, skus...)
+
+	// tr/c: read by the sink's consumer, not acknowledged (a failed
+	// batch), then deleted.
+	errFail := errors.New("failed batch")
+	err := f.inv.Consume(ctx, stock.Consumer{Group: "book", Name: "sink", SKUs: []string{"tr/c"}},
+		func(context.Context, []stock.JournalEntry) error { return errFail })
+	if !errors.Is(err, errFail) {
+		t.Fatal(err)
+	}
+	cIDs := f.stockIDs("tr/c")
+	lostID := cIDs[1]
+	if err := f.rdb.XDel(ctx, f.journalKey("tr/c"), lostID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// tr/a: the oldest entries, never delivered, trimmed.
+	aIDs := f.stockIDs("tr/a")
+	if len(aIDs) < 5 {
+		t.Fatalf("too few entries: %d", len(aIDs))
+	}
+	firstKept := aIDs[4]
+	if err := f.rdb.XTrimMinID(ctx, f.journalKey("tr/a"), firstKept).Err(); err != nil {
+		t.Fatal(err)
+	}
+	stop := runSink(t, f.stockSink(skus...))
+	f.waitStock(skus...)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	as, err := f.book.Anomalies(ctx, "stock", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := anomalyKinds(as)
+	if !slices.Contains(got["tr/a"], "gap "+firstKept) {
+		t.Errorf("tr/a: anomalies %v, want a gap at %s", got["tr/a"], firstKept)
+	}
+	if !slices.Contains(got["tr/c"], "lost "+lostID) {
+		t.Errorf("tr/c: anomalies %v, want %s lost", got["tr/c"], lostID)
+	}
+	if len(got["tr/b"]) != 0 {
+		t.Errorf("tr/b: anomalies %v, want none", got["tr/b"])
+	}
+	f.checkStock(nil, skus...)
+	ds := f.reconcileStock(skus...)
+	if keys := driftKeys(ds); !slices.Equal(keys, []string{"tr/a", "tr/c"}) {
+		t.Fatalf("drift reported for %v, want tr/a and tr/c: %+v", keys, ds)
+	}
+	for _, d := range ds {
+		if len(d.Anomalies) == 0 {
+			t.Errorf("%s: drift without the anomaly behind it", d.Key)
+		}
+	}
+}
+
+// Drift injected into Redis is reported for exactly the keys it touched:
+// a level changed without a journal entry, and a write Redis lost after
+// the book recorded it (its journal entry gone and its effect undone, as
+// after a failover without replica acknowledgement).
+func TestReconcile_reportsInjectedDrift(t *testing.T) {
+	f := shared(t)
+	ctx := t.Context()
+	skus := []string{"rd/a", "rd/b", "rd/c"}
+	accounts := []string{"rd/x", "rd/y", "rd/z"}
+	stockWork(t, f.inv, "rd", 60, skus...)
+	walletWork(t, f.led, "rd", 60, accounts...)
+	if _, err := f.led.Credit(ctx, wallet.Tx{ID: "rd-last", Account: "rd/y", Amount: 40}); err != nil {
+		t.Fatal(err)
+	}
+	stopS := runSink(t, f.stockSink(skus...))
+	stopW := runSink(t, f.walletSink(accounts...))
+	f.waitStock(skus...)
+	f.waitWallet(accounts...)
+	if err := errors.Join(stopS(), stopW()); err != nil {
+		t.Fatal(err)
+	}
+	if ds := append(f.reconcileStock(skus...), f.reconcileWallet(accounts...)...); len(ds) != 0 {
+		t.Fatalf("drift before any injection: %+v", ds)
+	}
+	// rd/b: three units appear in Redis with no journal entry.
+	if err := f.rdb.HIncrBy(ctx, f.hashKey("sku", "rd/b"), "available", 3).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// rd/y: the last credit is lost in Redis.
+	ids := f.walletIDs("rd/y")
+	lost := ids[len(ids)-1]
+	if err := f.rdb.XDel(ctx, f.journalKey("rd/y"), lost).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.rdb.HIncrBy(ctx, f.hashKey("acct", "rd/y"), "posted", -40).Err(); err != nil {
+		t.Fatal(err)
+	}
+	ds := f.reconcileStock(skus...)
+	if len(ds) != 1 || ds[0].Key != "rd/b" || ds[0].Redis[0]-ds[0].Book[0] != 3 {
+		t.Errorf("stock drift %+v, want rd/b available +3", ds)
+	}
+	ds = f.reconcileWallet(accounts...)
+	if len(ds) != 1 || ds[0].Key != "rd/y" || ds[0].Book[0]-ds[0].Redis[0] != 40 || !slices.Equal(ds[0].BookOnly, []string{lost}) {
+		t.Errorf("wallet drift %+v, want rd/y posted -40 explained by %s", ds, lost)
+	}
+}
+
+func equalMap(a, b map[string][]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if !slices.Equal(v, b[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// wallet.Ledger.Checkpoint trims an account's journal whether or not the
+// book read it: the checkpoint the sink finds next is booked with a gap,
+// and the reconciler reports the account.
+func TestSinkWallet_checkpointTrimmedUnbooked(t *testing.T) {
+	f := shared(t)
+	ctx := t.Context()
+	accounts := []string{"ck/x", "ck/y"}
+	walletWork(t, f.led, "ck", 40, accounts...)
+	if _, err := f.led.Credit(ctx, wallet.Tx{ID: "ck-c", Account: "ck/x", Amount: 7}); err != nil {
+		t.Fatal(err)
+	}
+	ck, trimmed, err := f.led.Checkpoint(ctx, "ck/x")
+	if err != nil || trimmed == 0 {
+		t.Fatalf("checkpoint: %v, %d trimmed", err, trimmed)
+	}
+	stop := runSink(t, f.walletSink(accounts...))
+	f.waitWallet(accounts...)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	as, err := f.book.Anomalies(ctx, "wallet", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := anomalyKinds(as), map[string][]string{"ck/x": {"gap " + ck}}; !equalMap(got, want) {
+		t.Fatalf("anomalies %v, want %v", got, want)
+	}
+	f.checkWallet(nil, accounts...)
+	ds := f.reconcileWallet(accounts...)
+	if keys := driftKeys(ds); !slices.Equal(keys, []string{"ck/x"}) {
+		t.Fatalf("drift reported for %v, want ck/x: %+v", keys, ds)
+	}
+}
