@@ -19,7 +19,9 @@
 --   replayed  1 when an earlier call (another nonce) had decided this operation
 --   detail    conflict: the differing field ("kind", "items"); invalid: reason
 --   levels    on "ok": right after the operation was first applied
--- Refusals are stored in the marker too: a refused operation stays refused.
+-- Refusals are stored in the marker too: a refused operation stays refused;
+-- except "overflow", which writes nothing (the same call may succeed once the
+-- levels fell).
 
 local MAX = 9007199254740991
 local id, sku, kind, nonce = ARGV[1], ARGV[2], ARGV[3], ARGV[5]
@@ -68,6 +70,8 @@ else
   elseif total + q > MAX then code = 'overflow' end
 end
 
+-- A bound is an error, not a stored decision (available can fall again).
+if code == 'overflow' then return {code, 0, '', 0} end
 local l = ''
 if code == 'ok' then
   a, supply = a + sign * q, supply + sign * q

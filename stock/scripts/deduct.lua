@@ -41,7 +41,8 @@
 --             after the order was first applied
 --
 -- A refusal is stored in the marker like a success, so a refused order stays
--- refused when retried; a reservation cancelled since its first call is
+-- refused when retried ("overflow" and "conflict" are not stored: they write
+-- nothing and may not stay true); a reservation cancelled since its first call is
 -- reported as "cancelled". Holds whose deadline has passed (at most 64 per SKU
 -- per call) are returned to available before the order is judged, so
 -- correctness never waits for the reclaimer.
@@ -187,6 +188,14 @@ end
 if code == 'limit' or code == 'sold_out' or code == 'short' or code == 'overflow' then
   if st[tonumber(detail)].more then code = 'again' end
 end
+-- A bound (a level would pass 2^53-1) or a hold conflict is an error, not a
+-- stored decision: it may not stay true, so nothing may be written before
+-- it. Expired holds found on the way are swept first by an 'again' round.
+if code == 'overflow' or code == 'conflict' then
+  for _, s in ipairs(st) do
+    if #s.expired > 0 then code = 'again' end
+  end
+end
 detail = tostring(detail)
 
 -- Writes. Expired holds are returned even when the order is refused.
@@ -239,6 +248,7 @@ end
 
 if code == 'again' or code == 'short' then return {code, 0, detail, 0} end
 if code == 'conflict' then return {code, 0, 'hold', 0} end
+if code == 'overflow' then return {code, 0, detail, 0} end
 local l = table.concat(levels, ' ')
 redis.call('HSET', KEYS[1], 'k', kind, 'b', buyer, 'i', desc, 'n', nonce, 'r', code, 'd', detail, 'l', l)
 local keep = window
