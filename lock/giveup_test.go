@@ -2,12 +2,14 @@ package lock_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redkit-go/redkit/internal/retry"
 	"github.com/redkit-go/redkit/lock"
 	"github.com/redkit-go/redkit/redistest"
 	"github.com/stretchr/testify/require"
@@ -215,6 +217,43 @@ func TestMutex_TryAcquire_replyHeldBack_largeToken(t *testing.T) {
 				require.True(t, strings.HasSuffix(v, ":"+strconv.FormatInt(before+1, 10)), v)
 			}
 			require.NoError(t, l.Release(t.Context()))
+		})
+	}
+}
+
+// TestMutex_TryAcquire_lostRepliesCleanedUpOnceBack: every reply of the
+// acquire and of the withdrawal that follows it is lost (the commands run),
+// so the acquire's outcome is unknown and the lock it took cannot be given
+// back then; once replies come again the withdrawal goes through, long
+// before the lock's TTL, so no lock stays held by nobody.
+func TestMutex_TryAcquire_lostRepliesCleanedUpOnceBack(t *testing.T) {
+	for _, fair := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fair=%v", fair), func(t *testing.T) {
+			s := redistest.New(t, redistest.Options{})
+			px := redistest.NewProxy(t, s.Addr())
+			rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
+			t.Cleanup(func() { _ = rdb.Close() })
+			prefix := testPrefix(t)
+			lost := newLocks(t, rdb, lock.WithKeyPrefix(prefix))
+			direct := newLocks(t, s.Client(), lock.WithKeyPrefix(prefix))
+			opts := []lock.Option{lock.WithTTL(10 * time.Minute), lock.WithFair(fair)}
+			warmUp(t, lost)
+			l, err := lost.Mutex("gone", opts...).TryAcquire(t.Context())
+			require.NoError(t, err)
+			require.NoError(t, l.Release(t.Context()))
+
+			px.DropReplies(true)
+			_, err = lost.Mutex("gone", opts...).TryAcquire(t.Context())
+			require.ErrorIs(t, err, retry.ErrUnknownOutcome)
+			px.DropReplies(false)
+			eventually(t, func() bool {
+				l, err := direct.Mutex("gone", opts...).TryAcquire(t.Context())
+				if err != nil {
+					return false
+				}
+				require.NoError(t, l.Release(t.Context()))
+				return true
+			}, "the lock taken by the lost acquire is given back once replies come again")
 		})
 	}
 }
