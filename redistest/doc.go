@@ -81,8 +81,9 @@
 //   - DropReplies(true): replies are discarded; the command ran, the client
 //     waits until its timeout. Dropped() counts the replies discarded, so a
 //     test knows a command ran before it injects the next fault.
-//     LostReply(tb, px, call, then) runs call, waits for its lost reply,
-//     then injects the next fault (Cut, Kill, Busy, MoveSlot...).
+//     DropRepliesAfter(n) lets n replies through first. LostReply(tb, px,
+//     call, then) runs call, waits for its lost reply, then injects the
+//     next fault (Cut, Kill, Busy, MoveSlot...).
 //   - ResetConnections(): every open connection is aborted with a TCP RST.
 //   - Cut(true): open connections are closed and new ones refused, a
 //     network partition; Cut(false) heals it.

@@ -152,8 +152,16 @@ func servesSlot(slots string, slot int) bool {
 // returns before any reply was dropped.
 func LostReply(tb testing.TB, px *Proxy, call func() error, then func()) error {
 	tb.Helper()
+	return LostReplyAfter(tb, px, 0, call, then)
+}
+
+// LostReplyAfter is LostReply losing the reply to call's skip+1-th command
+// (see DropRepliesAfter): a call that reads before it writes loses the
+// write's reply.
+func LostReplyAfter(tb testing.TB, px *Proxy, skip int, call func() error, then func()) error {
+	tb.Helper()
 	n := px.Dropped()
-	px.DropReplies(true)
+	px.DropRepliesAfter(skip)
 	errc := make(chan error, 1)
 	go func() { errc <- call() }()
 	tick := time.NewTicker(time.Millisecond)

@@ -97,3 +97,16 @@ func TestLostReply(t *testing.T) {
 	require.NoError(t, px.Cut(false))
 	require.NoError(t, rdb.Ping(t.Context()).Err(), "replies pass again")
 }
+
+func TestProxy_DropRepliesAfter(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	px := redistest.NewProxy(t, s.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 100 * time.Millisecond, MaxRetries: -1})
+	defer rdb.Close()
+	require.NoError(t, rdb.Ping(t.Context()).Err())
+	px.DropRepliesAfter(1)
+	require.NoError(t, rdb.Set(t.Context(), "a", "1", 0).Err(), "the first reply passes")
+	require.Error(t, rdb.Set(t.Context(), "b", "2", 0).Err(), "the second is dropped")
+	require.EqualValues(t, 1, px.Dropped())
+	require.Equal(t, "2", s.Client().Get(t.Context(), "b").Val())
+}

@@ -33,6 +33,7 @@ type Proxy struct {
 	cut     bool
 	closed  bool
 	dropped int64 // reply chunks discarded by DropReplies
+	pass    int   // reply chunks DropReplies still lets through
 
 	wg sync.WaitGroup
 }
@@ -94,7 +95,17 @@ func (p *Proxy) HoldReplies(d time.Duration) {
 // a reply is out of step; clients close connections that time out.
 func (p *Proxy) DropReplies(on bool) {
 	p.mu.Lock()
-	p.drop = on
+	p.drop, p.pass = on, 0
+	p.mu.Unlock()
+}
+
+// DropRepliesAfter(n) is DropReplies(true) that first lets n replies
+// through (each read from the server counts as one; a reply to one command
+// on an idle connection arrives in one read), so the reply lost is that of
+// a call's n+1-th command.
+func (p *Proxy) DropRepliesAfter(n int) {
+	p.mu.Lock()
+	p.drop, p.pass = true, n
 	p.mu.Unlock()
 }
 
@@ -271,9 +282,14 @@ func (p *Proxy) accept(client net.Conn) {
 				delay, drop := p.replyDelay()
 				if drop {
 					p.mu.Lock()
-					p.dropped++
+					if drop = p.pass == 0; drop {
+						p.dropped++
+					} else {
+						p.pass--
+					}
 					p.mu.Unlock()
-				} else {
+				}
+				if !drop {
 					select {
 					case l.replies <- chunk{data: buf[:n], at: time.Now().Add(delay)}:
 					case <-l.done:
