@@ -1,0 +1,212 @@
+package release
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/mod/module"
+	"golang.org/x/mod/zip"
+)
+
+// Stage is a release made in a scratch repository: a copy of the working
+// tree, prepared and committed as a release commit, tagged, and every
+// released module's files served from a file-based module proxy the way
+// the public proxy would serve them from those tags.
+type Stage struct {
+	Repo  *Repo  // the prepared copy
+	Proxy string // directory laid out as a GOPROXY
+	Tags  []string
+}
+
+// StageOptions adjusts a stage.
+type StageOptions struct {
+	// AfterPrepare, when set, runs on the copy between Prepare and the
+	// release commit. Tests use it to release a broken go.mod.
+	AfterPrepare func(root string) error
+}
+
+// NewStage copies the files git would commit from src (tracked files and
+// untracked ones that are not ignored) into dir/repo, commits them, runs
+// Prepare, commits the result as the release commit, tags every released
+// module at its set's version and builds the module proxy in dir/proxy.
+func NewStage(src, dir string, opts StageOptions) (*Stage, error) {
+	root := filepath.Join(dir, "repo")
+	if err := CopyTree(src, root); err != nil {
+		return nil, err
+	}
+	if err := gitInit(root); err != nil {
+		return nil, err
+	}
+	r, err := OpenRepo(root)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := r.Prepare(); err != nil {
+		return nil, err
+	}
+	if opts.AfterPrepare != nil {
+		if err := opts.AfterPrepare(root); err != nil {
+			return nil, err
+		}
+	}
+	if err := gitCommit(root, "release"); err != nil {
+		return nil, err
+	}
+	st := &Stage{Repo: r, Proxy: filepath.Join(dir, "proxy")}
+	for _, m := range r.ReleasedModules() {
+		tag := m.Tag(r.Versions.SetOf(m.Path).Version)
+		if _, err := git(root, "tag", tag); err != nil {
+			return nil, err
+		}
+		st.Tags = append(st.Tags, tag)
+	}
+	for _, m := range r.ReleasedModules() {
+		if err := AddToProxy(st.Proxy, root, m, r.Versions.SetOf(m.Path).Version); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+// AddToProxy writes module m at version, from the tag m.Tag(version) of the
+// git repository at root, into the proxy directory: the zip is built by
+// golang.org/x/mod/zip from exactly the files `git archive` gives for the
+// tag (as the go command and the public proxy build it), the .mod is the
+// tag's go.mod, and the list and .info answer @latest queries.
+func AddToProxy(proxy, root string, m Module, version string) error {
+	esc, err := module.EscapePath(m.Path)
+	if err != nil {
+		return err
+	}
+	vdir := filepath.Join(proxy, filepath.FromSlash(esc), "@v")
+	if err := os.MkdirAll(vdir, 0o755); err != nil {
+		return err
+	}
+	tag := m.Tag(version)
+	subdir := ""
+	if m.Dir != "." {
+		subdir = m.Dir + "/"
+	}
+	var buf bytes.Buffer
+	if err := zip.CreateFromVCS(&buf, module.Version{Path: m.Path, Version: version}, root, tag, subdir); err != nil {
+		return fmt.Errorf("zip of %s@%s: %w", m.Path, version, err)
+	}
+	if err := os.WriteFile(filepath.Join(vdir, version+".zip"), buf.Bytes(), 0o644); err != nil {
+		return err
+	}
+	gomod, err := git(root, "show", tag+":"+subdir+"go.mod")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(vdir, version+".mod"), []byte(gomod), 0o644); err != nil {
+		return err
+	}
+	when, err := git(root, "log", "-1", "--format=%cI", tag)
+	if err != nil {
+		return err
+	}
+	t, err := time.Parse(time.RFC3339, strings.TrimSpace(when))
+	if err != nil {
+		return err
+	}
+	info, _ := json.Marshal(struct {
+		Version string
+		Time    time.Time
+	}{version, t.UTC()})
+	if err := os.WriteFile(filepath.Join(vdir, version+".info"), info, 0o644); err != nil {
+		return err
+	}
+	list := filepath.Join(vdir, "list")
+	old, _ := os.ReadFile(list)
+	for _, l := range strings.Fields(string(old)) {
+		if l == version {
+			return nil
+		}
+	}
+	return os.WriteFile(list, append(old, []byte(version+"\n")...), 0o644)
+}
+
+// CopyTree copies the files that git would commit from src to dst: tracked
+// files still present and untracked files that are not ignored.
+func CopyTree(src, dst string) error {
+	out, err := git(src, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	if err != nil {
+		return err
+	}
+	for _, name := range strings.Split(out, "\x00") {
+		if name == "" {
+			continue
+		}
+		from := filepath.Join(src, filepath.FromSlash(name))
+		fi, err := os.Lstat(from)
+		if os.IsNotExist(err) {
+			continue // deleted in the working tree, not committed yet
+		}
+		if err != nil {
+			return err
+		}
+		if !fi.Mode().IsRegular() {
+			continue
+		}
+		to := filepath.Join(dst, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			return err
+		}
+		if err := copyFile(from, to, fi.Mode().Perm()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func copyFile(from, to string, perm os.FileMode) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func gitInit(root string) error {
+	if _, err := git(root, "init", "-q", "-b", "main"); err != nil {
+		return err
+	}
+	return gitCommit(root, "base")
+}
+
+func gitCommit(root, msg string) error {
+	if _, err := git(root, "add", "-A"); err != nil {
+		return err
+	}
+	_, err := git(root, "commit", "-q", "--allow-empty", "-m", msg)
+	return err
+}
+
+// git runs git in dir with a fixed identity, so a scratch repository
+// commits on a machine with no git configuration.
+func git(dir string, args ...string) (string, error) {
+	cmd := exec.Command("git", append([]string{"-c", "user.name=redkit release", "-c", "user.email=release@localhost", "-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false"}, args...)...)
+	cmd.Dir = dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
