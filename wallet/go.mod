@@ -30,6 +30,7 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sys v0.48.0 // indirect
+	pgregory.net/rapid v1.3.0 // indirect
 )
 
 replace (
