@@ -59,7 +59,7 @@ const keyPrefix = "flashsale"
 
 // defaultRateLimit is how many orders and reservations per second one
 // buyer may send (-rate-limit): more than a person clicks, fewer than a bot.
-const defaultRateLimit = 5
+var defaultRateLimit = app.Rate{N: 5, Per: time.Second}
 
 func main() { app.Main("flashsale", run) }
 

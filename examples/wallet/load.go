@@ -90,7 +90,7 @@ func runLoad(ctx context.Context, a *app.App, led *wallet.Ledger, cfg loadConfig
 	if err != nil {
 		return nil, err
 	}
-	srvCfg := app.DefaultServerConfig(0)
+	srvCfg := app.DefaultServerConfig(app.Rate{})
 	srvCfg.MaxInFlight = max(srvCfg.MaxInFlight, 4*cfg.Workers)
 	addrs, served := make(chan net.Addr, 1), make(chan error, 1)
 	go func() {

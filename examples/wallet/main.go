@@ -64,7 +64,7 @@ func main() { app.Main("wallet", run) }
 
 // defaultRateLimit is how many payments per second one principal may make
 // (-rate-limit): a checkout backend behind one key makes many.
-const defaultRateLimit = 100
+var defaultRateLimit = app.Rate{N: 100, Per: time.Second}
 
 // run is the whole program: main only adds the signals and the exit code.
 // It returns an error when the load test broke one of its checks.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -37,8 +38,43 @@ type ServerConfig struct {
 	WriteTimeout   time.Duration // from the end of the headers to the end of the response
 	IdleTimeout    time.Duration // a keep-alive connection with no request
 	MaxHeaderBytes int
-	MaxInFlight    int // requests being served at once; past it, 503 at once
-	RateLimit      int // metered requests per second per principal (burst the same); 0: none
+	MaxInFlight    int  // requests being served at once; past it, 503 at once
+	RateLimit      Rate // metered requests per principal; the zero Rate: none
+}
+
+// Rate is a rate limit: N requests per Per, in bursts of up to N. As a flag
+// it reads "5/s", "300/m", "1000/h", or "0" for none.
+type Rate struct {
+	N   int
+	Per time.Duration
+}
+
+func (r Rate) String() string {
+	switch r.Per {
+	case 0:
+		return "0"
+	case time.Minute:
+		return fmt.Sprintf("%d/m", r.N)
+	case time.Hour:
+		return fmt.Sprintf("%d/h", r.N)
+	}
+	return fmt.Sprintf("%d/s", r.N)
+}
+
+// Set parses s as the flag does.
+func (r *Rate) Set(s string) error {
+	if s == "0" || s == "off" {
+		*r = Rate{}
+		return nil
+	}
+	n, unit, ok := strings.Cut(s, "/")
+	per := map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour}[unit]
+	v, err := strconv.Atoi(n)
+	if !ok || per == 0 || err != nil || v < 1 {
+		return fmt.Errorf("%q: want N/s, N/m or N/h with N at least 1, or 0 for no limit", s)
+	}
+	*r = Rate{N: v, Per: per}
+	return nil
 }
 
 // Flags registers cfg's flags on fs, with cfg's values as defaults.
@@ -49,12 +85,12 @@ func (cfg *ServerConfig) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", cfg.WriteTimeout, "longest time to answer a request once read")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "how long a keep-alive connection may wait for its next request")
 	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", cfg.MaxInFlight, "requests served at once; more are answered 503 with Retry-After")
-	fs.IntVar(&cfg.RateLimit, "rate-limit", cfg.RateLimit, "buys or payments per second per principal, kept in Redis (0: no limit)")
+	fs.Var(&cfg.RateLimit, "rate-limit", "metered requests (buys, payments) per principal, as `N/s`, N/m or N/h, kept in Redis (0: no limit)")
 }
 
 // DefaultServerConfig returns the limits the services start with;
 // rateLimit is the service's own.
-func DefaultServerConfig(rateLimit int) ServerConfig {
+func DefaultServerConfig(rateLimit Rate) ServerConfig {
 	return ServerConfig{
 		ReadTimeout:    10 * time.Second,
 		WriteTimeout:   15 * time.Second,
@@ -71,8 +107,6 @@ func (cfg ServerConfig) check() error {
 		return errors.New("-read-timeout, -write-timeout and -idle-timeout must be positive")
 	case cfg.MaxInFlight < 1:
 		return errors.New("-max-in-flight must be at least 1")
-	case cfg.RateLimit < 0:
-		return errors.New("-rate-limit must be 0 (none) or more")
 	}
 	return nil
 }
@@ -156,16 +190,17 @@ func loopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// RateLimit returns the Limiter for cfg.RateLimit requests per second per
-// principal, GCRA in Redis (github.com/go-redis/redis_rate), so every
-// instance of the service counts against the same budget; nil when
-// cfg.RateLimit is 0. Keys are "rate:<service>:{<principal>}", one per
-// principal, each expiring once its principal has been idle for a second.
+// RateLimit returns the Limiter for cfg.RateLimit per principal, GCRA in
+// Redis (github.com/go-redis/redis_rate), so every instance of the service
+// counts against the same budget; nil for no limit. Keys are
+// "rate:<service>:{<principal>}", one per principal, each expiring once its
+// principal has been idle long enough to have its whole burst back.
 func (a *App) RateLimit(cfg ServerConfig) httpx.Limiter {
-	if cfg.RateLimit == 0 {
+	if cfg.RateLimit.N == 0 {
 		return nil
 	}
-	return &rateLimit{lim: redis_rate.NewLimiter(a.Redis.Client), limit: redis_rate.PerSecond(cfg.RateLimit), prefix: a.Name + ":"}
+	limit := redis_rate.Limit{Rate: cfg.RateLimit.N, Burst: cfg.RateLimit.N, Period: cfg.RateLimit.Per}
+	return &rateLimit{lim: redis_rate.NewLimiter(a.Redis.Client), limit: limit, prefix: a.Name + ":"}
 }
 
 type rateLimit struct {
@@ -184,7 +219,7 @@ func (l *rateLimit) Allow(ctx context.Context, principal string) error {
 	}
 	if res.Allowed == 0 {
 		return &httpx.StatusError{Status: http.StatusTooManyRequests, Code: "rate_limited",
-			Err: fmt.Errorf("more than %d requests per second", l.limit.Rate), RetryAfter: res.RetryAfter}
+			Err: fmt.Errorf("over the rate limit of %s", l.limit), RetryAfter: res.RetryAfter}
 	}
 	return nil
 }
@@ -239,9 +274,10 @@ func (a *App) Serve(ctx context.Context, s Server) error {
 		return err
 	}
 	probe := &readiness{rdb: a.Redis.Client, ready: s.Ready}
+	slots := make(chan struct{}, s.Config.MaxInFlight)
 	root := http.NewServeMux()
 	root.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		httpx.WriteJSON(w, http.StatusOK, health{Status: "ok", InFlight: len(slots), MaxInFlight: cap(slots)})
 	})
 	root.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if err := probe.run(r.Context()); err != nil {
@@ -250,7 +286,7 @@ func (a *App) Serve(ctx context.Context, s Server) error {
 		}
 		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
-	root.Handle("/", bound(s.Config, s.Handler))
+	root.Handle("/", bound(slots, s.Config.WriteTimeout*4/5, s.Handler))
 	srv := &http.Server{
 		Handler:           a.Handler(root),
 		ReadHeaderTimeout: min(5*time.Second, s.Config.ReadTimeout),
@@ -284,17 +320,22 @@ func (a *App) Serve(ctx context.Context, s Server) error {
 	return nil
 }
 
-// bound serves h to at most cfg.MaxInFlight requests at once and answers
+// health is the body of /healthz: the process serves, and how busy it is.
+type health struct {
+	Status      string `json:"status"`
+	InFlight    int    `json:"in_flight"` // requests being served, health checks aside
+	MaxInFlight int    `json:"max_in_flight"`
+}
+
+// bound serves h to as many requests at once as slots holds and answers
 // the rest 503 at once, with a deadline on each request's context.
-func bound(cfg ServerConfig, h http.Handler) http.Handler {
-	slots := make(chan struct{}, cfg.MaxInFlight)
-	deadline := cfg.WriteTimeout * 4 / 5
+func bound(slots chan struct{}, deadline time.Duration, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case slots <- struct{}{}:
 		default:
 			httpx.WriteError(w, &httpx.StatusError{Status: http.StatusServiceUnavailable, Code: "overloaded",
-				Err: fmt.Errorf("more than %d requests in flight: try again shortly", cfg.MaxInFlight)})
+				Err: fmt.Errorf("more than %d requests in flight: try again shortly", cap(slots))})
 			return
 		}
 		defer func() { <-slots }()

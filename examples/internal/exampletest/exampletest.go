@@ -97,7 +97,19 @@ type RunFunc func(ctx context.Context, args []string, stdout, stderr io.Writer) 
 // and the keys by principal.
 func Keys(t testing.TB, specs ...string) (*auth.Keys, map[string]string) {
 	t.Helper()
-	keys, lines := map[string]string{}, ""
+	lines, keys := KeyLines(t, specs...)
+	a, err := auth.ParseKeys(lines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, keys
+}
+
+// KeyLines is Keys for a service run as main does: it returns the stored
+// form of the keys, for API_KEYS or a keys file, and the keys by principal.
+func KeyLines(t testing.TB, specs ...string) (lines string, keys map[string]string) {
+	t.Helper()
+	keys = map[string]string{}
 	for _, spec := range specs {
 		principal, scopes, _ := strings.Cut(spec, ":")
 		key, line, err := auth.NewKey(principal, strings.Split(scopes, ",")...)
@@ -106,11 +118,7 @@ func Keys(t testing.TB, specs ...string) (*auth.Keys, map[string]string) {
 		}
 		keys[principal], lines = key, lines+line+"\n"
 	}
-	a, err := auth.ParseKeys(lines)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a, keys
+	return lines, keys
 }
 
 // Service is a run function serving HTTP in the background.
