@@ -19,7 +19,11 @@
 //     (ErrLeaseExpired) or held by another owner (ErrLeaseTaken). An extend
 //     never re-creates a lock that has lapsed.
 //   - Every acquisition gets a fencing token (Lease.Fence) that is strictly
-//     greater than every earlier token of the same name. A resource that
+//     greater than every earlier token of the same name. A Mutex (fair or
+//     not) and an RWMutex's write leases of one name draw from one counter,
+//     so Fence.Name (the lock's name) always names one sequence and a
+//     resource fenced by both compares tokens of that one sequence. A
+//     resource that
 //     remembers the highest token it has seen — with FenceLua inside a Redis
 //     script, or CheckFence — refuses writes from a holder whose lease has
 //     since passed to someone else (ErrStaleFence). This is what makes the
@@ -39,9 +43,18 @@
 //     re-sent after a lost reply recognises its own owner ID and succeeds
 //     with the same token; a release re-sent after it took effect finds a
 //     release tombstone and still reports "released". When an acquire's
-//     outcome stays unknown (the caller's context ended mid-call), the lock
-//     it may have created is deleted at once, so no lock is left held by
-//     nobody until its TTL.
+//     outcome stays unknown (the caller's context ended mid-call, the reply
+//     was lost), the lock it may have created is deleted before the call
+//     returns; when Redis does not answer that either, the Client keeps
+//     trying in the background (backing off to 1s) until Redis answers,
+//     the Client closes or the lock has expired anyway, so no lock is left
+//     held by nobody until its TTL once Redis answers again.
+//   - A waiter that gives up, at any step (its context ends during an
+//     attempt, while it subscribes, while it waits; the Client closes; an
+//     attempt fails), withdraws what its attempts announced (an RWMutex
+//     writer's waiting mark, a fair-mode queue entry) before Acquire
+//     returns, in one round trip, or in the background as above when Redis
+//     does not answer.
 //   - Waiting costs no polling. A release publishes on the name's channel;
 //     each Client has one subscriber connection (one per primary on a
 //     Cluster, with SSUBSCRIBE/SPUBLISH, moved when a slot moves), a waiter
@@ -61,13 +74,24 @@
 //     order (server time), only the head is woken, a releaser asking again
 //     goes to the back, and a waiter that stops sending heartbeats (every
 //     FairHeartbeat) is evicted after FairEviction.
-//   - RWMutex: many readers or one writer, writer-preferring (a waiting
-//     writer stops new readers). Write leases are fenced; read leases are not.
+//   - RWMutex: many readers or one writer, writer-preferring: a waiting
+//     writer stops new readers, whatever TTLs its readers and writers use
+//     (the writer's mark lives until two of its TTLs after the holders it
+//     waits for end, and each attempt sets it again). Write leases are
+//     fenced, from the Mutex's counter of the same name; read leases are
+//     not.
 //   - Semaphore: N permits, each a Lease that expires if its holder dies.
 //     Permits are not fenced.
 //   - Redlock (NewRedlock): a mutex over N independent masters that holds
-//     when a majority granted it in time. No fence, polling only; read its
-//     caveats before choosing it over a fenced Mutex on one primary.
+//     when a majority granted it in time. An acquire, a renewal and a
+//     release are decided by the answers in hand: they return as soon as a
+//     majority answered alike, and a master that has not answered within 5%
+//     of the TTL counts as failed (what it grants late is given back when
+//     the acquire failed). So a silent minority costs nothing when the
+//     others agree and at most 5% of the TTL otherwise, and a lease keeps
+//     at least 95% of its TTL, less the drift allowance, as validity. No
+//     fence, polling only; read its caveats before choosing it over a
+//     fenced Mutex on one primary.
 //
 // All hand out the same *Lease, with the same lifecycle.
 //
@@ -105,6 +129,62 @@
 //   - Mutual exclusion does not cover Redis eviction: run with
 //     maxmemory-policy noeviction.
 //
+// # What survives which fault
+//
+// Each line names the tests that show it.
+//
+//   - A reply lost or held back past the read timeout (the command ran): a
+//     re-sent acquire gets the same token, also a 15-digit one; a re-sent
+//     release reports released (TestMutex_TryAcquire_replyHeldBack,
+//     TestMutex_TryAcquire_replyHeldBack_largeToken,
+//     TestLease_Release_resent).
+//   - An acquire whose outcome stays unknown: the lock it may have taken is
+//     deleted before the call returns (TestMutex_TryAcquire_unknownOutcomeCleansUp);
+//     when the replies of that deletion are lost too, as soon as replies
+//     come again (TestMutex_TryAcquire_lostRepliesCleanedUpOnceBack).
+//   - A waiter whose context ends while it waits or while it subscribes
+//     (its replies slowed): a reader, or the next fair-mode caller, gets in
+//     as soon as Acquire has returned (TestRWMutex_writerWithdraws,
+//     TestMutex_Fair_withdraw, TestRWMutex_Acquire_giveUpWhileSubscribing,
+//     TestMutex_Fair_giveUpWhileSubscribing).
+//   - Readers on a longer TTL than a waiting writer, renewed by their
+//     watchdog: no new reader is admitted while the writer waits
+//     (TestRWMutex_writerPreference_longerReaderTTL).
+//   - Redis paused (SIGSTOP): the lease's Context ends at Until with
+//     ErrRenewFailed, by the local timer (TestLease_Context_redisPaused).
+//   - A holder paused past its lease (a goroutine, a process under
+//     SIGSTOP): the fence refuses its late write; an unfenced write
+//     overwrites the newer holder's (TestFence_Kleppmann,
+//     TestFence_Kleppmann_SIGSTOP).
+//   - The subscriber connection killed, a holder that dies without
+//     releasing: a waiter is woken after the reconnect, or at the holder's
+//     TTL (TestMutex_Acquire_afterSubscriberKilled,
+//     TestMutex_Acquire_lostNotification).
+//   - kill -9 and restart: with AOF and appendfsync always, the lock and
+//     its counter survive (TestMutex_restartWithAOF); without persistence
+//     both are forgotten, the holder's lease ends at its next renewal and
+//     tokens start again at 1 (TestMutex_restartWithoutPersistence).
+//   - Failover: an acquire a replica acknowledged survives it
+//     (TestMutex_replicaAck_failover); a required acknowledgement not
+//     reached fails the acquire and gives the lock back
+//     (TestMutex_requiredReplicaAck_notReached); a lease whose renewals
+//     reach the demoted primary ends (TestLease_failover_endsLease).
+//   - Redlock with one master of three silent (its replies dropped): with
+//     the defaults an acquire and a renewal return at once, decided by the
+//     two that answer, and the lease keeps 99% of its TTL; the lock stays
+//     exclusive and the release works (TestRedlock_silentMinority). When
+//     the two that answer do not make a majority, the acquire fails and
+//     gives back what it got (TestRedlock_silentMinority_noQuorum). Two
+//     masters down: an error, nothing held (TestRedlock_quorum); a majority
+//     that lost the lock ends the lease (TestRedlock_leaseLostWithMajority).
+//   - Random sequences of acquire (waiting or not), extend, release and
+//     give-ups at any step, with lost replies and a silent Redlock master,
+//     over Mutex, fair mode, RWMutex, Semaphore and Redlock: no two
+//     conflicting leases are believed held at once, fenced tokens strictly
+//     increase, and once every lease is released the lock is free at once
+//     (or as soon as lost replies come again) (TestModel_lock; large in
+//     TestChaos_Model_lock under RUN_CHAOS=1).
+//
 // # Keys and retention
 //
 // All keys of one name share the hash tag of its slot group (the part of the
@@ -112,14 +192,13 @@
 // slot and related names can be renewed together:
 //
 //	<prefix>:lock:v1:{<group>}:mutex:<name>          Mutex: owner ID and token; always has the TTL
-//	<prefix>:lock:v1:{<group>}:token:<name>          Mutex fence counter; permanent (about 100 bytes per name)
+//	<prefix>:lock:v1:{<group>}:token:<name>          fence counter of Mutex and RWMutex writers; permanent (about 100 bytes per name)
 //	<prefix>:lock:v1:{<group>}:queue:<name>          fair mode: waiters by arrival; empty when nobody waits
 //	<prefix>:lock:v1:{<group>}:beats:<name>          fair mode: waiters by eviction deadline
 //	<prefix>:lock:v1:{<group>}:sem:<name>            Semaphore: permits by expiry; expires with the last permit
 //	<prefix>:lock:v1:{<group>}:rw:<name>             RWMutex writer (as mutex)
 //	<prefix>:lock:v1:{<group>}:rwr:<name>            RWMutex readers by expiry
-//	<prefix>:lock:v1:{<group>}:rww:<name>            RWMutex waiting-writer mark; expires after 2 TTLs
-//	<prefix>:lock:v1:{<group>}:rwtoken:<name>        RWMutex fence counter; permanent
+//	<prefix>:lock:v1:{<group>}:rww:<name>            RWMutex waiting-writer mark; expires 2 writer TTLs after the holders it waits for
 //	<prefix>:lock:v1:{<group>}:redlock:<name>        Redlock, on each master (as mutex)
 //	<prefix>:lock:v1:{<group>}:redlock-seq:<name>    Redlock counter on each master; permanent, unused for fencing
 //	<prefix>:lock:v1:{<group>}:rel:<name>:<owner>    release tombstone; expires after 1 minute

@@ -83,7 +83,9 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 }
 
 // Close stops the Client's background work and waits for it: the release
-// subscriber and the watchdog of every lease still held. Those leases are not
+// subscriber, the watchdog of every lease still held, and withdrawals still
+// being retried (a call in flight runs to its end, within the release
+// timeout; no new attempt starts). Those leases are not
 // released in Redis (they end at their TTL); their Context is cancelled with
 // cause ErrClosed. Later calls return ErrClosed. Close does not close the
 // go-redis client. It is safe to call more than once.

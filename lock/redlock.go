@@ -18,7 +18,12 @@ import (
 // in parallel with one owner ID and holds the lock when a majority
 // (N/2+1) granted it while time is left on the TTL; otherwise it releases
 // whatever it got. Renewals and releases go to every master the same way,
-// and a renewal that no longer reaches a majority ends the lease.
+// and a renewal that no longer reaches a majority ends the lease. Each call
+// is decided by the answers in hand: it returns once a majority answered
+// alike, and counts a master that has not answered within 5% of the TTL as
+// failed, so a silent minority (a partition, a paused host) does not hold
+// up the others. A call to such a master goes on in the background until
+// go-redis gives up on it; Close waits for those calls.
 //
 // Caveats, stated plainly:
 //
@@ -59,7 +64,8 @@ func NewRedlock(masters []redis.UniversalClient, opts ...Option) *Redlock {
 }
 
 // Close stops the background work of the Redlock and its leases, like
-// Client.Close.
+// Client.Close, and waits for calls to masters still running after their
+// caller returned (bounded by go-redis's timeouts).
 func (rl *Redlock) Close() error {
 	err := rl.coord.Close()
 	for _, p := range rl.peers {
@@ -111,7 +117,7 @@ func (r *resource) quorum() int { return len(r.peers)/2 + 1 }
 // not answered: 5% of the TTL, the Redlock algorithm's "timeout much
 // smaller than the auto-release time". A silent master (partitioned,
 // paused) costs a call at most that, and none when the others' answers
-// already decide it, so a lease keeps at least 95% of its TTL minus the
+// already decide it, so a lease keeps at least 95% of its TTL, less the
 // drift allowance.
 func peerTimeout(ttl time.Duration) time.Duration { return ttl / 20 }
 
