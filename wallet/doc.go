@@ -41,6 +41,17 @@
 //     currency mismatch) stays refused under its ID, even after the account
 //     is funded: send a new ID to try again.
 //
+// The order of the checks: a script first looks up the ID, so a replay or
+// a conflict is answered before anything else is judged (bounds, the
+// fence, funds); then it checks the bounds (ErrInvalid: nothing written,
+// nothing remembered, so the same ID may succeed later); then the fence
+// (ErrStaleFence, nothing written); and only then decides and stores an
+// outcome. Every error a script returns is decided before its first
+// write. A refusal for lack of funds is only decided once every expired
+// hold of the account has been released: when more have expired than one
+// script releases, the Ledger releases the rest and sends the call again,
+// so no refusal is stored on a view that still counts an expired hold.
+//
 // A call whose reply is lost (a read timeout, a dropped connection) is sent
 // again by go-redis and by the Ledger itself (WithRetry, default 3 attempts)
 // with the same ID, so it is applied at most once. When no attempt got an
@@ -50,16 +61,27 @@
 //
 // Every balance change appends an immutable entry (transaction ID, kind,
 // deltas, balances after, peer account, memo) to the account's journal in
-// the same script. Verify replays the journal from the last checkpoint and
-// compares it with the stored balance and running totals; TrialBalance sums
-// the running totals of a set of accounts, over which transfers net to zero.
+// the same script. Verify replays the journal from the last checkpoint (or
+// the opening entry) and compares: each entry's recorded balances with the
+// sum of the deltas before it; the result with the stored Posted and Held;
+// the sums of credits, of debits and captures, of transfers in and of
+// transfers out with the stored running totals (a checkpoint carries them);
+// the running totals with Posted; and the account's record of its newest
+// entry with the journal's newest entry, read in one step with the
+// balances. So a balance or total changed, an entry added or removed, or an
+// account hash rolled back to an older copy is a *MismatchError.
+// Checkpoint verifies the account first and writes nothing over a journal
+// that does not match. TrialBalance sums the running totals of a set of
+// accounts, over which transfers net to zero.
 //
 // # Holds
 //
 // Hold reserves an amount, checked against Available when placed (as in
 // TigerBeetle's pending transfers): Held grows and Available shrinks until
 // Capture posts all or part of it as a debit and releases the rest, Void
-// releases it, or its TTL (1s..7d, on the server's clock) passes. Each hold
+// releases it, or its TTL (1s..7d, on the server's clock) passes. A hold
+// refused (insufficient funds, closed or unknown account) stays refused
+// under its ID, also after the account is opened and funded. Each hold
 // resolves at most once: a repeated Capture or Void returns the first
 // result; the other resolution is a *ConflictError naming "resolution";
 // after expiry both return ErrHoldExpired. Every call on an account first
@@ -92,8 +114,13 @@
 //
 // A transaction ID has the same grammar and is remembered in the slot group
 // of its account (of the source, for a transfer): IDs are unique per slot
-// group. The same ID used in two different groups names two different
-// transactions; use globally unique IDs (UUIDs, snowflakes) to be safe.
+// group, and Credit, Debit and Transfer share that space (a Debit and a
+// Transfer from the same group under one ID conflict). The same ID used in
+// two different groups names two different transactions, also when both
+// are transfers into one destination group: the destination's record of a
+// transfer is named by its source group and ID. Hold IDs are a space of
+// their own, per account. Use globally unique IDs (UUIDs, snowflakes) to
+// be safe.
 //
 // # Transfers across slot groups
 //
@@ -102,9 +129,15 @@
 // transaction ID in the source's group:
 //
 //  1. source: record the transfer and hold the amount (journal
-//     "transfer_hold"); refusals (insufficient funds, closed) end here;
+//     "transfer_hold"); refusals (insufficient funds, closed) end here. A
+//     destination whose balance or transfers-in total the amount would
+//     take out of bounds is ErrInvalid here, before anything is written
+//     and not remembered, as inside one group (the Ledger reads the
+//     destination just before; should it fill up between that read and
+//     step 2, step 2 refuses and the transfer is voided);
 //  2. destination: credit it ("transfer_in"), or refuse for good (unknown
-//     or closed account, other currency);
+//     or closed account, other currency, no room; ErrTransferExpired when
+//     this step comes a whole window or more after step 1, see below);
 //  3. source: post the held amount ("transfer_out"), or release it if the
 //     destination refused ("transfer_void");
 //  4. and 5. forget the bookkeeping after the idempotency window.
@@ -117,6 +150,18 @@
 // background), finishes it. While a transfer is in flight its amount is
 // held on the source and may already be credited at the destination, so a
 // TrialBalance taken meanwhile shows it in NetTransfers.
+//
+// Once step 1 was sent, a call that fails for any reason other than a
+// script's answer (a lost connection, a refused dial, its context ending)
+// returns ErrUnknownOutcome joined with the cause: a step may have been
+// applied, and calling again with the same ID or Recover finishes the
+// transfer. The destination keeps its record of a finished transfer for
+// two windows; a step 2 that finds no record for a transfer begun a window
+// or more earlier refuses it (ErrTransferExpired) instead of crediting:
+// it comes from a call stalled that long, or a Recover run that late, and
+// the record it does not find may have been one of a transfer finished and
+// forgotten meanwhile. Such a transfer is voided, never credited twice.
+// Run Recover well within the window.
 //
 // # Retention: the idempotency window
 //
@@ -131,7 +176,8 @@
 // must keep with Entries first. Hold records are forgotten one window after
 // they were captured, voided, expired or refused (a Capture after that is
 // ErrHoldNotFound). A transfer across slot groups keeps its records, without
-// expiry, while it is in flight, and for one window after it finished.
+// expiry, while it is in flight, and for one window after it finished (the
+// destination's record of it for two).
 // Account hashes (a few hundred bytes) are kept for good,
 // closed ones too. Nothing else is stored.
 //
@@ -165,7 +211,7 @@
 //	redkit:wallet:v2:{shop-7}:holds:shop-7/alice    hash: hold ID -> hold record (JSON)
 //	redkit:wallet:v2:{shop-7}:hidx:shop-7/alice     sorted set: hold IDs by expiry, decided ones by when they are forgotten
 //	redkit:wallet:v2:{shop-7}:xpend                 sorted set: transfers from this group to others still in flight
-//	redkit:wallet:v2:{shop-8}:xin:<tx id>           hash: a cross-group transfer's credit at the destination
+//	redkit:wallet:v2:{shop-8}:xin:shop-7/<tx id>    hash: a cross-group transfer's credit at the destination, by source group and ID
 //	redkit:wallet:v2:{shop-7}:ack                   written before WAIT (WithReplicaAck); expires after a minute
 //
 // The Lua scripts in scripts/*.lua document their KEYS, ARGV and replies;
