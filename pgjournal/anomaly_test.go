@@ -220,3 +220,7 @@ func TestSinkWallet_checkpointTrimmedUnbooked(t *testing.T) {
 		t.Fatalf("drift reported for %v, want ck/x: %+v", keys, ds)
 	}
 }
+
+func xaddPoison(stream string) *redis.XAddArgs {
+	return &redis.XAddArgs{Stream: stream, Values: []any{"op", "x", "kind", "teleport", "sku", "lp/a"}}
+}

@@ -70,12 +70,20 @@ func (b *Book) Migrate(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", b.lockKey()); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+b.schema); err != nil {
+		// A schema already at this version needs no DDL, so a role with
+		// no CREATE privilege (see SECURITY.md) can open the book.
+		var exists bool
+		if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", b.t("schema_migrations")).Scan(&exists); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+b.t("schema_migrations")+` (
-			version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-			return err
+		if !exists {
+			if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+b.schema); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `CREATE TABLE `+b.t("schema_migrations")+` (
+				version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+				return err
+			}
 		}
 		var have int
 		if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+b.t("schema_migrations")).Scan(&have); err != nil {
@@ -83,6 +91,9 @@ func (b *Book) Migrate(ctx context.Context) error {
 		}
 		if n := len(ms); n > 0 && have > ms[n-1].version {
 			return fmt.Errorf("%w: schema %s is at version %d, this build knows %d", ErrSchemaTooNew, b.cfg.schema, have, ms[n-1].version)
+		}
+		if n := len(ms); n == 0 || have == ms[n-1].version {
+			return nil
 		}
 		if _, err := tx.Exec(ctx, "SET LOCAL search_path TO "+b.schema); err != nil {
 			return err

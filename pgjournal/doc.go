@@ -1,0 +1,120 @@
+// Package pgjournal keeps a book of record of the stock and wallet journals
+// in PostgreSQL: every journal entry exactly once in effect, a projection of
+// levels, balances and holds updated in the same transaction, and a
+// reconciler that compares Redis with the book and explains every
+// difference. Redis stays the hot path and makes every decision; the book is
+// where stock and money are accounted, and what survives a Redis that lost
+// writes.
+//
+//	pool, _ := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+//	book, err := pgjournal.Open(ctx, pool)        // applies the migrations
+//	go book.SinkStock(ctx, inv, stock.Consumer{Group: "book", Name: host, SKUs: skus})
+//	go book.SinkWallet(ctx, led, pgjournal.WalletSource{Accounts: accounts})
+//	drift, err := book.ReconcileWallet(ctx, led, accounts...)
+//
+// # Schema
+//
+// The tables live in one schema (WithSchema, default "pgjournal"):
+// stock_entries and wallet_entries (one row per journal entry: its stream
+// ID, kind, operation ID, deltas and the levels or balances after it),
+// stock_levels (per SKU bucket; the view stock_sku_levels sums the buckets)
+// and wallet_balances (posted and held per account), anomalies, and
+// schema_migrations. Migrations are plain SQL files embedded in the module
+// (migrations/*.sql), applied by Open in one transaction under a
+// transaction-scoped advisory lock, so processes starting at once take
+// turns and the later ones find the work done; a database migrated by a
+// newer build is refused (ErrSchemaTooNew) rather than written to.
+//
+// # Guarantees
+//
+//   - Exactly once in effect. An entry's identity, (SKU, bucket, stream ID)
+//     or (account, stream ID), is the primary key, and an entry already
+//     booked is skipped, so one delivered again (after a crash, a lost
+//     commit, a consumer taking over) is never booked twice. The operation
+//     ID is a second identity: per journal, one entry per (kind, operation);
+//     an operation booked under another stream ID (Redis lost the first
+//     entry and a retry applied it again) is recorded as a duplicate_op
+//     anomaly, not booked again.
+//   - Acknowledged only after commit. SinkStock books each batch that
+//     stock's Consume hands over in one transaction and returns, so Consume
+//     acknowledges it, only after the commit succeeded. The wallet has no
+//     consumer group: SinkWallet reads wallet.Ledger.Entries and keeps each
+//     account's position (the newest stream ID seen) in the book, moved in
+//     the same transaction as the entries.
+//   - Projection = sum of entries. The projection row of a journal is
+//     locked, read, advanced by the deltas of the entries booked and written
+//     back in the transaction that inserts them; sinks on the same journal
+//     take turns on that lock. Each entry's levels before it (its levels
+//     after minus its deltas) are checked against the projection; a
+//     difference is booked with a gap anomaly, never hidden by resetting the
+//     projection.
+//   - Nothing skipped silently. An entry the sink cannot read (unknown
+//     kind, malformed ID, another SKU's) is recorded as a poison anomaly
+//     and left out of the projection; the entries after it are booked. A
+//     stock entry deleted from its journal after it was handed to the sink
+//     comes back without fields and is recorded as lost. Entries trimmed
+//     before they were ever read show up as a gap at the next entry.
+//   - The reconciler reports drift, not lag. ReconcileStock and
+//     ReconcileWallet add the entries of Redis's journal the book has not
+//     read yet to the projection before comparing, read the Redis side
+//     twice and compare only when both reads agree (ErrBusy after five
+//     changing attempts). A drift carries the sink's anomalies for the key,
+//     the booked entries Redis's journal should hold and does not
+//     (BookOnly: writes Redis lost) and the journal entries behind the
+//     book's position that the book lacks (JournalOnly).
+//
+// # What survives which fault
+//
+//   - Sink killed (kill -9) mid-batch: the transaction rolls back, the batch
+//     stays pending in its consumer group and is booked by the next run
+//     with the same consumer name (or, after MinIdle, by another consumer).
+//     Killed between commit and acknowledgement: the batch comes again and
+//     is found booked.
+//   - PostgreSQL restarted, killed, or the connection dropped mid-commit:
+//     the sink sees an error, reports it to WithErrorHandler, waits (50 ms
+//     doubling to WithMaxBackoff) and reads the batch again; a commit whose
+//     reply was lost is found booked.
+//   - Redis unreachable: the sink retries the same way; nothing is
+//     acknowledged that was not committed.
+//   - A stock journal trimmed past unbooked entries: stock's Trim never
+//     does this (it keeps what a consumer group has not acknowledged), but
+//     XTRIM by hand, a failover to a replica that lacked entries or a
+//     restore can. Detected as gap or lost anomalies and reported by the
+//     reconciler.
+//   - wallet.Ledger.Checkpoint trims every entry before the checkpoint,
+//     read or not. Run it after the sink caught up. Entries it trimmed
+//     before the sink read them are lost to the book; the sink books the
+//     checkpoint with a gap when the balances moved meanwhile.
+//   - Redis lost acknowledged writes (a failover without replica
+//     acknowledgement, a restore from an old snapshot): the book still holds
+//     them; the reconciler reports the key with the lost entries in
+//     BookOnly.
+//
+// What cannot be detected: entries trimmed or lost whose deltas sum to zero
+// on every level (a reservation and its cancellation, a hold and its void)
+// leave no gap and no drift; the book misses them and says nothing. For a
+// SKU split into buckets, the reconciler reads only bucket 0's journal for
+// the entries not yet booked (stock reads the others only through Consume),
+// so reconcile such SKUs when the sink has caught up, or it may report
+// lag as drift.
+//
+// Repair is not implemented: the reconciler reports; rebuilding a key's
+// Redis state from the book is left to the operator (for wallet credits,
+// debits and transfers in BookOnly, calling the same operation again with
+// the same transaction ID and fields re-applies it once, and is a no-op
+// while its marker survives).
+//
+// # Scope of IDs
+//
+// The book identifies a journal by SKU and bucket or by account, not by the
+// key prefix: one schema books one stock.Inventory and one wallet.Ledger
+// key prefix. Use a schema per prefix (WithSchema). Operation IDs are
+// unique per journal and kind, as in stock and wallet.
+//
+// # Running it
+//
+// Run one sink per journal: several consumers of one group split a journal
+// between them and may book its entries out of order, which the gap check
+// reports as gaps. The database role the sink uses needs only the
+// privileges listed in SECURITY.md ("PostgreSQL role of the book").
+package pgjournal
