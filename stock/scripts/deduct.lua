@@ -144,6 +144,23 @@ for i = 1, n do
       if eb == buyer then s.had = s.had - eq end
     end
   end
+  if kind == 'reserve' then
+    -- The order's hold member may still be indexed when its marker is gone
+    -- (a Reserve re-sent after the window whose old hold was never
+    -- reclaimed). Adding it again would replace the member and count its
+    -- units twice in reserved.
+    local member = fmt(qtys[i]) .. ' ' .. buyer .. ' ' .. id
+    local score = redis.call('ZSCORE', KEYS[j + 4], member)
+    if score then
+      local swept = false
+      for _, e in ipairs(s.expired) do if e.member == member then swept = true end end
+      if not swept then
+        if tonumber(score) <= now then code = 'again' else code = 'conflict' end
+        detail = i
+        break
+      end
+    end
+  end
   if h[5] == '1' then
     code, detail = 'closed', i
     break
@@ -163,23 +180,6 @@ for i = 1, n do
   if s.s + qtys[i] > MAX or s.r + qtys[i] > MAX then
     code, detail = 'overflow', i
     break
-  end
-  if kind == 'reserve' then
-    -- The order's hold member may still be indexed when its marker is gone
-    -- (a Reserve re-sent after the window whose old hold was never
-    -- reclaimed). Adding it again would replace the member and count its
-    -- units twice in reserved.
-    local member = fmt(qtys[i]) .. ' ' .. buyer .. ' ' .. id
-    local score = redis.call('ZSCORE', KEYS[j + 4], member)
-    if score then
-      local swept = false
-      for _, e in ipairs(s.expired) do if e.member == member then swept = true end end
-      if not swept then
-        if tonumber(score) <= now then code = 'again' else code = 'conflict' end
-        detail = i
-        break
-      end
-    end
   end
 end
 -- A refusal that expired holds not yet swept could change (the buyer's own
