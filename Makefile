@@ -6,7 +6,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server gcc libc6-dev postgresql
 
-.PHONY: test deps vet unit modules chaos bench lint fmt
+.PHONY: test deps vet unit modules chaos bench bench-scripts lint fmt
 
 test: deps vet unit modules
 
@@ -47,6 +47,11 @@ chaos: deps
 
 bench: deps
 	$(GO) run ./bench/cmd/redkit-bench
+
+# Each script's own Redis time (INFO commandstats usec_per_call of EVALSHA),
+# from one client on an idle server, beside the smallest script doing the job.
+bench-scripts: deps
+	$(GO) run ./bench/cmd/redkit-bench -scripts
 
 lint:
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) run $(STATICCHECK) ./...); done

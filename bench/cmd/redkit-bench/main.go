@@ -3,12 +3,18 @@
 // processes it starts itself, and checks correctness while it measures.
 //
 //	go run ./bench/cmd/redkit-bench [-runs 3] [-duration 1s] [-only regexp] [-quick] [-json]
+//	go run ./bench/cmd/redkit-bench -scripts [-calls 20000] [-only regexp] [-json]
 //
 // Each case runs -runs times for -duration; the table shows the median,
 // the spread (min–max), the ratio to the case's yardstick, Redis round trips
 // per operation and, where measured, latency percentiles. A violation (two
 // lock holders at once, oversold units, a double charge, a repeated ID) is
 // printed loudly and makes the exit status 1; so does a case that fails.
+//
+// With -scripts it measures instead the Redis time of each redkit script on
+// its own: -calls calls from one client on an idle server, read from INFO
+// commandstats (usec_per_call of EVALSHA), beside the smallest script that
+// does the same job, in the same run.
 package main
 
 import (
@@ -20,6 +26,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redkit-go/redkit/bench/internal/suite"
 	"github.com/redkit-go/redkit/redistest"
@@ -37,6 +45,8 @@ func run() int {
 		quick    = flag.Bool("quick", false, "one short run per case (smoke test): -runs 1 -duration 100ms")
 		asJSON   = flag.Bool("json", false, "print the results as JSON instead of a table")
 		list     = flag.Bool("list", false, "list the cases and exit")
+		scripts  = flag.Bool("scripts", false, "measure each script's Redis time (INFO commandstats) instead of the cases")
+		calls    = flag.Int("calls", 20000, "calls per script with -scripts")
 	)
 	flag.Parse()
 	if *quick {
@@ -62,6 +72,9 @@ func run() int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if *scripts {
+		return runScripts(ctx, *calls, re, *asJSON)
+	}
 	env := &suite.Env{Quick: *quick}
 	srv, err := redistest.Start(ctx, redistest.Options{})
 	if err != nil {
@@ -146,4 +159,45 @@ func wants(cases []suite.Case, re *regexp.Regexp, needs string) bool {
 		}
 	}
 	return false
+}
+
+// runScripts measures each script alone on a server of its own.
+func runScripts(ctx context.Context, calls int, re *regexp.Regexp, asJSON bool) int {
+	srv, err := redistest.Start(ctx, redistest.Options{})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "redkit-bench: %v\n", err)
+		return 1
+	}
+	defer srv.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	version := "unknown"
+	if v, err := srv.Version(ctx); err == nil {
+		version = v.String()
+	}
+	var only func(string) bool
+	if re != nil {
+		only = re.MatchString
+	}
+	costs := suite.MeasureScripts(ctx, rdb, calls, only)
+	if asJSON {
+		err = suite.WriteJSON(os.Stdout, struct {
+			RedisVersion string             `json:"redis_version"`
+			Calls        int                `json:"calls"`
+			Scripts      []suite.ScriptCost `json:"scripts"`
+		}{version, calls, costs})
+	} else {
+		fmt.Printf("redkit-bench -scripts: %d calls per script from one client, redis-server %s; µs are EVALSHA usec_per_call from INFO commandstats\n\n", calls, version)
+		err = suite.WriteScriptTable(os.Stdout, costs)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "redkit-bench: %v\n", err)
+		return 1
+	}
+	for _, c := range costs {
+		if c.Failed != "" {
+			return 1
+		}
+	}
+	return 0
 }
