@@ -12,13 +12,27 @@
 // unset, an embedded in-process Redis (miniredis), and exports telemetry
 // only when the standard OTEL_* variables ask for it (otelx/setup).
 //
+// Served (-serve, or idservice's -addr), each is fit to expose: every route
+// needs an API key with a scope (internal/auth: hashed bearer keys behind
+// one Authenticator interface a team replaces with its own scheme); the
+// flash sale's buyer is the key's principal, never a body field; the HTTP
+// server has read, write and idle timeouts, a header limit, a bound on
+// requests in flight (503 overloaded past it, at once) and a per-principal
+// GCRA rate limit kept in Redis (429); /healthz and /readyz need no key.
+// With no keys given, a service makes an admin key and prints it once, and
+// only on a loopback address: on any other it refuses to start. An unknown
+// outcome (ErrUnknownOutcome of stock or wallet) is a 503 with Retry-After
+// telling the client to repeat the request with the same Idempotency-Key.
+// The README's "Before you expose a template" lists scopes, flags and
+// defaults.
+//
 // One departure from the design notes: the embedded Redis does not use
 // miniredis's ClockTTL. ClockTTL walks every key on every command, so a
 // sale slowed down more with every order marker it stored. Instead a ticker advances TTLs by the wall-clock time
 // that has passed every 50 ms (redisconn.TTLTick): keys expire at most that
 // late, never early, and TIME stays the wall clock.
 //
-// The internal packages are plumbing only (the Redis connection, telemetry
-// and HTTP conventions, test helpers); the business logic of each example
-// stays in its own directory.
+// The internal packages are plumbing only (the Redis connection, telemetry,
+// credentials, the HTTP server and conventions, test helpers); the business
+// logic of each example stays in its own directory.
 package examples
