@@ -278,3 +278,20 @@ func TestRegress_Transfer_acrossGroups_interruptedIsUnknown(t *testing.T) {
 		})
 	}
 }
+
+// The held-total bound does not count a hold that has expired but was not
+// released yet (the bound is checked before the sweep).
+func TestRegress_Hold_boundIgnoresExpiredHolds(t *testing.T) {
+	ctx := t.Context()
+	led, rdb, _ := newLedger(t)
+	require.NoError(t, led.Open(ctx, "g/a", wallet.WithCurrency("CNY"), wallet.WithOverdraft(maxAmount)))
+	res, err := led.Hold(ctx, wallet.HoldReq{ID: "h1", Account: "g/a", Amount: maxAmount, TTL: time.Second})
+	require.NoError(t, err)
+	require.NoError(t, led.Close()) // no reclaimer releases it
+	waitFor(t, func() bool { now, err := rdb.Time(ctx).Result(); return err == nil && now.After(res.Expires) })
+	_, err = led.Hold(ctx, wallet.HoldReq{ID: "h2", Account: "g/a", Amount: 1, TTL: time.Minute})
+	require.NoError(t, err, "h1 has expired")
+	_, err = led.Transfer(ctx, wallet.Transfer{ID: "x1", From: "g/a", To: "h/b", Amount: 1})
+	require.ErrorIs(t, err, wallet.ErrAccountNotFound, "decided, not refused as invalid")
+	require.Equal(t, int64(1), balanceOf(t, led, "g/a").Held)
+}

@@ -40,7 +40,9 @@ if h then
   return answer(h, h.nonce ~= nonce)
 end
 
-if a and a.held + n > MAX then return invalid('held total would exceed 9007199254740991') end
+local over = held_over(a, KEYS[3], KEYS[4], n, now)
+if over == nil then return reply('again', false) end
+if over then return invalid('held total would exceed 9007199254740991') end
 if not fence_ok(5, 7) then return reply('stale_fence', false) end
 sweep(KEYS[1], KEYS[2], KEYS[3], KEYS[4], a, now, window, SWEEP_LIMIT)
 local status = status_of(a, '', n)

@@ -194,6 +194,23 @@ local function sweep(ak, jk, hk, ik, a, now, window, limit)
   return #due
 end
 
+-- held_over reports whether holding n more would take a.held past MAX,
+-- not counting open holds that have expired but were not released yet
+-- (a check never counts an expired hold; the check comes before the sweep,
+-- which writes). It answers "again" (nil) when more holds are due than it
+-- looks at. Only reads; runs only when the stored total is over.
+local function held_over(a, hk, ik, n, now)
+  if not a or a.held + n <= MAX then return false end
+  local due = redis.call('ZRANGEBYSCORE', ik, '-inf', str(now), 'LIMIT', '0', str(SWEEP_LIMIT + 1))
+  if #due > SWEEP_LIMIT then return nil end
+  local expired = 0
+  for _, id in ipairs(due) do
+    local h = hold_get(hk, id)
+    if h and h.s == 'open' then expired = expired + tonumber(h.n) end
+  end
+  return a.held - expired + n > MAX
+end
+
 -- due_left reports whether the hold index still has entries due at now
 -- (a sweep stopped at its limit). Balances then still count holds that
 -- have expired, so a refusal for lack of funds would rest on a partial

@@ -57,13 +57,15 @@ if #raw > 0 then
 end
 
 if dest_full == '1' then return invalid('destination balance would exceed 9007199254740991') end
-if a and a.held + n > MAX then return invalid('held total would exceed 9007199254740991') end
+local now = now_ms()
+local over = held_over(a, KEYS[4], KEYS[5], n, now)
+if over == nil then return {'again', '0', ''} end
+if over then return invalid('held total would exceed 9007199254740991') end
 -- The last step adds n to a.tout, after the destination was credited, when
 -- it can no longer refuse: the bound is checked here, counting the
 -- transfers already in flight (in a.held).
 if a and a.tout + a.held + n > TOTAL_MAX then return invalid('transfer total would exceed 9e18') end
 if not fence_ok(7, 9) then return {'stale_fence', '0', ''} end
-local now = now_ms()
 sweep(KEYS[1], KEYS[2], KEYS[4], KEYS[5], a, now, window, SWEEP_LIMIT)
 local status = status_of(a, '', n)
 if status == 'insufficient' and due_left(KEYS[5], now) then return {'again', '0', ''} end
