@@ -246,6 +246,9 @@ func (inv *Inventory) adjust(ctx context.Context, kind, opID, sku string, qty in
 	for round := 0; ; round++ {
 		// A SKU split into buckets: the operation's bucket is hash(op ID).
 		b := inv.bucketsOf(sku)
+		if err := inv.raiseFences(ctx, cc, g, b); err != nil {
+			return Result{}, fmt.Errorf("stock: %s %s: %w", kind, opID, err)
+		}
 		if b > 1 && home(opID, b) != 0 {
 			// The operation's marker lives in its bucket: claim the ID in
 			// bucket 0's tag, where orders of the group claim theirs.
@@ -253,9 +256,6 @@ func (inv *Inventory) adjust(ctx context.Context, kind, opID, sku string, qty in
 			if err != nil {
 				return Result{}, fmt.Errorf("stock: %s %s: %w", kind, opID, err)
 			}
-		}
-		if err := inv.raiseFences(ctx, cc, g, b); err != nil {
-			return Result{}, fmt.Errorf("stock: %s %s: %w", kind, opID, err)
 		}
 		t := bucketTag(g, home(opID, b))
 		s, ks, args := inv.withFence(cc, t, adjustScript,
@@ -393,6 +393,12 @@ func (inv *Inventory) runOrder(ctx context.Context, op string, s *script.Script,
 	}
 	raised, claimed := 1, 1
 	for round := 0; ; round++ {
+		if b := inv.bucketsOf(c.skus[0]); c.fence.fence != nil && b != raised {
+			if err := inv.raiseFences(ctx, c.fence, c.group, b); err != nil {
+				return Result{}, fmt.Errorf("stock: %s %s: %w", op, o.ID, err)
+			}
+			raised = b
+		}
 		if b := inv.bucketsOf(c.skus[0]); b != claimed && len(o.Items) == 1 {
 			// An order placed in bucket 0 keeps its marker in the claim's
 			// key itself, which deduct.lua and hold.lua compare.
@@ -402,12 +408,6 @@ func (inv *Inventory) runOrder(ctx context.Context, op string, s *script.Script,
 				return Result{}, fmt.Errorf("stock: %s %s: %w", op, o.ID, err)
 			}
 			claimed = b
-		}
-		if b := inv.bucketsOf(c.skus[0]); c.fence.fence != nil && b != raised {
-			if err := inv.raiseFences(ctx, c.fence, c.group, b); err != nil {
-				return Result{}, fmt.Errorf("stock: %s %s: %w", op, o.ID, err)
-			}
-			raised = b
 		}
 		reply, ackErr, err := inv.write(ctx, c.script, c.keys, c.args)
 		if err != nil || round >= maxRoutingRounds {
