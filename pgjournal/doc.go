@@ -61,7 +61,9 @@
 //     changing attempts). A drift carries the sink's anomalies for the key,
 //     the booked entries Redis's journal should hold and does not
 //     (BookOnly: writes Redis lost) and the journal entries behind the
-//     book's position that the book lacks (JournalOnly).
+//     book's position that the book lacks (JournalOnly). Entries not booked
+//     yet whose operation is booked (a retry or a repair applied it again)
+//     are not counted as lag: the sink will book them as duplicates.
 //
 // # What survives which fault
 //
@@ -98,11 +100,21 @@
 // so reconcile such SKUs when the sink has caught up, or it may report
 // lag as drift.
 //
-// Repair is not implemented: the reconciler reports; rebuilding a key's
-// Redis state from the book is left to the operator (for wallet credits,
-// debits and transfers in BookOnly, calling the same operation again with
-// the same transaction ID and fields re-applies it once, and is a no-op
-// while its marker survives).
+// # Repair
+//
+// RepairWallet gives back to Redis the credits, debits and transfers (within
+// a slot group) of an account that the book holds and Redis lost, by
+// calling the same operation again with the booked transaction ID, amount,
+// peer and memo: applied once, its marker restored, so a client's retry
+// within the idempotency window is answered from it; an operation whose
+// marker survived is answered from it and applied nowhere twice. It cannot
+// repair openings, closings, holds (their TTL is not in the journal) and
+// their captures and voids, the steps of transfers across slot groups, an
+// operation Redis now refuses (funds spent meanwhile), writes lost before
+// the sink booked them, or writes Redis lost while keeping their entries;
+// each is reported, never guessed. Stock has no repair: a lost order is
+// sold again only by the buyer's retry, and an absolute "set the level"
+// would oversell against orders in flight.
 //
 // # Scope of IDs
 //

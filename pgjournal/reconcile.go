@@ -130,7 +130,18 @@ func (b *Book) reconcileStock(ctx context.Context, inv *stock.Inventory, sku str
 		if err != nil {
 			return nil, err
 		}
+		kinds, ops := make([]string, len(pending)), make([]string, len(pending))
+		for i, e := range pending {
+			kinds[i], ops[i] = e.Kind, e.Op
+		}
+		booked, err := b.bookedOps(ctx, stockJournalDesc, []any{sku, 0}, kinds, ops)
+		if err != nil {
+			return nil, err
+		}
 		for _, e := range pending {
+			if booked[[2]string{e.Kind, e.Op}] {
+				continue
+			}
 			for i, d := range stockLevels(e.Delta) {
 				book[i] += d
 			}
@@ -235,7 +246,18 @@ func (b *Book) reconcileWallet(ctx context.Context, l *wallet.Ledger, account st
 		if err != nil {
 			return nil, err
 		}
+		kinds, ops := make([]string, len(pending)), make([]string, len(pending))
+		for i, e := range pending {
+			kinds[i], ops[i] = e.Kind, e.TxID
+		}
+		booked, err := b.bookedOps(ctx, walletJournalDesc, []any{account}, kinds, ops)
+		if err != nil {
+			return nil, err
+		}
 		for _, e := range pending {
+			if booked[[2]string{e.Kind, e.TxID}] {
+				continue
+			}
 			book[0] += e.Delta
 			book[1] += e.HeldDelta
 		}
@@ -336,4 +358,27 @@ func (b *Book) explain(ctx context.Context, j *journal, key []any, ids []string,
 		d.JournalOnly = append(d.JournalOnly, id)
 	}
 	return nil
+}
+
+// bookedOps returns which of the (kind, op) pairs the journal has booked:
+// an entry not booked yet whose operation is (a retry or a repair applied
+// it again in Redis) will be booked as a duplicate, so it is not lag.
+func (b *Book) bookedOps(ctx context.Context, j *journal, key []any, kinds, ops []string) (map[[2]string]bool, error) {
+	out := map[[2]string]bool{}
+	if len(kinds) == 0 {
+		return out, nil
+	}
+	where := "account = $1"
+	if j.module == "stock" {
+		where = "sku = $1 AND bucket = $2"
+	}
+	n := len(key)
+	rows, err := b.pool.Query(ctx, fmt.Sprintf("SELECT kind, op FROM %s WHERE %s AND op <> '' AND (kind, op) IN (SELECT * FROM unnest($%d::text[], $%d::text[]))",
+		b.t(j.entries), where, n+1, n+2), append(append([]any{}, key...), kinds, ops)...)
+	if err != nil {
+		return nil, err
+	}
+	var k, o string
+	_, err = pgx.ForEachRow(rows, []any{&k, &o}, func() error { out[[2]string{k, o}] = true; return nil })
+	return out, err
 }
