@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -145,12 +144,19 @@ func servesSlot(slots string, slot int) bool {
 	return false
 }
 
+// Fataler is the part of testing.TB that LostReply needs; a *rapid.T has
+// it too.
+type Fataler interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
 // LostReply runs call while px drops replies, waits until a reply was
 // dropped (a command of call ran and its client will time out), runs then
 // (the fault that follows: Cut, Kill, Busy, MoveSlot...), lets replies
 // through again and returns call's result. It fails the test if call
 // returns before any reply was dropped.
-func LostReply(tb testing.TB, px *Proxy, call func() error, then func()) error {
+func LostReply(tb Fataler, px *Proxy, call func() error, then func()) error {
 	tb.Helper()
 	return LostReplyAfter(tb, px, 0, call, then)
 }
@@ -158,7 +164,7 @@ func LostReply(tb testing.TB, px *Proxy, call func() error, then func()) error {
 // LostReplyAfter is LostReply losing the reply to call's skip+1-th command
 // (see DropRepliesAfter): a call that reads before it writes loses the
 // write's reply.
-func LostReplyAfter(tb testing.TB, px *Proxy, skip int, call func() error, then func()) error {
+func LostReplyAfter(tb Fataler, px *Proxy, skip int, call func() error, then func()) error {
 	tb.Helper()
 	n := px.Dropped()
 	px.DropRepliesAfter(skip)
