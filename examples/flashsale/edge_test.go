@@ -223,6 +223,29 @@ trickle:
 	}
 }
 
+// Request headers are bounded: 32 KiB of them is refused before any
+// handler runs.
+func TestRun_serve_headerLimit(t *testing.T) {
+	t.Setenv(redisconn.Env, "")
+	keys := withKeys(t, "shop:sale:admin,read")
+	svc := exampletest.Serve(t, run, "-serve", "127.0.0.1:0")
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, svc.URL+"/skus/phone", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+keys["shop"])
+	req.Header.Set("X-Padding", strings.Repeat("x", 32<<10))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	http.DefaultClient.CloseIdleConnections()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("32 KiB of headers: %d, want 431", resp.StatusCode)
+	}
+}
+
 // Past -max-in-flight, a request is answered 503 with Retry-After at once
 // instead of queueing behind requests that wait on Redis.
 func TestRun_serve_inFlightBound(t *testing.T) {

@@ -244,7 +244,11 @@ func TestRun_serve(t *testing.T) {
 		t.Setenv("REDIS_URL", redisURL)
 		service := fmt.Sprintf("test-%d", services.Add(1))
 		svc := exampletest.Serve(t, run, "-addr", "127.0.0.1:0", "-service", service, "-lease-ttl", "2s")
-		c := exampletest.NewClient(t, svc.URL).As(svc.AdminKey)
+		anon := exampletest.NewClient(t, svc.URL)
+		anon.Get("/id/snowflake").Want(t, 401, "unauthenticated")
+		anon.Get("/status").Want(t, 401, "unauthenticated")
+		anon.Get("/healthz").Want(t, 200, "")
+		c := anon.As(svc.AdminKey)
 		mustIDs(t, c.Get("/id/snowflake?n=10").Want(t, 200, ""))
 		st := exampletest.Decode[statusBody](t, c.Get("/status").Want(t, 200, ""))
 		if st.Snowflake.Service != service || st.Snowflake.Node < 0 || st.Snowflake.LeaseTTL != "2s" || st.Snowflake.LastIDTime == nil {
