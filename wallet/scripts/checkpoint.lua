@@ -15,9 +15,12 @@ if not a then return {'not_found', 0} end
 local last = redis.call('HGET', KEYS[1], 'last')
 local tail = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', '1')
 if last ~= ARGV[1] or not tail[1] or tail[1][1] ~= last then return {'moved', 0} end
+-- The totals are copied as stored: they pass 2^53, where a Lua number
+-- would round them.
+local t = redis.call('HMGET', KEYS[1], 'cr', 'db', 'tin', 'tout')
 local e = redis.call('XADD', KEYS[2], '*', 'tx', '', 'kind', 'checkpoint', 'delta', '0', 'hdelta', '0',
-                     'posted', str(a.posted), 'held', str(a.held), 'cr', str(a.cr), 'db', str(a.db),
-                     'tin', str(a.tin), 'tout', str(a.tout))
+                     'posted', str(a.posted), 'held', str(a.held), 'cr', t[1] or '0', 'db', t[2] or '0',
+                     'tin', t[3] or '0', 'tout', t[4] or '0')
 local trimmed = redis.call('XTRIM', KEYS[2], 'MINID', e)
 redis.call('HSET', KEYS[1], 'ck', e, 'last', e)
 return {e, trimmed}
