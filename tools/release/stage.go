@@ -2,6 +2,7 @@ package release
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -30,6 +31,11 @@ type StageOptions struct {
 	// AfterPrepare, when set, runs on the copy between Prepare and the
 	// release commit. Tests use it to release a broken go.mod.
 	AfterPrepare func(root string) error
+	// FillSums completes the released go.sum files as release-prepare
+	// does (Repo.FillSums). It costs a go mod tidy per module, and the
+	// consumers do not read their dependencies' go.sum, so the proof
+	// leaves it out; api-check needs it (gorelease checks go.sum).
+	FillSums bool
 }
 
 // NewStage copies the files git would commit from src (tracked files and
@@ -53,6 +59,11 @@ func NewStage(src, dir string, opts StageOptions) (*Stage, error) {
 	}
 	if opts.AfterPrepare != nil {
 		if err := opts.AfterPrepare(root); err != nil {
+			return nil, err
+		}
+	}
+	if opts.FillSums {
+		if err := r.FillSums(context.Background(), filepath.Join(dir, "sums")); err != nil {
 			return nil, err
 		}
 	}

@@ -1,5 +1,21 @@
 package main
 
-import "fmt"
+import (
+	"context"
+	"os"
 
-func apiCheck(root string, keep bool) error { return fmt.Errorf("not yet") }
+	"github.com/redkit-go/redkit/tools/release"
+)
+
+func apiCheck(root string, keep bool) error {
+	dir, cleanup, err := tempDir(keep)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	st, err := release.NewStage(root, dir, release.StageOptions{FillSums: true})
+	if err != nil {
+		return err
+	}
+	return st.APICheck(context.Background(), root, dir, os.Stdout)
+}

@@ -94,6 +94,15 @@ func prepare(root, set, version string) error {
 		return err
 	}
 	changed = append(changed, mods...)
+	dir, cleanup, err := tempDir(false)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	if err := r.FillSums(context.Background(), dir); err != nil {
+		return err
+	}
+	changed = append(changed, "(go.sum of the released modules: the siblings' sums)")
 	fmt.Println("changed:")
 	for _, c := range changed {
 		fmt.Println("  " + c)
