@@ -1,6 +1,8 @@
 # redkit: every target works on a fresh Debian machine with Go installed.
 SHELL := /bin/bash
 MODULES := internal otelx otelx/setup redistest idgen lock stock wallet pgjournal reliability examples bench
+# The release tooling (never released itself; see versions.yaml and RELEASING.md).
+MODULES += tools
 GO ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -8,7 +10,7 @@ APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server gc
 
 .PHONY: test deps vet unit modules chaos bench bench-scripts lint fmt
 
-test: deps vet unit modules
+test: deps vet unit modules release-proof
 
 # The tests need real redis-server and PostgreSQL processes, and -race needs
 # cgo (gcc). Debian keeps initdb and postgres in /usr/lib/postgresql/<ver>/bin,
@@ -58,3 +60,31 @@ lint:
 
 fmt:
 	gofmt -l -w $(MODULES)
+
+# Releases (versions.yaml, RELEASING.md). The tools module holds the program.
+.PHONY: release-proof release-prepare release-develop api-check
+RELEASE := $(GO) run -C tools ./cmd/release
+
+# A release as the public proxy would serve it: in a temporary copy, prepare,
+# commit and tag, serve each released module's zip from a file-based GOPROXY
+# (then the module cache and the GOPROXY configured here), and go get, build
+# and run consumers outside the workspace against a real redis-server.
+release-proof: deps
+	cd tools && REDKIT_RELEASE_PROOF=1 $(GO) test -count=1 -run '^TestConsumerProof' ./release/
+
+# make release-prepare SET=library [VERSION=v0.2.0]: move the set (default:
+# the version versions.yaml has), date its changelogs, rewrite the released
+# go.mod/go.sum files for the release commit and print the tags. Pushes nothing.
+release-prepare:
+	@test -n "$(SET)" || { echo "usage: make release-prepare SET=<set of versions.yaml> [VERSION=vX.Y.Z]"; exit 2; }
+	$(RELEASE) prepare -root "$(CURDIR)" -set "$(SET)" $(if $(VERSION),-version "$(VERSION)")
+
+# After tagging: relative replaces back in the released go.mod files.
+release-develop:
+	$(RELEASE) develop -root "$(CURDIR)"
+
+# gorelease per released module against its set's previous version (before
+# a set's first release: against the current tree). A few minutes, so not
+# part of make test.
+api-check:
+	$(RELEASE) api-check -root "$(CURDIR)"
