@@ -427,9 +427,8 @@ func (inv *Inventory) learnFenced(ctx context.Context, cc callConfig, skus ...st
 
 // ownPath reports whether order o of a batch must take Deduct's path (one
 // call after the other) rather than the batch's pipeline: on a SKU split into
-// buckets, a fenced order raises the fence in every bucket first, and an
-// order whose buyer's home is not bucket 0 claims its ID in bucket 0's tag
-// first (claim).
+// buckets, an order claims its ID in bucket 0's tag first (claim), and a
+// fenced one raises the fence in every bucket before that.
 func (inv *Inventory) ownPath(ctx context.Context, o Order, opts []CallOption) bool {
 	if len(o.Items) != 1 {
 		return false
@@ -442,5 +441,5 @@ func (inv *Inventory) ownPath(ctx context.Context, o Order, opts []CallOption) b
 		return true // Deduct's path reports it
 	}
 	b := inv.bucketsOf(o.Items[0].SKU)
-	return b > 1 && (cc.fence != nil || home(o.Buyer, b) != 0)
+	return b > 1
 }

@@ -249,7 +249,7 @@ func (inv *Inventory) adjust(ctx context.Context, kind, opID, sku string, qty in
 		if err := inv.raiseFences(ctx, cc, g, b); err != nil {
 			return Result{}, fmt.Errorf("stock: %s %s: %w", kind, opID, err)
 		}
-		if b > 1 && home(opID, b) != 0 {
+		if b > 1 {
 			// The operation's marker lives in its bucket: claim the ID in
 			// bucket 0's tag, where orders of the group claim theirs.
 			err := inv.claimID(ctx, g, opID, "", sku+" "+strconv.FormatInt(qty, 10), kind, "claim", inv.cfg.window.Milliseconds())
@@ -400,11 +400,7 @@ func (inv *Inventory) runOrder(ctx context.Context, op string, s *script.Script,
 			raised = b
 		}
 		if b := inv.bucketsOf(c.skus[0]); b != claimed && len(o.Items) == 1 {
-			// An order placed in bucket 0 keeps its marker in the claim's
-			// key itself, which deduct.lua and hold.lua compare.
-			if home(o.Buyer, b) == 0 {
-				claimed = b
-			} else if err := inv.claim(ctx, op, c.group, o, mode); err != nil {
+			if err := inv.claim(ctx, op, c.group, o, mode); err != nil {
 				return Result{}, fmt.Errorf("stock: %s %s: %w", op, o.ID, err)
 			}
 			claimed = b

@@ -34,9 +34,13 @@ if not positive(q) then return {'invalid', 0, 'quantity', 0} end
 if not positive(window) then return {'invalid', 0, 'window', 0} end
 local desc = sku .. ' ' .. fmt(q)
 
-local m = redis.call('HMGET', KEYS[1], 'k', 'i', 'n', 'r', 'd', 'l', 'ck')
--- Claimed (claim.lua) by an order on a SKU split into buckets.
-if not m[1] and m[7] then return {'conflict', 0, 'kind', 0} end
+local m = redis.call('HMGET', KEYS[1], 'k', 'i', 'n', 'r', 'd', 'l', 'ck', 'ci')
+-- Claimed (claim.lua) on a SKU split into buckets, by an order or by this
+-- operation itself.
+if not m[1] and m[7] then
+  if m[7] ~= kind then return {'conflict', 0, 'kind', 0} end
+  if m[8] ~= desc then return {'conflict', 0, 'items', 0} end
+end
 if m[1] then
   if m[1] ~= kind then return {'conflict', 0, 'kind', 0} end
   if m[2] ~= desc then return {'conflict', 0, 'items', 0} end
