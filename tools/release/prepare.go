@@ -177,9 +177,9 @@ func (r *Repo) Prepare() ([]string, error) {
 }
 
 // Develop is the step back after a release commit is tagged: every released
-// go.mod gets a relative replace for each sibling it requires, so each
-// module builds alone again with GOWORK=off while the requires keep naming
-// the released versions.
+// go.mod gets a relative replace for each sibling it requires (and its
+// go.sum loses the siblings' sums), so each module builds alone again with
+// GOWORK=off while the requires keep naming the released versions.
 func (r *Repo) Develop() ([]string, error) {
 	var changed []string
 	for _, m := range r.ReleasedModules() {
@@ -206,8 +206,38 @@ func (r *Repo) Develop() ([]string, error) {
 		if err != nil {
 			return changed, err
 		}
+		if err := r.dropSiblingSums(m, &changed); err != nil {
+			return changed, err
+		}
 	}
 	return changed, nil
+}
+
+// dropSiblingSums removes the go.sum lines of repository modules, which a
+// module reaching them by directory replace does not need (go mod tidy
+// would remove them too: make modules checks that the go.sum is tidy).
+func (r *Repo) dropSiblingSums(m Module, changed *[]string) error {
+	name := filepath.Join(r.Root, filepath.FromSlash(m.Dir), "go.sum")
+	b, err := os.ReadFile(name)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var keep []string
+	for _, l := range strings.SplitAfter(string(b), "\n") {
+		if p, _, ok := strings.Cut(l, " "); ok && r.isRepoModule(p) {
+			continue
+		}
+		keep = append(keep, l)
+	}
+	out := strings.Join(keep, "")
+	if out == string(b) {
+		return nil
+	}
+	*changed = append(*changed, m.Dir+"/go.sum")
+	return os.WriteFile(name, []byte(out), 0o644)
 }
 
 func (r *Repo) editGoMod(m Module, edit func(*modfile.File) error, changed *[]string) error {

@@ -86,6 +86,28 @@ func NewStage(src, dir string, opts StageOptions) (*Stage, error) {
 	return st, nil
 }
 
+// StageFromTags serves the released modules of the repository at root from
+// its existing tags of the sets' current versions (what a release pushed),
+// instead of staging a new release.
+func StageFromTags(root, dir string) (*Stage, error) {
+	r, err := OpenRepo(root)
+	if err != nil {
+		return nil, err
+	}
+	st := &Stage{Repo: r, Proxy: filepath.Join(dir, "proxy")}
+	for _, m := range r.ReleasedModules() {
+		v := r.Versions.SetOf(m.Path).Version
+		if _, err := git(root, "rev-parse", "-q", "--verify", "refs/tags/"+m.Tag(v)); err != nil {
+			return nil, fmt.Errorf("no tag %s: %w", m.Tag(v), err)
+		}
+		if err := AddToProxy(st.Proxy, root, m, v); err != nil {
+			return nil, err
+		}
+		st.Tags = append(st.Tags, m.Tag(v))
+	}
+	return st, nil
+}
+
 // AddToProxy writes module m at version, from the tag m.Tag(version) of the
 // git repository at root, into the proxy directory: the zip is built by
 // golang.org/x/mod/zip from exactly the files `git archive` gives for the

@@ -14,10 +14,12 @@
 //	    GOWORK=off while its requires keep the released versions.
 //	release tags -set library
 //	    Prints the tags of the set's current version.
-//	release proof [-keep]
+//	release proof [-keep] [-from-tags]
 //	    In a temporary copy: prepare, commit, tag, serve the released modules
 //	    from a file-based module proxy, and build and run consumers of them
-//	    outside the workspace against a real redis-server.
+//	    outside the workspace against a real redis-server. With -from-tags
+//	    the proxy is built from the repository's own tags of the sets'
+//	    versions (after a release, to check what was tagged).
 //	release api-check
 //	    gorelease for every released module against its set's previous
 //	    version (the tag's files), or, before a set's first release, against
@@ -45,6 +47,7 @@ func main() {
 	set := fs.String("set", "", "module set in versions.yaml")
 	version := fs.String("version", "", "new version of the set (default: the one versions.yaml has)")
 	keep := fs.Bool("keep", false, "keep the temporary directory and print its path")
+	fromTags := fs.Bool("from-tags", false, "proof: serve the modules from the repository's existing tags of the sets' versions instead of staging a release")
 	fs.BoolVar(&release.Verbose, "v", false, "print each go command of the proof and its time")
 	_ = fs.Parse(args)
 	var err error
@@ -56,7 +59,7 @@ func main() {
 	case "tags":
 		err = tags(*root, *set)
 	case "proof":
-		err = proof(*root, *keep)
+		err = proof(*root, *keep, *fromTags)
 	case "api-check":
 		err = apiCheck(*root, *keep)
 	default:
@@ -69,7 +72,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: release prepare -set NAME [-version vX.Y.Z] | develop | tags -set NAME | proof [-keep] | api-check [-keep]")
+	fmt.Fprintln(os.Stderr, "usage: release prepare -set NAME [-version vX.Y.Z] | develop | tags -set NAME | proof [-keep] [-from-tags] | api-check [-keep]")
 	os.Exit(2)
 }
 
@@ -155,13 +158,18 @@ func tempDir(keep bool) (string, func(), error) {
 	return dir, func() { os.RemoveAll(dir) }, nil
 }
 
-func proof(root string, keep bool) error {
+func proof(root string, keep, fromTags bool) error {
 	dir, cleanup, err := tempDir(keep)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	st, err := release.NewStage(root, dir, release.StageOptions{})
+	var st *release.Stage
+	if fromTags {
+		st, err = release.StageFromTags(root, dir)
+	} else {
+		st, err = release.NewStage(root, dir, release.StageOptions{})
+	}
 	if err != nil {
 		return err
 	}
