@@ -25,15 +25,28 @@
 //     limit of a SKU, counting units reserved for and sold to them; cancel,
 //     expiry and refund give the allowance back.
 //   - At most once per operation ID: Deduct, Reserve, Restock and WriteOff
-//     (and Confirm, Cancel and Refund of an order) store their decision, success or refusal, under the caller's operation ID. Calling
-//     again with the same ID and fields returns the stored decision with
+//     (and Confirm, Cancel and Refund of an order) store their decision,
+//     success or refusal, under the caller's operation ID. Calling again
+//     with the same ID and fields returns the stored decision with
 //     Result.Replayed set and changes nothing; the same ID with other fields
-//     fails with a *ConflictError; a refused operation stays refused even if
-//     stock arrives later. go-redis re-sends a command after a read timeout
+//     (another kind, buyer, SKU or quantity) fails with a *ConflictError; a
+//     refused operation stays refused even if stock arrives later. Errors
+//     that may not stay true are not stored and write nothing: bad input,
+//     a level that would pass 2^53-1 (ErrInvalid), a stale fence, a
+//     conflict. go-redis re-sends a command after a read timeout
 //     by default, and this package retries a lost reply itself (WithRetry,
 //     default 3 attempts), always with the same ID, so neither can apply an
 //     operation twice. Result.Replayed is true only when an earlier call had
 //     decided the operation, never because of this package's own retries.
+//   - Scope of an ID: one slot group (see Slot groups and keys). Order IDs
+//     and restock/write-off IDs share that scope, whatever SKU of the group
+//     they name, with or without buckets: on a SKU split into buckets the
+//     first call with an ID claims it in the group's own tag {g} (kind,
+//     buyer, items) before it runs in its bucket, so the same ID from
+//     another buyer, or for another kind or quantity, is a *ConflictError
+//     there too. A claim is made by the first call that reaches Redis, even
+//     if that call is then refused without a stored decision (a stale
+//     fence, a bound), and lives as long as the operation's marker.
 //   - A definite answer or ErrUnknownOutcome: when the retries run out
 //     without a reply, the error wraps ErrUnknownOutcome; calling again with
 //     the same ID tells what happened.
@@ -45,7 +58,13 @@
 //     deltas and the levels after it) in the same script, so the journal
 //     never misses or duplicates a change. Audit checks the identity
 //     initial + restocked - written_off = available + reserved + sold -
-//     refunded and replays the journal from the last checkpoint.
+//     refunded, replays the journal from the last checkpoint (each entry's
+//     deltas against the levels it records, and the last entry against the
+//     SKU's levels, so a changed level, an entry added or removed and a hash
+//     rolled back to an older copy are reported), and compares reserved
+//     with the units of the holds in the deadline index. Checkpoint audits
+//     first and refuses with ErrDrift rather than write a checkpoint over
+//     levels the journal does not explain.
 //
 // # Reservations
 //
@@ -58,7 +77,10 @@
 // fails with ErrHoldExpired. Expired holds go back to available lazily, at
 // the next Deduct or Reserve of the SKU, and through a background reclaimer
 // (WithReclaimInterval, stopped by Close); correctness never depends on the
-// reclaimer's timing. Level reports expired holds as reserved until one of
+// reclaimer's timing. A refusal (sold out, buyer limit) is never decided on
+// a partial sweep: when more expired holds wait than one call reclaims, the
+// call reclaims a batch and goes on, and decides once none is left that
+// could change the answer. Level reports expired holds as reserved until one of
 // those has run.
 //
 // # Hot SKUs: buckets
@@ -67,12 +89,17 @@
 // tags ({g}, {g#1}, ..., {g#b-1}), so on a Cluster one SKU's sales spread over
 // several nodes. A buyer's orders always go to their home bucket, a hash of
 // the buyer ID, so the per-buyer limit is checked in one script and a retry
-// never lands elsewhere. A bucket that runs short is refilled from the others
+// never lands elsewhere (the operation's ID is claimed in {g} first, one more
+// round trip). A bucket that runs short is refilled from the others
 // by transfers (out of one bucket, into the other, then the out-record is
 // deleted); transfers between two buckets are numbered and applied in order,
-// so each is credited exactly once however often it is finished; an order is refused as sold out
-// only after every other bucket was asked and transfers left in flight by a
-// crashed caller were finished. Audit counts units in flight. Clients learn
+// so each is credited exactly once however often it is finished, and a
+// transfer never moves more than the receiving bucket can take below
+// 2^53-1. An order is refused as sold out only after transfers left in flight
+// by a crashed caller were finished and every other bucket that may hold
+// units was asked, its expired holds reclaimed first: a bucket is skipped
+// only when one read found it with nothing available, nothing reserved and
+// no transfer toward it just finished. Audit counts units in flight. Clients learn
 // the bucket count once per SKU: a script refuses a call routed with the
 // wrong count and names the right one. A SKU split into buckets must be the
 // only item of its orders; restocks and write-offs go to the bucket of their
@@ -85,7 +112,15 @@
 // WithFence makes a write conditional on a lock.Lease's fence: the script
 // refuses a token older than one already seen in the SKUs' slot group
 // (ErrStaleFence), so a holder whose lock expired cannot write after its
-// successor. WithReplicaAck(n, timeout) pipelines WAIT with every write on
+// successor. The replay comes first: a call that repeats a decided
+// operation gets the stored decision whatever token it carries (a holder
+// that applied an order and lost the reply learns it was applied, even
+// after its successor wrote); the fence is judged only for an operation not
+// decided yet, before its first write. On a SKU split into buckets each
+// bucket has its own fence key ({g#k}), and a fenced call first records its
+// token in every bucket's key (keeping a higher one), then runs: a token
+// accepted through any bucket was recorded in all of them before, so a
+// lower token is stale through every bucket. WithReplicaAck(n, timeout) pipelines WAIT with every write on
 // the connection to the primary that owns the SKU (the right node on a
 // Cluster); fewer acknowledgements return ErrReplicaAck alongside a valid
 // Result, because the write did happen. DeductBatch sends many orders in one
@@ -95,8 +130,11 @@
 // and quantities never appear in telemetry (see WithLabel).
 //
 // Consume hands the journal to a service (to persist it in a database, say)
-// through a Redis consumer group: at least once, in order per SKU, with
-// entries a crashed consumer left unacknowledged taken over after MinIdle.
+// through a Redis consumer group: at least once, in order per SKU (per
+// bucket), with entries a crashed consumer left unacknowledged taken over
+// after MinIdle. A SKU that does not exist yet when Consume starts is looked
+// up again at every idle round; once created, every bucket's journal is read
+// from its first entry.
 //
 // Bad input (malformed names, quantities outside 1..2^53-1, more than
 // MaxItems items, SKUs of different slot groups) is refused with ErrInvalid
@@ -153,8 +191,9 @@
 //	<p>:stock:v1:{g}:ack            written before WAIT (WithReplicaAck); expires after a minute
 //
 // A SKU split into buckets has those keys (markers included: an order's
-// marker lives in its buyer's home bucket) under each bucket's tag {g#k},
-// plus per bucket:
+// marker lives in its buyer's home bucket, a restock's or write-off's in the
+// bucket of its ID; the claim of every ID lives in the op:<ID> hash of {g},
+// fields ck, cb, ci) under each bucket's tag {g#k}, plus per bucket:
 //
 //	<p>:stock:v1:{g#k}:transfers:<sku>  hash: transfers out, not yet finished,
 //	                                    and the last number given to each bucket

@@ -30,11 +30,15 @@ type callConfig struct {
 }
 
 // WithFence makes the call conditional on f, the fence of a lock.Lease the
-// caller holds: the script first checks f.Token against the highest token
+// caller holds: the script checks f.Token against the highest token
 // recorded for f.Name in the SKUs' slot group (key
 // <prefix>:fence:v1:{<group>}:<lock name>, see lock.FenceKey) and refuses
-// with ErrStaleFence when it is lower. An accepted token is recorded even if
-// the operation itself is then refused.
+// with ErrStaleFence, writing nothing, when it is lower. A call that repeats
+// an operation already decided gets the stored decision first, whatever its
+// token. An accepted token is recorded even if the operation itself is then
+// refused. On a SKU split into buckets the token is recorded in every
+// bucket's fence key (tag {<group>#k}) before the call runs, so a token
+// accepted through one bucket makes lower tokens stale through all.
 func WithFence(f lock.Fence) CallOption {
 	return callOptionFunc(func(c *callConfig) { c.fence = &f })
 }
