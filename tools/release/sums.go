@@ -34,6 +34,14 @@ func (r *Repo) FillSums(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
+	// Sums written by an earlier prepare are stale once any file of a
+	// sibling changed (a dated changelog is enough): start from none.
+	var changed []string
+	for _, m := range order {
+		if err := r.dropSiblingSums(m, &changed); err != nil {
+			return err
+		}
+	}
 	files, err := trackedFiles(r.Root)
 	if err != nil {
 		return err
