@@ -358,6 +358,7 @@ func StartRedis(ctx context.Context, dir string) (addr string, stop func(), err 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", nil, err
 	}
+	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -383,7 +384,7 @@ func StartRedis(ctx context.Context, dir string) (addr string, stop func(), err 
 		for {
 			select {
 			case <-done:
-				err = fmt.Errorf("redis-server exited: %s", logs.String())
+				lastErr = fmt.Errorf("redis-server exited: %s", logs.String())
 			case <-ctx.Done():
 				stop()
 				return "", nil, ctx.Err()
@@ -398,5 +399,5 @@ func StartRedis(ctx context.Context, dir string) (addr string, stop func(), err 
 			break
 		}
 	}
-	return "", nil, err
+	return "", nil, lastErr
 }
