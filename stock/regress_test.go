@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/redkit-go/redkit/lock"
+	"github.com/redkit-go/redkit/redistest"
 	"github.com/redkit-go/redkit/stock"
 )
 
@@ -419,4 +421,38 @@ func TestBuckets_adjustIDSharesTheOrderScope(t *testing.T) {
 	require.Equal(t, stock.Levels{Available: 44, Sold: 1}, level(t, inv, "g/a"))
 	require.Equal(t, stock.Levels{Available: 40}, level(t, inv, "g/c"))
 	audited(t, inv, "g/a", "g/c")
+}
+
+// An order applied on the first attempt whose reply was lost while the
+// lock's successor wrote with a higher token: the module's own retry
+// answers the stored decision, not ErrStaleFence.
+func TestFence_lostReplyThenSuccessorWrites(t *testing.T) {
+	_, direct, prefix := newInventory(t)
+	px := redistest.NewProxy(t, shared.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	defer rdb.Close()
+	ctx := t.Context()
+	inv := stock.New(rdb, stock.WithKeyPrefix(prefix))
+	defer inv.Close()
+	successor := stock.New(direct, stock.WithKeyPrefix(prefix))
+	defer successor.Close()
+	require.NoError(t, inv.Create(ctx, "f", 10))
+	f5 := stock.WithFence(lock.Fence{Name: "seller", Token: 5})
+	f6 := stock.WithFence(lock.Fence{Name: "seller", Token: 6})
+	// The fenced script is loaded, so the lost reply is the order's own.
+	_, err := inv.Deduct(ctx, order("o0", "u", "f", 1), f5)
+	require.NoError(t, err)
+
+	var res stock.Result
+	err = redistest.LostReply(t, px, func() error {
+		var err error
+		res, err = inv.Deduct(ctx, order("o1", "u", "f", 1), f5)
+		return err
+	}, func() {
+		_, err := successor.Restock(ctx, "r1", "f", 1, f6)
+		require.NoError(t, err)
+	})
+	require.NoError(t, err, "an applied order reported as not applied")
+	require.False(t, res.Replayed)
+	require.Equal(t, stock.Levels{Available: 9, Sold: 2}, level(t, successor, "f"))
 }
