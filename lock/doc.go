@@ -48,7 +48,8 @@
 //     returns; when Redis does not answer that either, the Client keeps
 //     trying in the background (backing off to 1s) until Redis answers,
 //     the Client closes or the lock has expired anyway, so no lock is left
-//     held by nobody until its TTL once Redis answers again.
+//     held by nobody until its TTL once Redis answers again. A Release that
+//     returns an error is retried the same way.
 //   - A waiter that gives up, at any step (its context ends during an
 //     attempt, while it subscribes, while it waits; the Client closes; an
 //     attempt fails), withdraws what its attempts announced (an RWMutex
@@ -142,6 +143,10 @@
 //     deleted before the call returns (TestMutex_TryAcquire_unknownOutcomeCleansUp);
 //     when the replies of that deletion are lost too, as soon as replies
 //     come again (TestMutex_TryAcquire_lostRepliesCleanedUpOnceBack).
+//   - A Release that got no answer at all (it may not have run): Release
+//     returns the error and the release is retried until Redis answers, so
+//     the lock is free as soon as replies come again
+//     (TestLease_Release_lostRepliesRetriedOnceBack).
 //   - A waiter whose context ends while it waits or while it subscribes
 //     (its replies slowed): a reader, or the next fair-mode caller, gets in
 //     as soon as Acquire has returned (TestRWMutex_writerWithdraws,

@@ -257,3 +257,33 @@ func TestMutex_TryAcquire_lostRepliesCleanedUpOnceBack(t *testing.T) {
 		})
 	}
 }
+
+// TestLease_Release_lostRepliesRetriedOnceBack: a Release whose every send
+// fails without an answer (the pooled connection broke and each new one
+// loses its handshake reply) may not have run; it is retried once replies
+// come again, so the lock is not left held by nobody until its TTL.
+func TestLease_Release_lostRepliesRetriedOnceBack(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	px := redistest.NewProxy(t, s.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 200 * time.Millisecond, MaxRetries: -1, PoolSize: 1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	prefix := testPrefix(t)
+	lost := newLocks(t, rdb, lock.WithKeyPrefix(prefix))
+	direct := newLocks(t, s.Client(), lock.WithKeyPrefix(prefix))
+	opts := []lock.Option{lock.WithTTL(10 * time.Minute)}
+	l, err := lost.Mutex("kept", opts...).TryAcquire(t.Context())
+	require.NoError(t, err)
+
+	px.DropReplies(true)
+	require.Error(t, rdb.Ping(t.Context()).Err()) // the pooled connection is gone
+	require.Error(t, l.Release(t.Context()))
+	px.DropReplies(false)
+	eventually(t, func() bool {
+		l, err := direct.Mutex("kept", opts...).TryAcquire(t.Context())
+		if err != nil {
+			return false
+		}
+		require.NoError(t, l.Release(t.Context()))
+		return true
+	}, "the lock whose release got no answer is released once replies come again")
+}

@@ -194,7 +194,9 @@ func (l *Lease) end(cause error) {
 // holds it, waking a waiter. It returns nil when the lock was released (also
 // when a re-sent release finds that its first attempt did it),
 // ErrLeaseExpired when the lock had already expired, ErrLeaseTaken when
-// another owner holds it, or the Redis error. It runs detached from ctx's
+// another owner holds it, or the Redis error (the release is then retried
+// in the background until Redis answers, the Client closes or the lock has
+// expired). It runs detached from ctx's
 // cancellation (keeping its values), bounded by WithReleaseTimeout, so a
 // deferred Release works after the request's context has ended. Later calls
 // return the first call's result.
@@ -223,6 +225,10 @@ func (l *Lease) release(ctx context.Context) (err error) {
 	l.r.c.forget(l)
 	switch {
 	case err != nil:
+		// The release may not have run (its replies lost, and the re-sends
+		// with them): keep trying, so the lock is not left held by nobody
+		// until its TTL once Redis answers again.
+		l.r.withdrawLater(ctx, l.owner)
 		err = fmt.Errorf("lock: release %s: %w", l.r.name, err)
 		l.end(ErrReleased)
 	case status == 1:

@@ -483,6 +483,13 @@ func (r *resource) abandon(ctx context.Context, owner string) {
 	if r.withdraw(ctx, owner) == nil {
 		return
 	}
+	r.withdrawLater(ctx, owner)
+}
+
+// withdrawLater runs the release script for owner in the background until
+// Redis answers, the Client closes, or what it would delete has expired.
+func (r *resource) withdrawLater(ctx context.Context, owner string) {
+	ctx = context.WithoutCancel(ctx)
 	// A lock lives one TTL, a writer's mark two after the holders it
 	// waits for, a queue entry FairEviction.
 	until := time.Now().Add(max(2*r.cfg.ttl, FairEviction))

@@ -450,6 +450,9 @@ func (m *modelRun) release(rt *rapid.T, i int, what string) {
 	if err != nil && held && !m.fault(h.actor) {
 		rt.Fatalf("%s: release of a held lease: %v", what, err)
 	}
+	// A release whose replies were lost may not have run: it is retried
+	// in the background once they come again.
+	m.healing = m.healing || err != nil && m.fault(h.actor)
 }
 
 func (m *modelRun) releaseAll(rt *rapid.T, what string) {
