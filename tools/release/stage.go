@@ -243,3 +243,32 @@ func git(dir string, args ...string) (string, error) {
 	}
 	return stdout.String(), nil
 }
+
+// BuildAlone unpacks every released module's zip from the proxy into dir
+// and builds it there on its own (no workspace, no replace, go.sum read
+// only), with the stage's proxy for its siblings: what someone who
+// downloads the module at its tag gets. A go.sum that misses a sibling's
+// sum, or holds one that differs from the tag's files, fails here.
+func (st *Stage) BuildAlone(ctx context.Context, dir string) error {
+	env, err := st.GoEnv(dir)
+	if err != nil {
+		return err
+	}
+	env = append(env, "GOFLAGS=-mod=readonly -modcacherw -trimpath")
+	for _, m := range st.Repo.ReleasedModules() {
+		v := st.Repo.Versions.SetOf(m.Path).Version
+		esc, err := module.EscapePath(m.Path)
+		if err != nil {
+			return err
+		}
+		zf := filepath.Join(st.Proxy, filepath.FromSlash(esc), "@v", v+".zip")
+		to := filepath.Join(dir, "alone", filepath.FromSlash(m.Dir))
+		if err := zip.Unzip(to, module.Version{Path: m.Path, Version: v}, zf); err != nil {
+			return err
+		}
+		if _, err := run(ctx, env, to, "go", "build", "./..."); err != nil {
+			return fmt.Errorf("%s@%s does not build alone: %w", m.Path, v, err)
+		}
+	}
+	return nil
+}
