@@ -68,7 +68,7 @@ func (l *Ledger) Entries(ctx context.Context, account, cursor string, limit int)
 	g := keys.Group(account)
 	var msgs []redis.XMessage
 	var exists int64
-	err := retry.Do(ctx, l.cfg.policy, func(ctx context.Context, _ int) error {
+	err := retry.Read(ctx, l.cfg.policy, func(ctx context.Context, _ int) error {
 		var ex *redis.IntCmd
 		var xr *redis.XMessageSliceCmd
 		_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -240,7 +240,7 @@ func (l *Ledger) verifyOnce(ctx context.Context, account string) (string, error)
 	first, seenLast := true, false
 	for !seenLast {
 		var msgs []redis.XMessage
-		err := retry.Do(ctx, l.cfg.policy, func(ctx context.Context, _ int) error {
+		err := retry.Read(ctx, l.cfg.policy, func(ctx context.Context, _ int) error {
 			var err error
 			msgs, err = l.rdb.XRangeN(ctx, jk, start, last, MaxPage).Result()
 			return err
@@ -359,7 +359,7 @@ type accountInts struct {
 // fields in one command; nil when the account does not exist.
 func (l *Ledger) readInts(ctx context.Context, key string, fields ...string) (*accountInts, error) {
 	var vals []any
-	err := retry.Do(ctx, l.cfg.policy, func(ctx context.Context, _ int) error {
+	err := retry.Read(ctx, l.cfg.policy, func(ctx context.Context, _ int) error {
 		var err error
 		vals, err = l.rdb.HMGet(ctx, key, append([]string{"cur", "ck", "last"}, fields...)...).Result()
 		return err

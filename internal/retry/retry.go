@@ -193,6 +193,10 @@ func (p Policy) MayHaveRun(err error) bool {
 // Do never sleeps past ctx's deadline: when the next wait would end after
 // it, Do gives up at once instead.
 func Do(ctx context.Context, p Policy, fn func(ctx context.Context, attempt int) error) error {
+	return do(ctx, p, false, fn)
+}
+
+func do(ctx context.Context, p Policy, read bool, fn func(ctx context.Context, attempt int) error) error {
 	if err := ctx.Err(); err != nil {
 		return err // nothing was sent
 	}
@@ -202,11 +206,20 @@ func Do(ctx context.Context, p Policy, fn func(ctx context.Context, attempt int)
 		if err == nil || !Ambiguous(err) && !Retryable(err) {
 			return err
 		}
-		unknown = unknown || p.MayHaveRun(err)
+		unknown = unknown || !read && p.MayHaveRun(err)
 		if attempt >= p.Attempts || !sleep(ctx, backoff(p, attempt)) {
 			return giveUp(ctx, unknown, err)
 		}
 	}
+}
+
+// Read is Do for commands that change nothing (HMGET, XRANGE...): the same
+// retries, but a failure is returned with its cause alone, never joined
+// with ErrUnknownOutcome, since a read that may have run decided nothing.
+// A caller that reads before it writes thus reports "not sent" for a read
+// that failed.
+func Read(ctx context.Context, p Policy, fn func(ctx context.Context, attempt int) error) error {
+	return do(ctx, p, true, fn)
 }
 
 // After is the outcome of a call whose first attempt was made outside Do (a

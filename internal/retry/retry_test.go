@@ -273,3 +273,16 @@ func TestDo_killedServer_recoversAfterRestart(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "refused attempts never ran")
 }
+
+func TestRead_neverUnknown(t *testing.T) {
+	for _, errs := range [][]error{{io.EOF, io.EOF, io.EOF}, {io.EOF, errRefused, errRefused}, {errRefused, errRefused, errRefused}} {
+		calls := 0
+		err := retry.Read(t.Context(), fast, script(&calls, errs...))
+		require.Equal(t, 3, calls)
+		require.ErrorIs(t, err, errs[2])
+		require.NotErrorIs(t, err, retry.ErrUnknownOutcome, "a read decides nothing")
+	}
+	calls := 0
+	require.NoError(t, retry.Read(t.Context(), fast, script(&calls, io.EOF)))
+	require.Equal(t, 2, calls, "a read is retried like a write")
+}
