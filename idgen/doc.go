@@ -34,21 +34,30 @@
 // Segment. While Redis is unreachable a Segment keeps serving the values it
 // holds: the rest of the current range plus the range fetched ahead (Runway,
 // and the redkit.idgen.runway gauge). The next range is fetched in the
-// background once 20% of the current one is used. When the runway is spent,
-// Next returns ErrUnavailable (wrapping the cause) within the caller's
-// deadline; the next successful fetch ends the outage. A process restart
-// skips what the old process held.
+// background once 20% of the current one is used; a background fetch that
+// fails is tried again after a backoff (20ms doubling to 1s), by a timer, for
+// as long as the current range lasts, whether or not Next is called. When
+// the runway is spent, Next returns ErrUnavailable (wrapping the cause)
+// within the caller's deadline; the next successful fetch ends the outage. A
+// process restart skips what the old process held.
 //
 // Counters going backwards. Every fetch (and every Sequence call) passes the
 // highest value that generator has reserved; a counter found below it (the
-// key was deleted, restored from an old backup, or lost in a failover) is
-// moved up to it first, in the same script. So one Segment or Sequence never
-// repeats itself, whatever happens to the key.
+// key was deleted, restored from an old backup, lost in a failover, or set
+// below zero) is set to the end of the new range, above it, in the same
+// script. Calls of one Sequence run concurrently, so a call may carry an
+// older value than one another call returned while it was in flight; when
+// the key was lost in between, the value it gets may be one this Sequence
+// already returned: it is refused and the counter moved up again, above
+// every value returned. A Segment has one fetch in flight at a time. So one
+// Segment or Sequence never repeats itself, whatever happens to the key.
 //
 // Redis restart. The counter survives a restart only as far as persistence
 // goes: with AOF and appendfsync always, fully; otherwise the restarted
 // server's counter is behind. Each Segment or Sequence still never repeats
-// its own values (see above), but two processes may be handed overlapping ranges.
+// its own values (see above), but two processes may be handed overlapping
+// ranges: values at or below what the counter held when it was lost (the
+// same holds for a deleted key or a FLUSHALL).
 // Sequence.Check and Segment.Check report such settings.
 //
 // Failover. When the primary has replicas (probed once a minute with INFO
@@ -91,11 +100,30 @@
 // when its clock is behind, it waits up to WithMaxClockWait (default 5s),
 // else fails with ErrClockBehind, so a restart on a clock that went backwards
 // never reissues IDs. Free nodes whose high-water is below the caller's clock
-// are preferred, so waiting only happens when no such node is free.
-// The marks live in Redis: if the table is lost (FLUSHALL, a failover without
-// its latest writes), a running generator still stays above its own earlier
-// IDs, but a process that then takes a node another process used is protected
-// only by the two clocks agreeing.
+// are preferred, so waiting only happens when no such node is free; among
+// them one is picked at random, not the lowest.
+//
+// Losing the node table. The table lives in Redis: FLUSHALL, a deleted key, a
+// restart without persistence or a failover without its latest writes can
+// lose the entries of nodes in use. A running generator keeps its node: its
+// next renewal (within TTL/3 while Redis answers it) finds the entry missing
+// and writes it back, if its lease cannot have expired by then (else it
+// fails closed and leases a node anew, as after any loss); from then on no
+// other process can take that node. It always stays above its own earlier
+// IDs. What remains:
+//
+//   - A process that leases a node between the loss and that renewal (one
+//     starting, or a generator leasing anew) may take a node still in use.
+//     The node is picked at random, so with k such nodes in use it takes one
+//     with a chance of k in the number of free nodes. If it does, both issue
+//     IDs on the node, and IDs drawn in the same millisecond with the same
+//     sequence number are equal, until the running generator's renewal finds
+//     the node taken: it then stops at once and leases another node (at most
+//     TTL/3 while Redis answers it; TTL − TTL/10 after its last renewal when
+//     it does not).
+//   - The high-water marks are lost too: a process that takes a node another
+//     process used before the loss is protected from that process's IDs only
+//     by the two clocks agreeing.
 //
 // If renewal fails (Redis down or paused, network cut), Next keeps working
 // until TTL − TTL/10 after the last successful renewal was sent, measured on

@@ -20,8 +20,9 @@ var (
 	// ErrLeaseLost is returned by a leased Snowflake's Next when its node lease
 	// could not be renewed in time. It is returned before the lease could have
 	// expired in Redis, so no other process can hold the node while this one
-	// still issues IDs. The generator re-leases a node in the background and
-	// Next recovers by itself.
+	// still issues IDs, unless the node table was lost (see "Losing the node
+	// table" in the package documentation). The generator re-leases a node in
+	// the background and Next recovers by itself.
 	ErrLeaseLost = errors.New("idgen: node lease lost")
 
 	// ErrClockBehind means the local clock is behind the high-water time
