@@ -371,7 +371,7 @@ func (p *readiness) run(ctx context.Context) error {
 			// not where Redis is.
 			err := p.rdb.Ping(context.Background()).Err()
 			if err != nil {
-				err = errors.New("Redis does not answer PING")
+				err = errors.New("no answer to PING from Redis")
 			} else if p.ready != nil {
 				err = p.ready(context.Background())
 			}
@@ -387,7 +387,7 @@ func (p *readiness) run(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-t.C:
-		return fmt.Errorf("Redis did not answer within %v", readyTimeout)
+		return fmt.Errorf("no answer from Redis within %v", readyTimeout)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
