@@ -80,12 +80,9 @@ func (b *Book) apply(ctx context.Context, tx pgx.Tx, j *journal, key []any, recs
 	keyWhere := strings.Join(where, " AND ")
 	n := len(j.keyCols)
 
-	ms := make([]int64, len(recs))
-	seqs := make([]int64, len(recs))
-	kinds := make([]string, len(recs))
 	ops := make([]string, len(recs))
 	for i, r := range recs {
-		ms[i], seqs[i], kinds[i], ops[i] = r.ms, r.seq, r.kind, r.op
+		ops[i] = r.op
 	}
 	batch := &pgx.Batch{}
 	batch.Queue(fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s) ON CONFLICT DO NOTHING",
@@ -102,15 +99,31 @@ func (b *Book) apply(ctx context.Context, tx pgx.Tx, j *journal, key []any, recs
 		return row.Scan(append(dst, &lastMs, &lastSeq)...)
 	})
 	present := map[[2]int64]bool{}
-	batch.Queue(fmt.Sprintf("SELECT ms, seq FROM %s WHERE %s AND (ms, seq) IN (SELECT * FROM unnest($%d::bigint[], $%d::bigint[]))",
-		b.t(j.entries), keyWhere, n+1, n+2), append(append([]any{}, key...), ms, seqs)...).Query(func(rows pgx.Rows) error {
+	// The batch is one journal's entries in order: the booked ones among
+	// them lie in one range of the primary key.
+	lo, hi := 0, 0
+	for i, r := range recs {
+		if idLess(r.ms, r.seq, recs[lo].ms, recs[lo].seq) {
+			lo = i
+		}
+		if idLess(recs[hi].ms, recs[hi].seq, r.ms, r.seq) {
+			hi = i
+		}
+	}
+	batch.Queue(fmt.Sprintf("SELECT ms, seq FROM %s WHERE %s AND (ms, seq) BETWEEN ($%d, $%d) AND ($%d, $%d)",
+		b.t(j.entries), keyWhere, n+1, n+2, n+3, n+4),
+		append(append([]any{}, key...), recs[lo].ms, recs[lo].seq, recs[hi].ms, recs[hi].seq)...).Query(func(rows pgx.Rows) error {
 		var a, s int64
 		_, err := pgx.ForEachRow(rows, []any{&a, &s}, func() error { present[[2]int64{a, s}] = true; return nil })
 		return err
 	})
 	bookedOp := map[[2]string]string{}
-	batch.Queue(fmt.Sprintf("SELECT kind, op, stream_id FROM %s WHERE %s AND op <> '' AND (kind, op) IN (SELECT * FROM unnest($%d::text[], $%d::text[]))",
-		b.t(j.entries), keyWhere, n+1, n+2), append(append([]any{}, key...), kinds, ops)...).Query(func(rows pgx.Rows) error {
+	// One probe of the (key, op, kind) index per entry, whatever the
+	// planner believes of the table's size (OFFSET 0 keeps the subquery
+	// from being flattened into a join it could turn around).
+	batch.Queue(fmt.Sprintf("SELECT e.kind, e.op, e.stream_id FROM unnest($%d::text[]) AS u(op) CROSS JOIN LATERAL "+
+		"(SELECT kind, op, stream_id FROM %s WHERE %s AND op = u.op AND op <> '' OFFSET 0) e",
+		n+1, b.t(j.entries), keyWhere), append(append([]any{}, key...), ops)...).Query(func(rows pgx.Rows) error {
 		var k, o, id string
 		_, err := pgx.ForEachRow(rows, []any{&k, &o, &id}, func() error { bookedOp[[2]string{k, o}] = id; return nil })
 		return err

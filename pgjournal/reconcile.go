@@ -373,8 +373,10 @@ func (b *Book) bookedOps(ctx context.Context, j *journal, key []any, kinds, ops 
 		where = "sku = $1 AND bucket = $2"
 	}
 	n := len(key)
-	rows, err := b.pool.Query(ctx, fmt.Sprintf("SELECT kind, op FROM %s WHERE %s AND op <> '' AND (kind, op) IN (SELECT * FROM unnest($%d::text[], $%d::text[]))",
-		b.t(j.entries), where, n+1, n+2), append(append([]any{}, key...), kinds, ops)...)
+	// As in apply: one index probe per operation.
+	rows, err := b.pool.Query(ctx, fmt.Sprintf("SELECT e.kind, e.op FROM unnest($%d::text[]) AS u(op) CROSS JOIN LATERAL "+
+		"(SELECT kind, op FROM %s WHERE %s AND op = u.op AND op <> '' OFFSET 0) e",
+		n+1, b.t(j.entries), where), append(append([]any{}, key...), ops)...)
 	if err != nil {
 		return nil, err
 	}

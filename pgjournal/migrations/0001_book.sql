@@ -28,7 +28,7 @@ CREATE TABLE stock_entries (
 -- An operation changes a journal once per kind: the same operation under
 -- another stream ID (Redis lost the first and a retry applied it again) is
 -- not booked twice.
-CREATE UNIQUE INDEX stock_entries_op ON stock_entries (sku, bucket, kind, op) WHERE op <> '';
+CREATE UNIQUE INDEX stock_entries_op ON stock_entries (sku, bucket, op, kind) WHERE op <> '';
 
 -- The projection: levels per SKU bucket, the sum of the booked entries.
 CREATE TABLE stock_levels (
@@ -73,7 +73,7 @@ CREATE TABLE wallet_entries (
     recorded_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (account, ms, seq)
 );
-CREATE UNIQUE INDEX wallet_entries_op ON wallet_entries (account, kind, op) WHERE op <> '';
+CREATE UNIQUE INDEX wallet_entries_op ON wallet_entries (account, op, kind) WHERE op <> '';
 
 -- The projection: balances and holds per account.
 CREATE TABLE wallet_balances (

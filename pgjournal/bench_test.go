@@ -1,0 +1,89 @@
+package pgjournal_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redkit-go/redkit/stock"
+)
+
+// BenchmarkSinkStock_hotSKU measures how fast the sink books one hot SKU's
+// journal (entries/s) at several batch sizes; compare with
+// BenchmarkDeduct_hotSKU in the same run: the sink must book faster than a
+// flash sale deducts, or the book falls further behind.
+func BenchmarkSinkStock_hotSKU(b *testing.B) {
+	for _, batch := range []int64{100, 500} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			f := shared(b)
+			ctx := context.Background()
+			sku := "bench/hot"
+			if err := f.inv.Create(ctx, sku, 1<<40); err != nil {
+				b.Fatal(err)
+			}
+			orders := make([]stock.Order, 0, 500)
+			for i := 0; i < b.N; i++ {
+				orders = append(orders, stock.Order{ID: fmt.Sprintf("o%d", i), Buyer: fmt.Sprintf("u%d", i%1000),
+					Items: []stock.Item{{SKU: sku, Qty: 1}}})
+				if len(orders) == cap(orders) || i == b.N-1 {
+					for _, r := range f.inv.DeductBatch(ctx, orders) {
+						if r.Err != nil {
+							b.Fatal(r.Err)
+						}
+					}
+					orders = orders[:0]
+				}
+			}
+			want := int64(b.N + 1) // and the create entry
+			b.ResetTimer()
+			start := time.Now()
+			stop := runSink(b, func(ctx context.Context) error {
+				return f.book.SinkStock(ctx, f.inv, stock.Consumer{Group: "book", Name: "sink", SKUs: []string{sku},
+					Batch: batch, Poll: time.Millisecond})
+			})
+			for {
+				var n int64
+				if err := f.pool.QueryRow(ctx, "SELECT coalesce(sum(entries), 0)::bigint FROM "+f.schema+".stock_levels WHERE sku = $1", sku).Scan(&n); err != nil {
+					b.Fatal(err)
+				}
+				if n >= want {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			elapsed := time.Since(start)
+			b.StopTimer()
+			if err := stop(); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "entries/s")
+		})
+	}
+}
+
+// BenchmarkDeduct_hotSKU is the flash-sale rate the sink must outrun: 64
+// buyers deducting one unit of one SKU at a time.
+func BenchmarkDeduct_hotSKU(b *testing.B) {
+	f := shared(b)
+	ctx := context.Background()
+	sku := "bench/hot"
+	if err := f.inv.Create(ctx, sku, 1<<40); err != nil {
+		b.Fatal(err)
+	}
+	var seq atomic.Int64
+	b.SetParallelism(64)
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := seq.Add(1)
+			if _, err := f.inv.Deduct(ctx, stock.Order{ID: fmt.Sprintf("o%d", i), Buyer: fmt.Sprintf("u%d", i%1000),
+				Items: []stock.Item{{SKU: sku, Qty: 1}}}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "orders/s")
+}
