@@ -254,7 +254,9 @@ func (f *fixture) checkStock(except map[string]bool, skus ...string) {
 	f.t.Helper()
 	for _, sku := range skus {
 		booked := map[string]int{}
-		for _, id := range f.bookedIDs("stock_entries", "sku", sku) {
+		// Journal reads bucket 0; stream IDs repeat across buckets.
+		for _, r := range f.query("SELECT stream_id FROM $S.stock_entries WHERE sku = $1 AND bucket = 0", sku) {
+			id := r[0].(string)
 			booked[id]++
 		}
 		for _, id := range f.stockIDs(sku) {
