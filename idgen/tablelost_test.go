@@ -2,11 +2,13 @@ package idgen_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -157,4 +159,38 @@ func TestLeasedSnowflake_freeNodePickedAtRandom(t *testing.T) {
 	}
 	wg.Wait()
 	require.Greater(t, len(nodes), 10, "20 empty tables, 20 first nodes: %v", nodes)
+}
+
+// A generator whose lease may have expired in Redis (its renewals failed
+// past Until) does not write a lost entry back: someone may have taken the
+// node before the table was lost. It fails closed and leases a node anew.
+func TestLeasedSnowflake_tableLostAfterLeaseRanOut_leasesAnew(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	direct := s.Client()
+	px := redistest.NewProxy(t, s.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := t.Context()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	h, err := idgen.NewLeasedSnowflake(ctx, rdb, "ranout", idgen.WithLeaseTTL(time.Second), idgen.WithMeterProvider(mp))
+	require.NoError(t, err)
+	defer h.Close()
+	require.NoError(t, px.Cut(true))
+	require.Eventually(t, func() bool {
+		_, err := h.Next(ctx)
+		return errors.Is(err, idgen.ErrLeaseLost)
+	}, 30*time.Second, time.Millisecond, "the lease ran out")
+	require.NoError(t, direct.FlushAll(ctx).Err())
+	require.NoError(t, px.Cut(false))
+	require.Eventually(t, func() bool { _, err := h.Next(ctx); return err == nil }, 30*time.Second, time.Millisecond)
+	got := map[string]int64{}
+	ops := collect(t, reader)["redkit.idgen.lease.operations"].(metricdata.Sum[int64])
+	for _, dp := range ops.DataPoints {
+		op, _ := dp.Attributes.Value("redkit.idgen.operation")
+		outcome, _ := dp.Attributes.Value("redkit.outcome")
+		got[op.AsString()+"/"+outcome.AsString()] += dp.Value
+	}
+	require.Equal(t, int64(1), got["renew/lost"], "the renewal found the entry gone: %v", got)
+	require.Equal(t, int64(2), got["acquire/ok"], "leased anew: %v", got)
 }
