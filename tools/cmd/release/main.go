@@ -31,6 +31,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -43,7 +44,7 @@ func main() {
 	}
 	cmd, args := os.Args[1], os.Args[2:]
 	fs := flag.NewFlagSet(cmd, flag.ExitOnError)
-	root := fs.String("root", ".", "repository root (holds versions.yaml)")
+	root := fs.String("root", "", "repository root (holds versions.yaml); default: the nearest directory up from here that has one")
 	set := fs.String("set", "", "module set in versions.yaml")
 	version := fs.String("version", "", "new version of the set (default: the one versions.yaml has)")
 	keep := fs.Bool("keep", false, "keep the temporary directory and print its path")
@@ -51,6 +52,12 @@ func main() {
 	fs.BoolVar(&release.Verbose, "v", false, "print each go command of the proof and its time")
 	_ = fs.Parse(args)
 	var err error
+	if *root == "" {
+		if *root, err = findRoot(); err != nil {
+			fmt.Fprintln(os.Stderr, "release "+cmd+":", err)
+			os.Exit(1)
+		}
+	}
 	switch cmd {
 	case "prepare":
 		err = prepare(*root, *set, *version)
@@ -68,6 +75,26 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "release "+cmd+":", err)
 		os.Exit(1)
+	}
+}
+
+// findRoot returns the nearest directory at or above the current one that
+// holds versions.yaml, so the program works from the repository root and
+// from tools/ (go run -C tools) alike.
+func findRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "versions.yaml")); err == nil {
+			return dir, nil
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return "", fmt.Errorf("no versions.yaml here or above; pass -root")
+		}
+		dir = up
 	}
 }
 
