@@ -206,7 +206,7 @@ func runModel(t *testing.T, checks, steps int) {
 		r.inv = stock.New(client, stock.WithKeyPrefix(r.prefix), stock.WithReclaimInterval(0),
 			stock.WithRetry(stock.RetryPolicy{Attempts: 2}))
 		defer r.inv.Close()
-		initial := int64(rapid.IntRange(0, 12).Draw(rt, "initial"))
+		initial := int64(rapid.IntRange(0, 3*r.m.buckets).Draw(rt, "initial"))
 		if r.big {
 			initial = modelMax - 20
 		}
@@ -247,15 +247,16 @@ func TestChaos_model(t *testing.T) {
 	if os.Getenv("RUN_CHAOS") == "" {
 		t.Skip("chaos tier: make chaos")
 	}
-	runModel(t, 400, 150)
+	runModel(t, 200, 150)
 }
 
 var modelBuyers = []string{"ann", "bob", "cy", "dee", "eve"}
 
 func (r *modelRun) step(i int) {
 	rt := r.t
-	op := rapid.SampledFrom([]string{"deduct", "deduct", "reserve", "reserve", "confirm", "partial", "cancel",
-		"refund", "restock", "writeoff", "expire", "reclaim", "close", "invalid"}).Draw(rt, "op")
+	op := rapid.SampledFrom([]string{"deduct", "deduct", "deduct", "reserve", "reserve", "reserve", "confirm",
+		"partial", "cancel", "refund", "restock", "writeoff", "expire", "expire", "expire", "reclaim", "close",
+		"invalid"}).Draw(rt, "op")
 	if op == "close" && rapid.IntRange(0, 5).Draw(rt, "really close") != 0 {
 		op = "restock" // closing ends most of the run's interest: rarely
 	}
@@ -314,7 +315,16 @@ func (r *modelRun) step(i int) {
 		}
 		want = func() answer { return r.m.adjust(op, id, qty, token, r.fenced) }
 	case "expire":
-		r.expire(rapid.IntRange(0, 7).Draw(rt, "which hold"))
+		var held []string
+		for k := range 8 {
+			id := fmt.Sprintf("id-%d", k)
+			if o := r.m.ops[id]; o != nil && o.kind == "reserve" && o.code == "ok" && o.indexed && !o.expired {
+				held = append(held, id)
+			}
+		}
+		if len(held) > 0 {
+			r.expire(held[rapid.IntRange(0, len(held)-1).Draw(rt, "which hold")])
+		}
 		return
 	case "reclaim":
 		r.reclaim()
@@ -455,10 +465,9 @@ func (r *modelRun) reclaim() {
 	}
 }
 
-// expire moves the deadline of hold id-k into the past, when it is a
-// reservation still held and indexed.
-func (r *modelRun) expire(k int) {
-	id := fmt.Sprintf("id-%d", k)
+// expire moves the deadline of reservation id, still held and indexed,
+// into the past.
+func (r *modelRun) expire(id string) {
 	o := r.m.ops[id]
 	if o == nil || o.kind != "reserve" || o.code != "ok" || !o.indexed || o.expired {
 		return
