@@ -14,11 +14,16 @@
 //     The group is the part of an ID before its '/', or the whole ID, and is
 //     the key's only hash tag, so every key of one group lives in one
 //     cluster slot and one script can touch them all.
-//   - retry: the loop every write runs in. It resends an idempotent call
-//     after failures that certainly did not run (Retryable) or may have run
-//     (Ambiguous), with bounded jittered backoff that never outlives ctx,
-//     and ends in ErrUnknownOutcome when it cannot tell; Nonce tells a
-//     script its own earlier attempt from an earlier call.
+//   - retry: the loop every write runs in, and the error contract every
+//     write keeps (success, a decision of the script, or ErrUnknownOutcome;
+//     a bare error only when nothing was sent). It resends an idempotent
+//     call after failures that did not run this send (Retryable) or may
+//     have run (Ambiguous), with bounded jittered backoff that never
+//     outlives ctx, and ends in ErrUnknownOutcome when some attempt may have
+//     run, which includes a "not sent" error from a client that re-sends
+//     below every hook (Policy.For reads go-redis's MaxRetries and
+//     MaxRedirects); Read is the same loop for reads; Nonce tells a script
+//     its own earlier attempt from an earlier call.
 //   - script: Lua scripts by EVALSHA with the NOSCRIPT fallback, in
 //     pipelines too (only calls that answered NOSCRIPT are resent), and
 //     RunAck, which pipelines WAIT with the write on the connection to the
