@@ -239,7 +239,7 @@ func runModel(t *testing.T, checks, steps int) {
 }
 
 func TestModel_stock(t *testing.T) {
-	runModel(t, 25, 40)
+	runModel(t, 20, 40)
 }
 
 // TestChaos_model is the long run of the model-based test.
@@ -256,7 +256,7 @@ func (r *modelRun) step(i int) {
 	rt := r.t
 	op := rapid.SampledFrom([]string{"deduct", "deduct", "deduct", "reserve", "reserve", "reserve", "confirm",
 		"partial", "cancel", "refund", "restock", "writeoff", "expire", "expire", "expire", "reclaim", "close",
-		"invalid"}).Draw(rt, "op")
+		"invalid", "batch", "checkpoint"}).Draw(rt, "op")
 	if op == "close" && rapid.IntRange(0, 5).Draw(rt, "really close") != 0 {
 		op = "restock" // closing ends most of the run's interest: rarely
 	}
@@ -285,13 +285,22 @@ func (r *modelRun) step(i int) {
 	var call func() (stock.Result, error)
 	var want func() answer
 	switch op {
-	case "deduct", "reserve":
-		if op == "deduct" {
+	case "deduct", "reserve", "batch":
+		switch op {
+		case "deduct":
 			call = func() (stock.Result, error) { return r.inv.Deduct(r.ctx, o, copts...) }
-		} else {
+		case "batch":
+			// DeductBatch: the same guarantees per order as Deduct.
+			call = func() (stock.Result, error) {
+				br := r.inv.DeductBatch(r.ctx, []stock.Order{o}, copts...)[0]
+				return br.Result, br.Err
+			}
+			op = "deduct"
+		default:
 			call = func() (stock.Result, error) { return r.inv.Reserve(r.ctx, o, time.Hour, copts...) }
 		}
-		want = func() answer { return r.m.order(op, id, buyer, qty, token, r.fenced) }
+		kind := op
+		want = func() answer { return r.m.order(kind, id, buyer, qty, token, r.fenced) }
 	case "confirm", "partial":
 		call = func() (stock.Result, error) {
 			if op == "partial" {
@@ -328,6 +337,17 @@ func (r *modelRun) step(i int) {
 		return
 	case "reclaim":
 		r.reclaim()
+		return
+	case "checkpoint":
+		// A checkpoint and a trim change no level; later audits start there.
+		other := stock.New(r.direct, stock.WithKeyPrefix(r.prefix), stock.WithReclaimInterval(0))
+		defer other.Close()
+		if _, err := other.Checkpoint(r.ctx, r.sku); err != nil {
+			rt.Fatalf("step %d: checkpoint: %v", i, err)
+		}
+		if _, err := other.Trim(r.ctx, r.sku); err != nil {
+			rt.Fatalf("step %d: trim: %v", i, err)
+		}
 		return
 	case "close":
 		if err := r.inv.CloseSKU(r.ctx, r.sku); err != nil {
