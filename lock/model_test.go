@@ -45,7 +45,7 @@ func modelSize() (checks, steps int) {
 	if os.Getenv("RUN_CHAOS") != "" {
 		return 300 * chaosScale(), 40
 	}
-	return 12, 10
+	return 40, 12
 }
 
 // setRapidChecks sets rapid's number of checks for one test unless
