@@ -490,8 +490,9 @@ func (r *resource) abandon(ctx context.Context, owner string) {
 // Redis answers, the Client closes, or what it would delete has expired.
 func (r *resource) withdrawLater(ctx context.Context, owner string) {
 	ctx = context.WithoutCancel(ctx)
-	// A lock lives one TTL, a writer's mark two after the holders it
-	// waits for, a queue entry FairEviction.
+	// A lock lives one TTL and a queue entry FairEviction; a writer's mark
+	// that outlives this (it waits for holders on longer TTLs) still ends
+	// two writer TTLs after them.
 	until := time.Now().Add(max(2*r.cfg.ttl, FairEviction))
 	r.c.mu.Lock()
 	defer r.c.mu.Unlock()
