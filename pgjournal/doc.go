@@ -92,6 +92,16 @@
 //     them; the reconciler reports the key with the lost entries in
 //     BookOnly.
 //
+// Each line is a test: TestSinkStock_killedMidBatch (kill -9 mid-transaction
+// and between commit and XACK), TestSink_postgresRestart,
+// TestSink_droppedConnectionMidCommit, TestSinkStock_trimmedPastUnconsumed,
+// TestSinkWallet_checkpointTrimmedUnbooked, TestSink_poisonEntry,
+// TestReconcile_reportsInjectedDrift, TestFailover_lostWritesReconciledAndRepaired
+// (a failover to a replica that missed an acknowledged write and one whose
+// replica acknowledgement timed out), TestRepairWallet_lostWrites; each
+// checks that every entry is booked once, that the projection is the sum of
+// the entries and that the reconciler reports exactly the injected drift.
+//
 // What cannot be detected: entries trimmed or lost whose deltas sum to zero
 // on every level (a reservation and its cancellation, a hold and its void)
 // leave no gap and no drift; the book misses them and says nothing. For a

@@ -78,12 +78,12 @@ func newFixture(t testing.TB, pg *pgtest.Server, rs *redistest.Server) *fixture 
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.rdb = rs.Client()
-	t.Cleanup(func() { _ = f.rdb.Close() })
-	f.inv = stock.New(f.rdb, stock.WithKeyPrefix(f.prefix))
-	t.Cleanup(func() { _ = f.inv.Close() })
-	f.led = wallet.New(f.rdb, wallet.WithKeyPrefix(f.prefix))
-	t.Cleanup(func() { _ = f.led.Close() })
+	// Cleanups close these, not whatever a test puts in f later.
+	rdb := rs.Client()
+	inv := stock.New(rdb, stock.WithKeyPrefix(f.prefix))
+	led := wallet.New(rdb, wallet.WithKeyPrefix(f.prefix))
+	t.Cleanup(func() { _ = led.Close(); _ = inv.Close(); _ = rdb.Close() })
+	f.rdb, f.inv, f.led = rdb, inv, led
 	return f
 }
 
