@@ -143,6 +143,14 @@
 //     deleted before the call returns (TestMutex_TryAcquire_unknownOutcomeCleansUp);
 //     when the replies of that deletion are lost too, as soon as replies
 //     come again (TestMutex_TryAcquire_lostRepliesCleanedUpOnceBack).
+//   - A reply lost, then the port cut, a restart answering LOADING, the
+//     pool exhausted or BUSY, on go-redis's defaults or MaxRetries -1: an
+//     acquire returns a lease or ErrUnknownOutcome (the lock it may have
+//     taken is given back once Redis answers); CheckFence returns nil or
+//     ErrUnknownOutcome, and the same Fence again is accepted. A bare error
+//     from CheckFence, without ErrUnknownOutcome, means nothing was sent (a
+//     client that sends each command once) (TestContract_TryAcquire_lostReplyThenFault,
+//     TestContract_CheckFence_lostReplyThenFault, TestContract_CheckFence_nothingSent).
 //   - A Release that got no answer at all (it may not have run): Release
 //     returns the error and the release is retried until Redis answers, so
 //     the lock is free as soon as replies come again

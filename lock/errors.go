@@ -3,6 +3,7 @@ package lock
 import (
 	"errors"
 
+	"github.com/redkit-go/redkit/internal/retry"
 	"github.com/redkit-go/redkit/internal/script"
 	"github.com/redkit-go/redkit/internal/valid"
 )
@@ -41,6 +42,13 @@ var (
 	// ErrReplicaAck wraps an acquire that fewer replicas acknowledged than
 	// WithRequiredReplicaAck asked for; the lock was released again.
 	ErrReplicaAck = script.ErrReplicaAck
+
+	// ErrUnknownOutcome is wrapped by a write (an acquire, a release,
+	// CheckFence) whose reply was lost and that no later attempt answered:
+	// it may or may not have run. An acquire with this outcome has already
+	// deleted the lock it may have taken; a release is retried until Redis
+	// answers; CheckFence may be called again with the same Fence.
+	ErrUnknownOutcome = retry.ErrUnknownOutcome
 
 	// ErrClosed is returned by calls on a closed Client, and is the cause of
 	// the Context of every lease that was still held when the Client closed.

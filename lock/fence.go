@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redkit-go/redkit/internal/keys"
+	"github.com/redkit-go/redkit/internal/retry"
 	"github.com/redkit-go/redkit/internal/script"
 	"github.com/redkit-go/redkit/internal/valid"
 )
@@ -70,7 +71,14 @@ func CheckFence(ctx context.Context, rdb redis.Scripter, key string, f Fence) er
 	if f.Token == 0 || f.Token > valid.MaxAmount {
 		return fmt.Errorf("%w: fence token %d outside 1..%d", ErrInvalid, f.Token, uint64(valid.MaxAmount))
 	}
-	n, err := fenceCheckScript.Run(ctx, rdb, []string{key}, strconv.FormatUint(f.Token, 10)).Int()
+	// Re-sending is safe: the same token is accepted again unless a newer
+	// one was recorded in between, which the caller must hear about anyway.
+	var n int
+	err := retry.Do(ctx, retry.DefaultPolicy().For(rdb), func(ctx context.Context, _ int) error {
+		var err error
+		n, err = fenceCheckScript.Run(ctx, rdb, []string{key}, strconv.FormatUint(f.Token, 10)).Int()
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("lock: check fence: %w", err)
 	}
