@@ -3,8 +3,7 @@
 //
 // # The error contract
 //
-// Every write of stock, wallet and lock (and every idgen reservation) ends in
-// exactly one of:
+// Every write of stock, wallet and lock ends in exactly one of:
 //
 //   - success, or a replay of an earlier call's success;
 //   - a decision of the script: a refusal (sold out, insufficient funds), a
@@ -17,7 +16,11 @@
 //     reached Redis: invalid input found before any I/O, a context that had
 //     ended before the first send, or a failure that says "not sent" (a dial
 //     failure, a pool timeout, LOADING...) from a client that sends each
-//     command at most once per call.
+//     command at most once per call. A read that a call makes before its
+//     first write (Read: it changes nothing) fails with its bare error too.
+//
+// idgen is outside the contract: a value fetch whose reply was lost only
+// skips values, so it returns the error as it came.
 //
 // # Why the client matters
 //
