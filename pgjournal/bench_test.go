@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redkit-go/redkit/stock"
+	"github.com/redkit-go/redkit/wallet"
 )
 
 // BenchmarkSinkStock_hotSKU measures how fast the sink books one hot SKU's
@@ -86,4 +87,37 @@ func BenchmarkDeduct_hotSKU(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "orders/s")
+}
+
+// BenchmarkReconcileWallet measures reconciling accounts whose book is up
+// to date, one account per op (the sequential calls it makes: two balance
+// reads and one journal read in Redis, two queries in PostgreSQL).
+func BenchmarkReconcileWallet(b *testing.B) {
+	f := shared(b)
+	ctx := context.Background()
+	const n = 200
+	accounts := make([]string, n)
+	for i := range accounts {
+		accounts[i] = fmt.Sprintf("rb/a%d", i)
+		if err := f.led.Open(ctx, accounts[i], wallet.WithCurrency("EUR")); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := f.led.Credit(ctx, wallet.Tx{ID: "c" + accounts[i], Account: accounts[i], Amount: 10}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	stop := runSink(b, f.walletSink(accounts...))
+	f.waitWallet(accounts...)
+	if err := stop(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		ds, err := f.book.ReconcileWallet(ctx, f.led, accounts[i%n])
+		if err != nil || len(ds) != 0 {
+			b.Fatal(ds, err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "accounts/s")
 }
