@@ -46,6 +46,9 @@ const InstallHint = "sudo apt-get update && sudo apt-get install -y postgresql"
 // wrappers of another installation.
 func BinDir() (string, error) {
 	if d := os.Getenv("PGTEST_BINDIR"); d != "" {
+		if !isExec(filepath.Join(d, "initdb")) || !isExec(filepath.Join(d, "postgres")) {
+			return "", fmt.Errorf("pgtest: no initdb and postgres in PGTEST_BINDIR=%s; install PostgreSQL: %s", d, InstallHint)
+		}
 		return d, nil
 	}
 	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
@@ -183,18 +186,21 @@ func Start(ctx context.Context) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{bin: bin, cred: cred, dir: dir}
-	if err := os.Chmod(dir, 0o755); err == nil {
+	// The unprivileged account must reach the directory; the data
+	// directory must be its own with mode 0700.
+	err = os.Chmod(dir, 0o755)
+	if err == nil {
 		err = copyTree(filepath.Join(tmpl, "data"), s.dataDir())
-		if err == nil {
-			err = chownTree(dir, cred)
-		}
-		if err == nil {
-			err = os.Chmod(s.dataDir(), 0o700)
-		}
-		if err != nil {
-			_ = os.RemoveAll(dir)
-			return nil, fmt.Errorf("pgtest: copy cluster: %w", err)
-		}
+	}
+	if err == nil {
+		err = chownTree(dir, cred)
+	}
+	if err == nil {
+		err = os.Chmod(s.dataDir(), 0o700)
+	}
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("pgtest: copy cluster: %w", err)
 	}
 	// A port the kernel picked may be taken before postgres binds it.
 	for attempt := 0; ; attempt++ {

@@ -1,6 +1,7 @@
 package pgtest_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -70,5 +71,15 @@ func TestServer_separateClusters(t *testing.T) {
 	defer cb.Close(ctx)
 	if _, err := cb.Exec(ctx, "SELECT 1 FROM only_a"); err == nil {
 		t.Fatal("a table of one server is visible on another")
+	}
+}
+
+// A missing PostgreSQL is an error naming the install command, which New
+// turns into a test failure (never a skip).
+func TestBinDir_missingNamesInstall(t *testing.T) {
+	t.Setenv("PGTEST_BINDIR", t.TempDir())
+	_, err := pgtest.BinDir()
+	if err == nil || !strings.Contains(err.Error(), pgtest.InstallHint) {
+		t.Fatalf("BinDir with no binaries: %v, want the install command", err)
 	}
 }
