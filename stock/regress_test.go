@@ -149,20 +149,25 @@ func prefixOf(t *testing.T, inv *stock.Inventory) string {
 func TestBuyerLimit_partialSweepStoresNoRefusal(t *testing.T) {
 	inv, rdb, _ := newInventory(t, stock.WithReclaimInterval(0))
 	ctx := t.Context()
-	require.NoError(t, inv.Create(ctx, "s", 1000, stock.WithBuyerLimit(1)))
+	for _, sku := range []string{"d", "r"} {
+		require.NoError(t, inv.Create(ctx, sku, 1000, stock.WithBuyerLimit(1)))
+	}
 	var last stock.Result
 	for i := range 70 {
-		res, err := inv.Reserve(ctx, order(fmt.Sprintf("h-%d", i), fmt.Sprintf("u-%d", i), "s", 1), time.Second)
-		require.NoError(t, err)
-		last = res
+		for _, sku := range []string{"d", "r"} {
+			res, err := inv.Reserve(ctx, order(fmt.Sprintf("h-%s-%d", sku, i), fmt.Sprintf("u-%d", i), sku, 1), time.Second)
+			require.NoError(t, err)
+			last = res
+		}
 	}
 	waitPast(t, rdb, last.Deadline)
-	_, err := inv.Deduct(ctx, order("d-69", "u-69", "s", 1))
+	_, err := inv.Deduct(ctx, order("d-69", "u-69", "d", 1))
 	require.NoError(t, err)
-	_, err = inv.Reserve(ctx, order("h-68b", "u-68", "s", 1), time.Minute)
+	_, err = inv.Reserve(ctx, order("r-69", "u-69", "r", 1), time.Minute)
 	require.NoError(t, err)
-	require.Equal(t, stock.Levels{Available: 998, Reserved: 1, Sold: 1}, level(t, inv, "s"))
-	audited(t, inv, "s")
+	require.Equal(t, stock.Levels{Available: 999, Sold: 1}, level(t, inv, "d"))
+	require.Equal(t, stock.Levels{Available: 999, Reserved: 1}, level(t, inv, "r"))
+	audited(t, inv, "d", "r")
 }
 
 // On a SKU split into buckets, one order ID is one order: another buyer's
