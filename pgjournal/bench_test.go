@@ -121,3 +121,51 @@ func BenchmarkReconcileWallet(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "accounts/s")
 }
+
+// BenchmarkSinkStock_lagUnderSale runs the sink while 64 buyers deduct one
+// hot SKU and reports the lag from an entry's append in Redis (its stream
+// ID's time) to the start of the transaction that booked it, p50 and p99.
+func BenchmarkSinkStock_lagUnderSale(b *testing.B) {
+	f := shared(b)
+	ctx := context.Background()
+	sku := "lag/hot"
+	if err := f.inv.Create(ctx, sku, 1<<40); err != nil {
+		b.Fatal(err)
+	}
+	stop := runSink(b, func(ctx context.Context) error {
+		return f.book.SinkStock(ctx, f.inv, stock.Consumer{Group: "book", Name: "sink", SKUs: []string{sku},
+			Batch: 500, Poll: time.Millisecond})
+	})
+	var seq atomic.Int64
+	b.SetParallelism(64)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := seq.Add(1)
+			if _, err := f.inv.Deduct(ctx, stock.Order{ID: fmt.Sprintf("o%d", i), Buyer: fmt.Sprintf("u%d", i%1000),
+				Items: []stock.Item{{SKU: sku, Qty: 1}}}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	for {
+		var n int64
+		if err := f.pool.QueryRow(ctx, "SELECT entries FROM "+f.schema+".stock_levels WHERE sku = $1", sku).Scan(&n); err == nil && n >= int64(b.N)+1 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := stop(); err != nil {
+		b.Fatal(err)
+	}
+	var p50, p99 float64
+	if err := f.pool.QueryRow(ctx, `SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY lag), percentile_cont(0.99) WITHIN GROUP (ORDER BY lag)
+		FROM (SELECT extract(epoch FROM recorded_at) * 1000 - ms AS lag FROM `+f.schema+`.stock_entries WHERE sku = $1 AND kind = 'deduct') l`,
+		sku).Scan(&p50, &p99); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(p50, "lag-p50-ms")
+	b.ReportMetric(p99, "lag-p99-ms")
+}
