@@ -32,6 +32,7 @@ var (
 type runAndClose struct{ m *testing.M }
 
 func (r runAndClose) Run() int {
+	defer pgtest.RemoveTemplate()
 	defer sharedRedis.Close()
 	defer sharedPG.Close()
 	return r.m.Run()

@@ -449,3 +449,13 @@ func (s *Server) Close() error {
 	s.kill()
 	return os.RemoveAll(s.dir)
 }
+
+// RemoveTemplate removes the cluster this process made with initdb for its
+// servers (the next Start makes a new one). Call it when a test binary is
+// done, in TestMain; a template left behind is removed by the first Start
+// of a later process.
+func RemoveTemplate() {
+	if template.dir != "" {
+		_ = os.RemoveAll(template.dir)
+	}
+}

@@ -10,7 +10,14 @@ import (
 	"github.com/redkit-go/redkit/pgjournal/pgtest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+type removeTemplate struct{ m *testing.M }
+
+func (r removeTemplate) Run() int {
+	defer pgtest.RemoveTemplate()
+	return r.m.Run()
+}
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(removeTemplate{m}) }
 
 func TestServer_survivesRestartAndKill(t *testing.T) {
 	srv := pgtest.New(t)
