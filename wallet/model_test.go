@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -480,6 +481,38 @@ func same(t *rapid.T, what string, got, want mOutcome, errText string) {
 	}
 }
 
+// destFull is the Ledger's check, before anything is sent, that a new
+// transfer across groups would take its destination out of bounds.
+func (m *model) destFull(tr wallet.Transfer) bool {
+	if m.cross[group(tr.From)+"|"+tr.ID] != nil || m.markers[group(tr.From)+"|"+tr.ID] != nil {
+		return false
+	}
+	b := m.acct[tr.To]
+	return b != nil && (b.posted+tr.Amount > maxAmount || b.tin+tr.Amount > totalBound)
+}
+
+// beginHook turns the proxy's reply dropping on just before the first
+// step of a transfer across groups is sent, while armed.
+type beginHook struct {
+	armed *atomic.Bool
+	px    *redistest.Proxy
+}
+
+func (h *beginHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *beginHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if ks := scriptKeys(cmd.Args()); h.armed.Load() && len(ks) >= 6 && strings.HasSuffix(ks[5], ":xpend") {
+			h.px.DropReplies(true)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *beginHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
 // modelRig is one run's Ledgers: direct, and lossy (through a proxy that
 // can drop replies) for the same keys.
 type modelRig struct {
@@ -515,9 +548,18 @@ func runModel(t *testing.T, steps int) {
 	ctx := t.Context()
 	px := redistest.NewProxy(t, shared.Addr())
 	lossy := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 100 * time.Millisecond, MaxRetries: -1})
+	// Armed, it drops the replies from the first step of a transfer across
+	// groups on: that step runs, the call cannot know.
+	var dropBegin atomic.Bool
+	lossy.AddHook(&beginHook{armed: &dropBegin, px: px})
 	t.Cleanup(func() { _ = lossy.Close() })
 	warmScripts(t)
 	runs := 0
+	var lostReplies, lostBegins, cuts int
+	defer func() {
+		t.Logf("%d runs of %d steps: %d calls repeated after lost replies, %d transfers across groups after a lost first reply, %d cut after a step",
+			runs, steps, lostReplies, lostBegins, cuts)
+	}()
 	rapid.Check(t, func(rt *rapid.T) {
 		runs++
 		r := newModelRig(t, px, lossy, runs)
@@ -552,6 +594,7 @@ func runModel(t *testing.T, steps int) {
 					rt.Fatalf("%s with its replies dropped: %v, want ErrUnknownOutcome", what, err)
 				}
 				want() // it ran: the model applies it
+				lostReplies++
 				res, err := call(r.direct)
 				got := classify(res, err, to)
 				w := want() // the same call again: the model's replay
@@ -592,7 +635,24 @@ func runModel(t *testing.T, steps int) {
 						func() mOutcome { return m.transfer(tr.ID, tr.From, tr.To, tr.Amount, tr.Memo) })
 					continue
 				}
-				// Across groups: cut after a step (1..4) or run whole (5).
+				// Across groups: the first step's reply lost, then the call
+				// repeated; or cut after a step (1..4) or run whole (5).
+				if !m.destFull(tr) && rapid.IntRange(0, 7).Draw(rt, "lose begin reply") == 0 {
+					require.NoError(rt, r.lossyRDB.Ping(ctx).Err())
+					dropBegin.Store(true)
+					_, err := r.lossy.Transfer(ctx, tr)
+					dropBegin.Store(false)
+					r.px.DropReplies(false)
+					if !errors.Is(err, wallet.ErrUnknownOutcome) {
+						rt.Fatalf("%s, first step's replies dropped: %v, want ErrUnknownOutcome", what, err)
+					}
+					m.crossTransfer(tr.ID, tr.From, tr.To, tr.Amount, tr.Memo, 1)
+					lostBegins++
+					res, err := r.direct.Transfer(ctx, tr)
+					same(rt, what+" (repeated after a lost reply)", classify(res, err, true),
+						m.crossTransfer(tr.ID, tr.From, tr.To, tr.Amount, tr.Memo, 5), fmt.Sprint(err))
+					continue
+				}
 				stop := rapid.IntRange(1, 5).Draw(rt, "stop after step")
 				var res wallet.Result
 				var err error
@@ -600,6 +660,7 @@ func runModel(t *testing.T, steps int) {
 					res, err = r.direct.Transfer(ctx, tr)
 				} else {
 					res, err = r.direct.TransferSteps(ctx, tr, stop)
+					cuts++
 				}
 				got := classify(res, err, true)
 				want := m.crossTransfer(tr.ID, tr.From, tr.To, tr.Amount, tr.Memo, stop)
