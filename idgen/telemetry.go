@@ -2,6 +2,7 @@ package idgen
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -22,6 +23,7 @@ const (
 	metricRangeSize     = "redkit.idgen.range.size"
 	metricRunway        = "redkit.idgen.runway"
 	metricLeaseOps      = "redkit.idgen.lease.operations"
+	metricLeaseDuration = "redkit.idgen.lease.operation.duration"
 	metricRenewFailures = "redkit.idgen.lease.renew_failures"
 	metricClockBehind   = "redkit.idgen.clock_behind"
 )
@@ -51,9 +53,9 @@ func labelAttrs(label string) []attribute.KeyValue {
 }
 
 func newSegTelemetry(cfg *config, s *Segment) (*segTelemetry, error) {
-	m := cfg.providers.MeterFor(ScopeName)
+	m := cfg.providers.MeterFor(ScopeName, Version)
 	t := &segTelemetry{
-		tracer: cfg.providers.TracerFor(ScopeName),
+		tracer: cfg.providers.TracerFor(ScopeName, Version),
 		label:  cfg.label,
 		attrs:  metric.WithAttributes(labelAttrs(cfg.label)...),
 	}
@@ -62,8 +64,8 @@ func newSegTelemetry(cfg *config, s *Segment) (*segTelemetry, error) {
 		metric.WithDescription("Segment range fetches, by outcome")); err != nil {
 		return nil, err
 	}
-	if t.duration, err = m.Float64Histogram(metricFetchDuration, metric.WithUnit("s"),
-		metric.WithDescription("Duration of Segment range fetches")); err != nil {
+	if t.duration, err = otelx.DurationHistogram(m, metricFetchDuration,
+		"Duration of Segment range fetches"); err != nil {
 		return nil, err
 	}
 	if t.size, err = m.Int64Gauge(metricRangeSize, metric.WithUnit("{id}"),
@@ -110,20 +112,25 @@ type leaseTelemetry struct {
 	label      string
 	attrs      metric.MeasurementOption
 	ops        metric.Int64Counter
+	duration   metric.Float64Histogram
 	renewFails metric.Int64Counter
 	behind     metric.Int64Counter
 }
 
 func newLeaseTelemetry(cfg *config) (*leaseTelemetry, error) {
-	m := cfg.providers.MeterFor(ScopeName)
+	m := cfg.providers.MeterFor(ScopeName, Version)
 	t := &leaseTelemetry{
-		tracer: cfg.providers.TracerFor(ScopeName),
+		tracer: cfg.providers.TracerFor(ScopeName, Version),
 		label:  cfg.label,
 		attrs:  metric.WithAttributes(labelAttrs(cfg.label)...),
 	}
 	var err error
 	if t.ops, err = m.Int64Counter(metricLeaseOps, metric.WithUnit("{operation}"),
 		metric.WithDescription("Node lease acquisitions, renewals and releases, by outcome")); err != nil {
+		return nil, err
+	}
+	if t.duration, err = otelx.DurationHistogram(m, metricLeaseDuration,
+		"Duration of node lease acquisitions, renewals and releases, by operation and outcome"); err != nil {
 		return nil, err
 	}
 	if t.renewFails, err = m.Int64Counter(metricRenewFailures, metric.WithUnit("{failure}"),
@@ -137,8 +144,10 @@ func newLeaseTelemetry(cfg *config) (*leaseTelemetry, error) {
 	return t, nil
 }
 
+// start starts the span of one lease operation ("idgen.lease.acquire",
+// ".renew", ".release"); ending it records its duration.
 func (t *leaseTelemetry) start(ctx context.Context, name string) (context.Context, trace.Span) {
-	return otelx.Start(ctx, t.tracer, name, t.label)
+	return otelx.StartTimed(ctx, t.tracer, name, t.label, t.duration, strings.TrimPrefix(name, "idgen.lease."))
 }
 
 // end ends a lease span and counts the operation (acquire, renew or

@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/redkit-go/redkit/otelx"
@@ -59,6 +60,7 @@ type telemetry struct {
 	label      string
 	attrs      metric.MeasurementOption            // label only
 	outcomes   map[string]metric.MeasurementOption // label and outcome, built once
+	duration   metric.Float64Histogram
 	wait       metric.Float64Histogram
 	hold       metric.Float64Histogram
 	lost       metric.Int64Counter
@@ -66,7 +68,7 @@ type telemetry struct {
 }
 
 func newTelemetry(cfg config) *telemetry {
-	t := &telemetry{tracer: cfg.providers.TracerFor(ScopeName), label: cfg.label}
+	t := &telemetry{tracer: cfg.providers.TracerFor(ScopeName, Version), label: cfg.label}
 	var attrs []attribute.KeyValue
 	if cfg.label != "" {
 		attrs = append(attrs, attribute.String(otelx.AttrLabel, cfg.label))
@@ -76,13 +78,15 @@ func newTelemetry(cfg config) *telemetry {
 	for _, o := range []string{outcomeOK, outcomeNotAcquired, outcomeExpired, outcomeTaken, outcomeRenewFailed, outcomeError} {
 		t.outcomes[o] = metric.WithAttributes(append([]attribute.KeyValue{attribute.String(otelx.AttrOutcome, o)}, attrs...)...)
 	}
-	m := cfg.providers.MeterFor(ScopeName)
+	m := cfg.providers.MeterFor(ScopeName, Version)
 	// Instrument creation only fails on invalid names; the no-op instruments
 	// returned alongside the error keep working.
-	t.wait, _ = m.Float64Histogram("redkit.lock.wait.duration", metric.WithUnit("s"),
-		metric.WithDescription("Time from the start of an acquire to its end, by outcome."))
-	t.hold, _ = m.Float64Histogram("redkit.lock.hold.duration", metric.WithUnit("s"),
-		metric.WithDescription("Time a lease was held, from its acquire to its release or loss."))
+	t.duration, _ = otelx.DurationHistogram(m, "redkit.lock.operation.duration",
+		"Duration of lock operations (acquire, release, renew), by operation and outcome.")
+	t.wait, _ = otelx.DurationHistogram(m, "redkit.lock.wait.duration",
+		"Time from the start of an acquire to its end, by outcome.")
+	t.hold, _ = otelx.DurationHistogram(m, "redkit.lock.hold.duration",
+		"Time a lease was held, from its acquire to its release or loss.")
 	t.lost, _ = m.Int64Counter("redkit.lock.lost", metric.WithUnit("{lease}"),
 		metric.WithDescription("Leases lost before their release, by reason."))
 	t.contention, _ = m.Int64Counter("redkit.lock.contention", metric.WithUnit("{attempt}"),
@@ -90,8 +94,11 @@ func newTelemetry(cfg config) *telemetry {
 	return t
 }
 
+// start starts the span of one operation ("lock.acquire", "lock.release",
+// "lock.renew"); ending it records redkit.lock.operation.duration with the
+// operation named after the span.
 func (t *telemetry) start(ctx context.Context, span string) (context.Context, trace.Span) {
-	return otelx.Start(ctx, t.tracer, span, t.label)
+	return otelx.StartTimed(ctx, t.tracer, span, t.label, t.duration, strings.TrimPrefix(span, "lock."))
 }
 
 func (t *telemetry) withOutcome(outcome string) metric.MeasurementOption { return t.outcomes[outcome] }

@@ -14,7 +14,7 @@
 // when the tracer or meter is created, so a program that calls
 // otel.SetTracerProvider before building redkit values needs no options:
 //
-//	tracer := cfg.providers.TracerFor(ScopeName) // ScopeName = module import path
+//	tracer := cfg.providers.TracerFor(ScopeName, Version) // import path, module version
 //	ctx, span := otelx.Start(ctx, tracer, "stock.deduct", cfg.label)
 //	...
 //	otelx.End(span, "sold_out", nil) // a refusal is an outcome, not an error

@@ -43,15 +43,20 @@ type Providers struct {
 }
 
 // TracerFor returns the tracer for an instrumentation scope, normally the
-// module's import path (its ScopeName constant).
-func (p Providers) TracerFor(scope string) trace.Tracer {
-	return p.tracerProvider().Tracer(scope)
+// module's import path (its ScopeName constant), at the module's version
+// (its Version constant) and with SchemaURL, so a backend can tell which
+// release produced a span.
+func (p Providers) TracerFor(scope, version string) trace.Tracer {
+	return p.tracerProvider().Tracer(scope,
+		trace.WithInstrumentationVersion(version), trace.WithSchemaURL(SchemaURL))
 }
 
 // MeterFor returns the meter for an instrumentation scope, normally the
-// module's import path (its ScopeName constant).
-func (p Providers) MeterFor(scope string) metric.Meter {
-	return p.meterProvider().Meter(scope)
+// module's import path (its ScopeName constant), at the module's version
+// (its Version constant) and with SchemaURL.
+func (p Providers) MeterFor(scope, version string) metric.Meter {
+	return p.meterProvider().Meter(scope,
+		metric.WithInstrumentationVersion(version), metric.WithSchemaURL(SchemaURL))
 }
 
 func (p Providers) tracerProvider() trace.TracerProvider {
@@ -74,7 +79,8 @@ func (p Providers) meterProvider() metric.MeterProvider {
 // Finish the span with End.
 func Start(ctx context.Context, t trace.Tracer, spanName, label string) (context.Context, trace.Span) {
 	if t == nil {
-		t = otel.GetTracerProvider().Tracer(ScopeName)
+		t = otel.GetTracerProvider().Tracer(ScopeName,
+			trace.WithInstrumentationVersion(Version), trace.WithSchemaURL(SchemaURL))
 	}
 	if label == "" {
 		return t.Start(ctx, spanName, trace.WithSpanKind(trace.SpanKindInternal))

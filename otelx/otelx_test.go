@@ -56,7 +56,7 @@ func TestProviders_TracerFor_defaultsToGlobal(t *testing.T) {
 	global, tp := newRecorder()
 	useGlobal(t, tp, nil)
 
-	_, span := p.TracerFor("scope-a").Start(t.Context(), "op")
+	_, span := p.TracerFor("scope-a", "v1.2.3").Start(t.Context(), "op")
 	span.End()
 
 	ended := global.Ended()
@@ -69,7 +69,7 @@ func TestProviders_TracerFor_explicitWinsOverGlobal(t *testing.T) {
 	useGlobal(t, gtp, nil)
 	own, otp := newRecorder()
 
-	_, span := otelx.Providers{Tracer: otp}.TracerFor("scope-b").Start(t.Context(), "op")
+	_, span := otelx.Providers{Tracer: otp}.TracerFor("scope-b", "v1.2.3").Start(t.Context(), "op")
 	span.End()
 
 	require.Len(t, own.Ended(), 1)
@@ -94,7 +94,7 @@ func TestProviders_MeterFor_defaultsToGlobal(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	useGlobal(t, nil, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
 
-	c, err := p.MeterFor("scope-c").Int64Counter("redkit.test.ops")
+	c, err := p.MeterFor("scope-c", "v1.2.3").Int64Counter("redkit.test.ops")
 	require.NoError(t, err)
 	c.Add(t.Context(), 3)
 
@@ -108,7 +108,7 @@ func TestProviders_MeterFor_explicitWinsOverGlobal(t *testing.T) {
 	own := sdkmetric.NewManualReader()
 
 	p := otelx.Providers{Meter: sdkmetric.NewMeterProvider(sdkmetric.WithReader(own))}
-	c, err := p.MeterFor("scope-d").Int64Counter("redkit.test.ops")
+	c, err := p.MeterFor("scope-d", "v1.2.3").Int64Counter("redkit.test.ops")
 	require.NoError(t, err)
 	c.Add(t.Context(), 1)
 
@@ -225,4 +225,63 @@ func (c *cyclic) Unwrap() error { return c }
 
 func TestErrorType_cyclicUnwrapEnds(t *testing.T) {
 	require.Equal(t, "*otelx_test.cyclic", otelx.ErrorType(&cyclic{}))
+}
+
+// DurationHistogram's bucket advice reaches the SDK, and a View the
+// program installs still wins over it.
+func TestDurationHistogram_bucketAdviceAndViewOverride(t *testing.T) {
+	read := func(opts ...sdkmetric.Option) []float64 {
+		reader := sdkmetric.NewManualReader()
+		mp := sdkmetric.NewMeterProvider(append(opts, sdkmetric.WithReader(reader))...)
+		h, err := otelx.DurationHistogram(otelx.Providers{Meter: mp}.MeterFor("scope-e", "v1.2.3"), "redkit.test.duration", "test")
+		require.NoError(t, err)
+		h.Record(t.Context(), 0.0001)
+		var rm metricdata.ResourceMetrics
+		require.NoError(t, reader.Collect(t.Context(), &rm))
+		sm := rm.ScopeMetrics[0]
+		require.Equal(t, "v1.2.3", sm.Scope.Version)
+		require.Equal(t, otelx.SchemaURL, sm.Scope.SchemaURL)
+		require.Equal(t, "s", sm.Metrics[0].Unit)
+		return sm.Metrics[0].Data.(metricdata.Histogram[float64]).DataPoints[0].Bounds
+	}
+	require.Equal(t, otelx.DurationBuckets, read())
+	view := sdkmetric.NewView(sdkmetric.Instrument{Name: "redkit.test.duration"},
+		sdkmetric.Stream{Aggregation: sdkmetric.AggregationExplicitBucketHistogram{Boundaries: []float64{1, 2}}})
+	require.Equal(t, []float64{1, 2}, read(sdkmetric.WithView(view)))
+}
+
+// The buckets cover 50 µs to 10 s, rise, and below 5 ms no two neighbours
+// are more than 1.5 apart, so histogram_quantile's interpolation stays
+// within a factor of 1.5 of a sub-millisecond quantile.
+func TestDurationBuckets_resolution(t *testing.T) {
+	b := otelx.DurationBuckets
+	require.Equal(t, 0.00005, b[0])
+	require.Equal(t, 10.0, b[len(b)-1])
+	for i := 1; i < len(b); i++ {
+		require.Greater(t, b[i], b[i-1])
+		if b[i] <= 0.005 {
+			require.LessOrEqual(t, b[i]/b[i-1], 1.5+1e-9, "between %v and %v", b[i-1], b[i])
+		}
+	}
+}
+
+// StartTimed records the span's duration by operation, outcome and label
+// when the span ends, once.
+func TestStartTimed_recordsOnEnd(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	rec, tp := newRecorder()
+	h, err := otelx.DurationHistogram(mp.Meter("scope-f"), "redkit.test.duration", "test")
+	require.NoError(t, err)
+	_, span := otelx.StartTimed(t.Context(), tp.Tracer("scope-f"), "test.op", "payout", h, "op")
+	otelx.End(span, "sold_out", nil)
+	span.End()
+	require.Len(t, rec.Ended(), 1)
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(t.Context(), &rm))
+	dps := rm.ScopeMetrics[0].Metrics[0].Data.(metricdata.Histogram[float64]).DataPoints
+	require.Len(t, dps, 1)
+	require.EqualValues(t, 1, dps[0].Count)
+	require.Equal(t, map[string]string{"redkit.operation": "op", "redkit.outcome": "sold_out", "redkit.label": "payout"},
+		attrs(dps[0].Attributes.ToSlice()))
 }

@@ -54,7 +54,9 @@ const auditPage = 1000
 // in flight; those are read one bucket after the other, so the sum is exact
 // only while no order or transfer of the SKU runs. An error is returned only
 // when the audit could not run (ErrNotFound, I/O).
-func (inv *Inventory) Audit(ctx context.Context, sku string) (AuditReport, error) {
+func (inv *Inventory) Audit(ctx context.Context, sku string) (_ AuditReport, err error) {
+	ctx, done := inv.tel.begin(ctx, "audit")
+	defer func() { done(err) }()
 	g, err := inv.checkSKU(sku)
 	if err != nil {
 		return AuditReport{}, err

@@ -64,7 +64,9 @@ func parseEntry(m redis.XMessage) JournalEntry {
 // split into buckets; Consume reads them all) with IDs from start on
 // ("" or "-" for the oldest kept; count <= 0 means 100). Page with
 // start = "(" + the last ID returned.
-func (inv *Inventory) Journal(ctx context.Context, sku, start string, count int64) ([]JournalEntry, error) {
+func (inv *Inventory) Journal(ctx context.Context, sku, start string, count int64) (_ []JournalEntry, err error) {
+	ctx, done := inv.tel.begin(ctx, "journal")
+	defer func() { done(err) }()
 	g, err := inv.checkSKU(sku)
 	if err != nil {
 		return nil, err
@@ -101,7 +103,9 @@ var ErrDrift = errors.New("stock: the levels differ from what the journal explai
 // ErrDrift (writing nothing to that bucket) when the audit found a problem,
 // and the script that writes it refuses too when the levels differ from the
 // journal's last entry (changed since the audit).
-func (inv *Inventory) Checkpoint(ctx context.Context, sku string) (string, error) {
+func (inv *Inventory) Checkpoint(ctx context.Context, sku string) (_ string, err error) {
+	ctx, done := inv.tel.begin(ctx, "checkpoint")
+	defer func() { done(err) }()
 	g, err := inv.checkSKU(sku)
 	if err != nil {
 		return "", err
@@ -136,7 +140,9 @@ func (inv *Inventory) Checkpoint(ctx context.Context, sku string) (string, error
 // Trim deletes the journal entries of sku (of every bucket) that are older
 // than its last checkpoint, except those a consumer group (see Consume) has
 // not yet read or acknowledged. It returns how many entries it deleted.
-func (inv *Inventory) Trim(ctx context.Context, sku string) (int64, error) {
+func (inv *Inventory) Trim(ctx context.Context, sku string) (_ int64, err error) {
+	ctx, done := inv.tel.begin(ctx, "trim")
+	defer func() { done(err) }()
 	g, err := inv.checkSKU(sku)
 	if err != nil {
 		return 0, err

@@ -112,7 +112,9 @@ const reclaimBatch = 256
 // deadline has passed to available. It is what the background reclaimer runs; calling
 // it is never needed for correctness, since Deduct and Reserve reclaim
 // expired holds of the SKUs they touch first.
-func (inv *Inventory) Reclaim(ctx context.Context, sku string) (ReclaimResult, error) {
+func (inv *Inventory) Reclaim(ctx context.Context, sku string) (_ ReclaimResult, err error) {
+	ctx, done := inv.tel.begin(ctx, "reclaim")
+	defer func() { done(err) }()
 	g, err := inv.checkSKU(sku)
 	if err != nil {
 		return ReclaimResult{}, err

@@ -310,7 +310,9 @@ func (inv *Inventory) closeSKU(ctx context.Context, sku string) error {
 // Level returns the current levels of sku, or ErrNotFound. For a SKU split
 // into buckets it is the sum of the buckets' levels, read one bucket after
 // the other, and units moving between buckets are in none of them.
-func (inv *Inventory) Level(ctx context.Context, sku string) (Levels, error) {
+func (inv *Inventory) Level(ctx context.Context, sku string) (_ Levels, err error) {
+	ctx, done := inv.tel.begin(ctx, "level")
+	defer func() { done(err) }()
 	g, err := inv.checkSKU(sku)
 	if err != nil {
 		return Levels{}, err

@@ -3,6 +3,7 @@ package stock
 import (
 	"context"
 	"errors"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -40,31 +41,28 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // IDs, buyers and quantities never appear in telemetry.
 func WithLabel(label string) Option { return optionFunc(func(c *config) { c.label = label }) }
 
-// telemetry holds the instruments of one Inventory. Spans are named
-// "stock.<operation>" (stock.deduct, stock.reserve, ...) and carry
-// redkit.outcome and redkit.replayed. Metrics:
-//
-//	redkit.stock.operations        {operation}  counter, by operation and outcome
-//	redkit.stock.reclaim.lag       s            histogram: how long past its deadline the
-//	                                            oldest hold of a reclaimer batch was
-//	redkit.stock.reclaim.holds     {hold}       counter of holds the reclaimer returned
+// telemetry holds the instruments of one Inventory; doc.go's Telemetry
+// section lists them.
 type telemetry struct {
 	tracer    trace.Tracer
 	label     string
 	ops       metric.Int64Counter
+	duration  metric.Float64Histogram
 	lag       metric.Float64Histogram
 	reclaimed metric.Int64Counter
 }
 
 func newTelemetry(c config) *telemetry {
-	t := &telemetry{tracer: c.providers.TracerFor(ScopeName), label: c.label}
-	m := c.providers.MeterFor(ScopeName)
+	t := &telemetry{tracer: c.providers.TracerFor(ScopeName, Version), label: c.label}
+	m := c.providers.MeterFor(ScopeName, Version)
 	// Instrument creation fails only on invalid names; the returned no-op
 	// instruments keep working.
 	t.ops, _ = m.Int64Counter("redkit.stock.operations", metric.WithUnit("{operation}"),
 		metric.WithDescription("Stock operations by operation and outcome."))
-	t.lag, _ = m.Float64Histogram("redkit.stock.reclaim.lag", metric.WithUnit("s"),
-		metric.WithDescription("How long past its deadline the oldest expired hold of a reclaimer batch was."))
+	t.duration, _ = otelx.DurationHistogram(m, "redkit.stock.operation.duration",
+		"Duration of Inventory operations, by operation and outcome.")
+	t.lag, _ = otelx.DurationHistogram(m, "redkit.stock.reclaim.lag",
+		"How long past its deadline the oldest expired hold of a reclaimer batch was.")
 	t.reclaimed, _ = m.Int64Counter("redkit.stock.reclaim.holds", metric.WithUnit("{hold}"),
 		metric.WithDescription("Expired holds returned to available by the reclaimer."))
 	return t
@@ -72,21 +70,40 @@ func newTelemetry(c config) *telemetry {
 
 // observe runs one operation inside a span and counts its outcome.
 func (t *telemetry) observe(ctx context.Context, op string, fn func(ctx context.Context) (Result, error)) (Result, error) {
+	start := time.Now()
 	ctx, span := otelx.Start(ctx, t.tracer, "stock."+op, t.label)
 	res, err := fn(ctx)
 	outcome, failure := outcomeOf(res, err)
 	span.SetAttributes(attribute.Bool(otelx.AttrReplayed, res.Replayed))
 	otelx.End(span, outcome, failure)
 	t.count(ctx, op, outcome)
+	t.duration.Record(ctx, time.Since(start).Seconds(), t.attrs(op, outcome))
 	return res, err
 }
 
-func (t *telemetry) count(ctx context.Context, op, outcome string) {
-	attrs := []attribute.KeyValue{attribute.String("redkit.operation", op), attribute.String(otelx.AttrOutcome, outcome)}
+// begin starts the span of an operation that returns no Result (reads,
+// audits, journal work); the returned func ends it and records its
+// duration, and takes the operation's error.
+func (t *telemetry) begin(ctx context.Context, op string) (context.Context, func(error)) {
+	start := time.Now()
+	ctx, span := otelx.Start(ctx, t.tracer, "stock."+op, t.label)
+	return ctx, func(err error) {
+		outcome, failure := outcomeOf(Result{}, err)
+		otelx.End(span, outcome, failure)
+		t.duration.Record(ctx, time.Since(start).Seconds(), t.attrs(op, outcome))
+	}
+}
+
+func (t *telemetry) attrs(op, outcome string) metric.MeasurementOption {
+	attrs := []attribute.KeyValue{attribute.String(otelx.AttrOperation, op), attribute.String(otelx.AttrOutcome, outcome)}
 	if t.label != "" {
 		attrs = append(attrs, attribute.String(otelx.AttrLabel, t.label))
 	}
-	t.ops.Add(ctx, 1, metric.WithAttributes(attrs...))
+	return metric.WithAttributes(attrs...)
+}
+
+func (t *telemetry) count(ctx context.Context, op, outcome string) {
+	t.ops.Add(ctx, 1, t.attrs(op, outcome))
 }
 
 func (t *telemetry) reclaimedBatch(ctx context.Context, res ReclaimResult) {

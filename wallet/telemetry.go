@@ -3,6 +3,7 @@ package wallet
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/redkit-go/redkit/otelx"
 	"go.opentelemetry.io/otel/attribute"
@@ -13,23 +14,27 @@ import (
 // ScopeName is the instrumentation scope of the Ledger's spans and metrics.
 const ScopeName = "github.com/redkit-go/redkit/wallet"
 
-// telemetry holds the Ledger's tracer and instruments. Spans are named
-// "wallet.<operation>" and carry redkit.outcome, redkit.replayed and the
-// optional label; never account IDs, transaction IDs or amounts.
+// telemetry holds the Ledger's tracer and instruments (doc.go's Telemetry
+// section lists them). Spans are named "wallet.<operation>" and carry
+// redkit.outcome, redkit.replayed and the optional label; never account
+// IDs, transaction IDs or amounts.
 type telemetry struct {
-	tracer  trace.Tracer
-	label   string
-	ops     metric.Int64Counter
-	unknown metric.Int64Counter
+	tracer   trace.Tracer
+	label    string
+	ops      metric.Int64Counter
+	duration metric.Float64Histogram
+	unknown  metric.Int64Counter
 }
 
 func newTelemetry(p otelx.Providers, label string) *telemetry {
-	m := p.MeterFor(ScopeName)
-	t := &telemetry{tracer: p.TracerFor(ScopeName), label: label}
+	m := p.MeterFor(ScopeName, Version)
+	t := &telemetry{tracer: p.TracerFor(ScopeName, Version), label: label}
 	// Instrument creation only fails on invalid names; ours are constant.
 	t.ops, _ = m.Int64Counter("redkit.wallet.operations",
 		metric.WithUnit("{operation}"),
 		metric.WithDescription("Ledger operations by operation and outcome"))
+	t.duration, _ = otelx.DurationHistogram(m, "redkit.wallet.operation.duration",
+		"Duration of Ledger operations, by operation and outcome")
 	t.unknown, _ = m.Int64Counter("redkit.wallet.unknown_outcomes",
 		metric.WithUnit("{operation}"),
 		metric.WithDescription("Writes whose outcome stayed unknown after every attempt"))
@@ -38,15 +43,17 @@ func newTelemetry(p otelx.Providers, label string) *telemetry {
 
 // span is one operation in progress.
 type span struct {
-	t    *telemetry
-	ctx  context.Context
-	name string
-	sp   trace.Span
+	t     *telemetry
+	ctx   context.Context
+	name  string
+	sp    trace.Span
+	start time.Time
 }
 
 func (t *telemetry) start(ctx context.Context, op string) (context.Context, span) {
+	start := time.Now()
 	ctx, sp := otelx.Start(ctx, t.tracer, "wallet."+op, t.label)
-	return ctx, span{t: t, ctx: ctx, name: op, sp: sp}
+	return ctx, span{t: t, ctx: ctx, name: op, sp: sp, start: start}
 }
 
 // end records the outcome of err; business refusals are outcomes, not span
@@ -56,6 +63,7 @@ func (s span) end(err error, replayed bool) {
 	if s.name != "transfer_batch" { // a batch counts each of its transfers
 		s.t.count(s.ctx, s.name, err, replayed)
 	}
+	s.t.duration.Record(s.ctx, time.Since(s.start).Seconds(), s.t.attrs(s.name, out))
 	s.sp.SetAttributes(attribute.Bool(otelx.AttrReplayed, replayed))
 	if refusal(err) {
 		err = nil
@@ -65,12 +73,16 @@ func (s span) end(err error, replayed bool) {
 
 // count adds one operation to the operations counter.
 func (t *telemetry) count(ctx context.Context, op string, err error, replayed bool) {
-	attrs := []attribute.KeyValue{attribute.String("redkit.operation", op),
-		attribute.String(otelx.AttrOutcome, outcome(err, replayed))}
+	t.ops.Add(ctx, 1, t.attrs(op, outcome(err, replayed)))
+}
+
+func (t *telemetry) attrs(op, outcome string) metric.MeasurementOption {
+	attrs := []attribute.KeyValue{attribute.String(otelx.AttrOperation, op),
+		attribute.String(otelx.AttrOutcome, outcome)}
 	if t.label != "" {
 		attrs = append(attrs, attribute.String(otelx.AttrLabel, t.label))
 	}
-	t.ops.Add(ctx, 1, metric.WithAttributes(attrs...))
+	return metric.WithAttributes(attrs...)
 }
 
 func (t *telemetry) unknownOutcome(ctx context.Context) {

@@ -8,6 +8,7 @@ package otelxtest
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -150,6 +151,43 @@ func histSetsOf[N int64 | float64](ps []metricdata.HistogramDataPoint[N]) []attr
 	out := make([]attribute.Set, len(ps))
 	for i, p := range ps {
 		out[i] = p.Attributes
+	}
+	return out
+}
+
+// Durations checks the duration histogram called name as every redkit
+// duration histogram must be: unit "s", bucket boundaries
+// otelx.DurationBuckets, and a scope carrying a version and otelx.SchemaURL.
+// It returns the number of recorded durations per data point, keyed by the
+// point's redkit.operation and redkit.outcome joined with a space ("deduct
+// ok"); the name is absent from the map when nothing was recorded.
+func (r *Recorder) Durations(tb testing.TB, name string) map[string]uint64 {
+	tb.Helper()
+	out := map[string]uint64{}
+	for _, sm := range r.collect(tb).ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			if sm.Scope.Version == "" || sm.Scope.SchemaURL != otelx.SchemaURL {
+				tb.Errorf("%s: scope %s has version %q and schema URL %q", name, sm.Scope.Name, sm.Scope.Version, sm.Scope.SchemaURL)
+			}
+			if m.Unit != "s" {
+				tb.Errorf("%s: unit %q, want s", name, m.Unit)
+			}
+			h, ok := m.Data.(metricdata.Histogram[float64])
+			if !ok {
+				tb.Fatalf("%s is a %T, want a float64 histogram", name, m.Data)
+			}
+			for _, p := range h.DataPoints {
+				if !slices.Equal(p.Bounds, otelx.DurationBuckets) {
+					tb.Errorf("%s: bucket bounds %v, want otelx.DurationBuckets", name, p.Bounds)
+				}
+				op, _ := p.Attributes.Value(otelx.AttrOperation)
+				outcome, _ := p.Attributes.Value(otelx.AttrOutcome)
+				out[op.AsString()+" "+outcome.AsString()] += p.Count
+			}
+		}
 	}
 	return out
 }
