@@ -134,7 +134,8 @@ func (r *Repo) isRepoModule(p string) bool {
 // ignores them, so a release must not depend on them; development keeps
 // reaching the working copies through go.work). Unreleased modules are not
 // touched. A released module that requires an unreleased one is an error:
-// no consumer could resolve it. Prepare returns the go.mod files it
+// no consumer could resolve it. It also sets each released module's
+// Version constant (SyncVersionConstants). Prepare returns the files it
 // changed, relative to the root.
 func (r *Repo) Prepare() ([]string, error) {
 	released := r.Versions.Released()
@@ -173,7 +174,8 @@ func (r *Repo) Prepare() ([]string, error) {
 			return changed, err
 		}
 	}
-	return changed, nil
+	consts, err := r.SyncVersionConstants()
+	return append(changed, consts...), err
 }
 
 // Develop is the step back after a release commit is tagged: every released
