@@ -27,9 +27,10 @@ type BatchResult struct {
 func (inv *Inventory) DeductBatch(ctx context.Context, orders []Order, opts ...CallOption) []BatchResult {
 	ctx, span := otelx.Start(ctx, inv.tel.tracer, "stock.deduct_batch", inv.cfg.label)
 	out := inv.deductBatch(ctx, orders, opts)
-	for _, r := range out {
+	for i, r := range out {
 		outcome, _ := outcomeOf(r.Result, r.Err)
 		inv.tel.count(ctx, "deduct", outcome)
+		inv.tel.unitsSold(ctx, "deduct", orders[i].Items, r.Result, r.Err)
 	}
 	otelx.End(span, "", nil)
 	return out

@@ -53,7 +53,8 @@ func (inv *Inventory) ConfirmPartial(ctx context.Context, o Order, take []Item, 
 	return inv.confirm(ctx, o, take, opts)
 }
 
-func (inv *Inventory) confirm(ctx context.Context, o Order, take []Item, opts []CallOption) (Result, error) {
+func (inv *Inventory) confirm(ctx context.Context, o Order, take []Item, opts []CallOption) (res Result, err error) {
+	defer func() { inv.tel.unitsSold(ctx, "confirm", take, res, err) }()
 	return inv.order(ctx, "confirm", holdScript, o, "confirm", func(items []Item) ([]any, error) {
 		want := make(map[string]int64, len(take))
 		for _, t := range take {

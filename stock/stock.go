@@ -368,7 +368,9 @@ func (l Levels) add(m Levels) Levels {
 // retries run out, the error wraps ErrUnknownOutcome: call Deduct again with
 // the same order to learn what happened.
 func (inv *Inventory) Deduct(ctx context.Context, o Order, opts ...CallOption) (Result, error) {
-	return inv.order(ctx, "deduct", deductScript, o, "0", nil, opts)
+	res, err := inv.order(ctx, "deduct", deductScript, o, "0", nil, opts)
+	inv.tel.unitsSold(ctx, "deduct", o.Items, res, err)
+	return res, err
 }
 
 // order validates o and runs s (deduct.lua or hold.lua) with the keys of

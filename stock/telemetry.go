@@ -50,6 +50,7 @@ type telemetry struct {
 	duration  metric.Float64Histogram
 	lag       metric.Float64Histogram
 	reclaimed metric.Int64Counter
+	sold      metric.Int64Counter
 }
 
 func newTelemetry(c config) *telemetry {
@@ -63,6 +64,8 @@ func newTelemetry(c config) *telemetry {
 		"Duration of Inventory operations, by operation and outcome.")
 	t.lag, _ = otelx.DurationHistogram(m, "redkit.stock.reclaim.lag",
 		"How long past its deadline the oldest expired hold of a reclaimer batch was.")
+	t.sold, _ = m.Int64Counter("redkit.stock.units.sold", metric.WithUnit("{unit}"),
+		metric.WithDescription("Units sold by Deduct and Confirm (first applications only; refunds not subtracted), by operation."))
 	t.reclaimed, _ = m.Int64Counter("redkit.stock.reclaim.holds", metric.WithUnit("{hold}"),
 		metric.WithDescription("Expired holds returned to available by the reclaimer."))
 	return t
@@ -104,6 +107,21 @@ func (t *telemetry) attrs(op, outcome string) metric.MeasurementOption {
 
 func (t *telemetry) count(ctx context.Context, op, outcome string) {
 	t.ops.Add(ctx, 1, t.attrs(op, outcome))
+}
+
+// unitsSold counts the units of items as sold by op when the call applied
+// the operation (a replay sold nothing new).
+func (t *telemetry) unitsSold(ctx context.Context, op string, items []Item, res Result, err error) {
+	if err != nil || res.Replayed {
+		return
+	}
+	var n int64
+	for _, it := range items {
+		n += it.Qty
+	}
+	if n > 0 {
+		t.sold.Add(ctx, n, t.attrs(op, "ok"))
+	}
 }
 
 func (t *telemetry) reclaimedBatch(ctx context.Context, res ReclaimResult) {
