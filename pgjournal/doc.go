@@ -19,7 +19,9 @@
 // ID, kind, operation ID, deltas and the levels or balances after it),
 // stock_levels (per SKU bucket; the view stock_sku_levels sums the buckets)
 // and wallet_balances (posted and held per account), anomalies, and
-// schema_migrations. Migrations are plain SQL files embedded in the module
+// schema_migrations. Text is stored as it is, except a wallet memo holding
+// a NUL byte (valid UTF-8, but not PostgreSQL text): its NULs show as
+// U+FFFD in memo and its exact bytes are kept in memo_raw. Migrations are plain SQL files embedded in the module
 // (migrations/*.sql), applied by Open in one transaction under a
 // transaction-scoped advisory lock, so processes starting at once take
 // turns and the later ones find the work done; a database migrated by a
@@ -51,7 +53,9 @@
 //   - Nothing skipped silently. An entry the sink cannot read (unknown
 //     kind, malformed ID, another SKU's) is recorded as a poison anomaly
 //     and left out of the projection; the entries after it are booked. A
-//     stock entry deleted from its journal after it was handed to the sink
+//     entry whose fields PostgreSQL text cannot hold (invalid UTF-8, or a
+//     NUL outside a wallet memo) is poison too, so a damaged entry never
+//     stops the book. A stock entry deleted from its journal after it was handed to the sink
 //     comes back without fields and is recorded as lost. Entries trimmed
 //     before they were ever read show up as a gap at the next entry.
 //   - The reconciler reports drift, not lag. ReconcileStock and

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -27,7 +29,7 @@ var walletJournalDesc = &journal{
 	module: "wallet", entries: "wallet_entries", proj: "wallet_balances",
 	keyCols: []string{"account"},
 	levels:  []string{"posted", "held"},
-	extra:   []string{"peer", "memo"},
+	extra:   []string{"peer", "memo", "memo_raw"},
 	keyLabel: func(key []any) (string, int) {
 		return key[0].(string), 0
 	},
@@ -106,6 +108,10 @@ func (b *Book) bookStock(ctx context.Context, skus []string, es []stock.JournalE
 			r.bad = fmt.Sprintf("unknown kind %q", e.Kind)
 		case e.SKU != sku:
 			r.bad = fmt.Sprintf("entry of SKU %q in the journal of %q", e.SKU, sku)
+		case !storable(e.Op, e.Buyer):
+			// stock validates every name it writes: only a damaged entry
+			// gets here.
+			r.bad = "a field is not UTF-8 text without NUL"
 		}
 		recs[i] = r
 	}
@@ -206,7 +212,11 @@ func (b *Book) bookWallet(ctx context.Context, l *wallet.Ledger, account string,
 func walletRecs(es []wallet.Entry) []rec {
 	recs := make([]rec, len(es))
 	for i, e := range es {
-		r := rec{id: e.ID, kind: e.Kind, op: e.TxID, extra: []any{e.Peer, e.Memo},
+		memo, raw := e.Memo, []byte(nil)
+		if strings.IndexByte(memo, 0) >= 0 {
+			memo, raw = strings.ReplaceAll(memo, "\x00", "\uFFFD"), []byte(e.Memo)
+		}
+		r := rec{id: e.ID, kind: e.Kind, op: e.TxID, extra: []any{e.Peer, memo, raw},
 			delta: []int64{e.Delta, e.HeldDelta}, after: []int64{e.Posted, e.Held}}
 		var ok bool
 		r.ms, r.seq, ok = parseID(e.ID)
@@ -215,6 +225,8 @@ func walletRecs(es []wallet.Entry) []rec {
 			r.bad = fmt.Sprintf("stream ID %q", e.ID)
 		case !walletKinds[e.Kind]:
 			r.bad = fmt.Sprintf("unknown kind %q", e.Kind)
+		case !storable(e.TxID, e.Peer) || !utf8.ValidString(e.Memo):
+			r.bad = "a field is not UTF-8 text"
 		}
 		recs[i] = r
 	}
@@ -230,4 +242,14 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// storable reports whether PostgreSQL text can hold each string as it is.
+func storable(ss ...string) bool {
+	for _, s := range ss {
+		if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
+			return false
+		}
+	}
+	return true
 }
