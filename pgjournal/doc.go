@@ -51,13 +51,13 @@
 //     difference is booked with a gap anomaly, never hidden by resetting the
 //     projection.
 //   - Nothing skipped silently. An entry the sink cannot read (unknown
-//     kind, malformed ID, another SKU's) is recorded as a poison anomaly
-//     and left out of the projection; the entries after it are booked. A
-//     entry whose fields PostgreSQL text cannot hold (invalid UTF-8, or a
-//     NUL outside a wallet memo) is poison too, so a damaged entry never
-//     stops the book. A stock entry deleted from its journal after it was handed to the sink
-//     comes back without fields and is recorded as lost. Entries trimmed
-//     before they were ever read show up as a gap at the next entry.
+//     kind, malformed ID, another SKU's, fields PostgreSQL text cannot
+//     hold: invalid UTF-8, or a NUL outside a wallet memo) is recorded as a
+//     poison anomaly and left out of the projection; the entries after it
+//     are booked, so a damaged entry never stops the book. A stock entry
+//     deleted from its journal after it was handed to the sink comes back
+//     without fields and is recorded as lost. Entries trimmed before they
+//     were ever read show up as a gap at the next entry.
 //   - The reconciler reports drift, not lag. ReconcileStock and
 //     ReconcileWallet add the entries of Redis's journal the book has not
 //     read yet to the projection before comparing, read the Redis side
