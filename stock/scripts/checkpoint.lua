@@ -13,7 +13,7 @@
 
 local h = redis.call('HMGET', KEYS[1], 'available', 'reserved', 'sold', 'refunded', 'supply')
 if not h[1] then return false end
-local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', '1')
 if #last == 0 then return redis.error_reply('DRIFT the journal is empty') end
 local e = {}
 local f = last[1][2]

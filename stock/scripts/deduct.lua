@@ -134,7 +134,7 @@ for i = 1, n do
   if s.limit > 0 then s.had = tonumber(redis.call('HGET', KEYS[j + 2], buyer) or '0') end
   if s.r > 0 then
     -- Lazy expiry: holds past their deadline count as available again.
-    local due = redis.call('ZRANGEBYSCORE', KEYS[j + 4], '-inf', fmt(now), 'LIMIT', 0, 64)
+    local due = redis.call('ZRANGEBYSCORE', KEYS[j + 4], '-inf', fmt(now), 'LIMIT', '0', '64')
     s.more = #due == 64
     for _, member in ipairs(due) do
       local eq, eb, eid = string.match(member, '^(%d+) (%S+) (%S+)$')

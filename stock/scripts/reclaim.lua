@@ -13,10 +13,10 @@
 -- reclaimed. deduct.lua does the same for up to 64 holds per call.
 
 local batch = tonumber(ARGV[2])
-if not batch or batch < 1 or batch > 1000 then return redis.error_reply('ERR batch') end
+if not batch or batch ~= math.floor(batch) or batch < 1 or batch > 1000 then return redis.error_reply('ERR batch') end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local due = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', string.format('%d', now), 'WITHSCORES', 'LIMIT', 0, batch)
+local due = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', string.format('%d', now), 'WITHSCORES', 'LIMIT', '0', string.format('%d', batch))
 if #due == 0 then return {0, 0, 0} end
 local h = redis.call('HMGET', KEYS[1], 'available', 'reserved', 'sold', 'refunded', 'limit', 'supply')
 if not h[1] then return {0, 0, 0} end

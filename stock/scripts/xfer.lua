@@ -49,7 +49,7 @@ if action == 'out' then
   -- bucket does not come back for every order.
   x = math.min(a, math.max(q, math.ceil(a / 2)), room)
   if x == 0 then return {0, 0} end
-  local seq = redis.call('HINCRBY', KEYS[3], 'next:' .. to, 1)
+  local seq = redis.call('HINCRBY', KEYS[3], 'next:' .. to, '1')
   redis.call('HSET', KEYS[3], id, fmt(x) .. ' ' .. to .. ' ' .. fmt(seq))
   -- Two statements: Lua implementations differ in whether a multiple
   -- assignment reads x before or after assigning it.
