@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/redkit-go/redkit/pgjournal"
+	"github.com/redkit-go/redkit/stock"
+	"github.com/redkit-go/redkit/wallet"
 )
 
 func TestOpen_invalid(t *testing.T) {
@@ -142,4 +144,31 @@ func equalAny(a, b []any) bool {
 		}
 	}
 	return true
+}
+
+func TestSinks_invalidInput(t *testing.T) {
+	f := shared(t)
+	ctx := t.Context()
+	if _, err := pgjournal.Open(ctx, f.pool, pgjournal.WithSchema(f.schema), pgjournal.WithMaxBackoff(0)); !errors.Is(err, pgjournal.ErrInvalid) {
+		t.Errorf("max backoff 0: %v, want ErrInvalid", err)
+	}
+	for name, err := range map[string]error{
+		"nil inventory": f.book.SinkStock(ctx, nil, stock.Consumer{Group: "g", Name: "n", SKUs: []string{"a"}}),
+		"nil ledger":    f.book.SinkWallet(ctx, nil, pgjournal.WalletSource{Accounts: []string{"a"}}),
+		"no accounts":   f.book.SinkWallet(ctx, f.led, pgjournal.WalletSource{}),
+		"big batch":     f.book.SinkWallet(ctx, f.led, pgjournal.WalletSource{Accounts: []string{"a"}, Batch: wallet.MaxPage + 1}),
+	} {
+		if !errors.Is(err, pgjournal.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+	if err := f.book.SinkStock(ctx, f.inv, stock.Consumer{Group: "g", Name: "n"}); !errors.Is(err, stock.ErrInvalid) {
+		t.Errorf("consumer without SKUs: %v, want stock.ErrInvalid", err)
+	}
+	if err := f.book.SinkWallet(ctx, f.led, pgjournal.WalletSource{Accounts: []string{"bad{name}"}}); !errors.Is(err, wallet.ErrInvalid) {
+		t.Errorf("malformed account: %v, want wallet.ErrInvalid", err)
+	}
+	if n := f.int("SELECT count(*) FROM $S.wallet_balances") + f.int("SELECT count(*) FROM $S.stock_levels"); n != 0 {
+		t.Errorf("invalid calls wrote %d rows", n)
+	}
 }
