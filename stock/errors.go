@@ -37,8 +37,10 @@ var (
 	// ErrCrossGroup means the items of one order are in different slot
 	// groups (the part of a SKU before '/'); nothing was sent to Redis.
 	ErrCrossGroup = errors.New("stock: items of one order span slot groups")
-	// ErrInvalid is wrapped by every error about malformed caller data;
-	// nothing was sent to Redis.
+	// ErrInvalid is wrapped by every error about malformed caller data
+	// (nothing was sent to Redis) and by a script's refusal of an operation
+	// that would take a level past 2^53-1 (nothing was written, nothing
+	// stored under the operation ID: the same call may succeed later).
 	ErrInvalid = valid.ErrInvalid
 	// ErrUnknownOutcome means the operation may or may not have been
 	// applied (the reply was lost and the retries ran out). Call again with
@@ -49,10 +51,12 @@ var (
 // ConflictError reports an operation ID reused with different fields.
 // errors.Is(err, ErrConflict) is true for it.
 // Field "state" means the operation does not fit the order's state, given
-// in State (Cancel of a confirmed order, Refund of a held one).
+// in State (Cancel of a confirmed order, Refund of a held one). Field "hold"
+// means a Reserve whose marker is gone (its window passed) while its hold is
+// still indexed and running: placing it again would count its units twice.
 type ConflictError struct {
 	ID    string // the operation or order ID (the SKU for Create)
-	Field string // what differs: "kind", "buyer", "items", "confirmed quantities", "initial", "limit" or "state"
+	Field string // what differs: "kind", "buyer", "items", "confirmed quantities", "initial", "limit", "state" or "hold"
 	State string // for Field "state": "held", "sold", "confirmed", "cancelled", "expired" or "refunded"
 }
 
