@@ -4,10 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/contrib/exporters/autoexport"
+	promexporter "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/exporters/stdout/stdoutmetric"
+	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
@@ -33,6 +40,7 @@ type Telemetry struct {
 
 	sdkTracer *sdktrace.TracerProvider // nil when traces are off
 	sdkMeter  *sdkmetric.MeterProvider // nil when metrics are off
+	metrics   http.Handler             // the shared Prometheus handler, or nil
 }
 
 // Option changes what Start does.
@@ -42,6 +50,31 @@ type config struct {
 	spanExporter sdktrace.SpanExporter
 	metricReader sdkmetric.Reader
 	noGlobal     bool
+	console      io.Writer
+	sharedProm   bool
+}
+
+// WithConsoleWriter makes the console exporters (OTEL_TRACES_EXPORTER=console,
+// OTEL_METRICS_EXPORTER=console) write to w instead of standard output: a
+// program whose standard output is its result sends telemetry to
+// os.Stderr or to a file. A nil w is ignored.
+func WithConsoleWriter(w io.Writer) Option {
+	return func(c *config) {
+		if w != nil {
+			c.console = w
+		}
+	}
+}
+
+// WithSharedPrometheus lets a program serve the Prometheus exporter from
+// its own HTTP server: when OTEL_METRICS_EXPORTER=prometheus and neither
+// OTEL_EXPORTER_PROMETHEUS_HOST nor OTEL_EXPORTER_PROMETHEUS_PORT is set,
+// Start opens no listener and Telemetry.MetricsHandler returns the handler
+// to mount (at /metrics, by convention). With either variable set, the
+// exporter listens on that host and port (defaults localhost and 9464) as
+// it does without this option.
+func WithSharedPrometheus() Option {
+	return func(c *config) { c.sharedProm = true }
 }
 
 // WithSpanExporter exports traces to exp whatever the environment says
@@ -91,6 +124,13 @@ func Start(ctx context.Context, serviceName string, opts ...Option) (*Telemetry,
 	disabled := strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true")
 
 	exp := cfg.spanExporter
+	if exp == nil && !disabled && cfg.console != nil && exporterIs("OTEL_TRACES_EXPORTER", "console") {
+		e, err := stdouttrace.New(stdouttrace.WithWriter(cfg.console))
+		if err != nil {
+			return nil, fmt.Errorf("setup: traces exporter: %w", err)
+		}
+		exp = e
+	}
 	if exp == nil && !disabled && wanted("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
 		e, err := autoexport.NewSpanExporter(ctx)
 		if err != nil {
@@ -101,6 +141,16 @@ func Start(ctx context.Context, serviceName string, opts ...Option) (*Telemetry,
 		}
 	}
 	reader := cfg.metricReader
+	if reader == nil && !disabled {
+		r, h, err := ownMetricReader(cfg)
+		if err != nil {
+			if exp != nil {
+				_ = exp.Shutdown(ctx)
+			}
+			return nil, fmt.Errorf("setup: metrics exporter: %w", err)
+		}
+		reader, tel.metrics = r, h
+	}
 	if reader == nil && !disabled && wanted("OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") {
 		r, err := autoexport.NewMetricReader(ctx)
 		if err != nil {
@@ -137,6 +187,42 @@ func Start(ctx context.Context, serviceName string, opts ...Option) (*Telemetry,
 	}
 	return tel, nil
 }
+
+// exporterIs reports whether the environment variable v names exporter.
+func exporterIs(v, exporter string) bool {
+	return strings.TrimSpace(os.Getenv(v)) == exporter
+}
+
+// ownMetricReader builds the metric readers that autoexport cannot: the
+// console exporter on the configured writer, and the Prometheus exporter
+// served by the program's own HTTP server. It returns a nil reader when
+// neither applies.
+func ownMetricReader(cfg config) (sdkmetric.Reader, http.Handler, error) {
+	switch {
+	case cfg.console != nil && exporterIs("OTEL_METRICS_EXPORTER", "console"):
+		e, err := stdoutmetric.New(stdoutmetric.WithWriter(cfg.console))
+		if err != nil {
+			return nil, nil, err
+		}
+		return sdkmetric.NewPeriodicReader(e), nil, nil
+	case cfg.sharedProm && exporterIs("OTEL_METRICS_EXPORTER", "prometheus") &&
+		os.Getenv("OTEL_EXPORTER_PROMETHEUS_HOST") == "" && os.Getenv("OTEL_EXPORTER_PROMETHEUS_PORT") == "":
+		// An isolated registry, as autoexport's own: the program's other
+		// Prometheus metrics are not mixed in unless it adds them.
+		reg := prometheus.NewRegistry()
+		r, err := promexporter.New(promexporter.WithRegisterer(reg))
+		if err != nil {
+			return nil, nil, err
+		}
+		return r, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), nil
+	}
+	return nil, nil, nil
+}
+
+// MetricsHandler returns the Prometheus exposition handler to mount on the
+// program's HTTP server (at /metrics), or nil unless WithSharedPrometheus
+// was given and the environment selected a shared Prometheus exporter.
+func (t *Telemetry) MetricsHandler() http.Handler { return t.metrics }
 
 // wanted reports whether the environment asks for a signal: its exporter
 // variable names one, or it is unset and an OTLP endpoint is configured.

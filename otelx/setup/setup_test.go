@@ -1,7 +1,15 @@
 package setup_test
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -21,6 +29,7 @@ func clearEnv(t *testing.T) {
 		"OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER", "OTEL_SDK_DISABLED",
 		"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
 		"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_SERVICE_NAME",
+		"OTEL_EXPORTER_PROMETHEUS_HOST", "OTEL_EXPORTER_PROMETHEUS_PORT",
 	} {
 		t.Setenv(k, "")
 	}
@@ -145,3 +154,91 @@ func TestStart_serviceNameFromEnvWins(t *testing.T) {
 	assert.Equal(t, "from-env", name)
 	require.NoError(t, tel.Shutdown(context.Background()))
 }
+
+// The console exporters write where WithConsoleWriter says, a file here,
+// and nothing reaches standard output.
+func TestStart_consoleWriter(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("OTEL_TRACES_EXPORTER", "console")
+	t.Setenv("OTEL_METRICS_EXPORTER", "console")
+	f, err := os.Create(filepath.Join(t.TempDir(), "telemetry.json"))
+	require.NoError(t, err)
+	defer f.Close()
+	stdout := os.Stdout
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	os.Stdout = w
+	var leaked bytes.Buffer
+	copied := make(chan struct{})
+	go func() { _, _ = io.Copy(&leaked, r); close(copied) }()
+	func() {
+		defer func() { os.Stdout = stdout }()
+		tel, err := setup.Start(context.Background(), "svc", setup.WithConsoleWriter(f), setup.WithoutGlobal())
+		require.NoError(t, err)
+		_, span := tel.TracerProvider.Tracer("t").Start(context.Background(), "console-span")
+		span.End()
+		c, err := tel.MeterProvider.Meter("t").Int64Counter("console.counter")
+		require.NoError(t, err)
+		c.Add(context.Background(), 1)
+		require.NoError(t, tel.Shutdown(context.Background()))
+	}()
+	require.NoError(t, w.Close())
+	<-copied
+	b, err := os.ReadFile(f.Name())
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "console-span")
+	assert.Contains(t, string(b), "console.counter")
+	assert.Empty(t, leaked.String(), "nothing on standard output")
+}
+
+// With WithSharedPrometheus and no host or port, the exporter opens no
+// listener and the program mounts MetricsHandler itself.
+func TestStart_sharedPrometheusHandler(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("OTEL_METRICS_EXPORTER", "prometheus")
+	tel, err := setup.Start(context.Background(), "svc", setup.WithSharedPrometheus(), setup.WithoutGlobal())
+	require.NoError(t, err)
+	defer tel.Shutdown(context.Background())
+	require.NotNil(t, tel.MetricsHandler())
+	c, err := tel.MeterProvider.Meter("t").Int64Counter("shared.orders")
+	require.NoError(t, err)
+	c.Add(context.Background(), 7)
+	srv := httptest.NewServer(tel.MetricsHandler())
+	defer srv.Close()
+	body := get(t, srv.URL)
+	assert.Contains(t, body, "shared_orders_total")
+	assert.Contains(t, body, "} 7")
+}
+
+// OTEL_EXPORTER_PROMETHEUS_HOST and _PORT give the exporter its own
+// listener, even with WithSharedPrometheus.
+func TestStart_prometheusHostAndPort(t *testing.T) {
+	clearEnv(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+	t.Setenv("OTEL_METRICS_EXPORTER", "prometheus")
+	t.Setenv("OTEL_EXPORTER_PROMETHEUS_HOST", "127.0.0.1")
+	t.Setenv("OTEL_EXPORTER_PROMETHEUS_PORT", strconv.Itoa(port))
+	tel, err := setup.Start(context.Background(), "svc", setup.WithSharedPrometheus(), setup.WithoutGlobal())
+	require.NoError(t, err)
+	defer tel.Shutdown(context.Background())
+	assert.Nil(t, tel.MetricsHandler())
+	c, err := tel.MeterProvider.Meter("t").Int64Counter("own.orders")
+	require.NoError(t, err)
+	c.Add(context.Background(), 1)
+	assert.Contains(t, get(t, "http://127.0.0.1:"+strconv.Itoa(port)+"/metrics"), "own_orders_total")
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+	return string(b)
+}
+
