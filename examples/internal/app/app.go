@@ -43,7 +43,11 @@ func Start(ctx context.Context, name, redisURL string, log *slog.Logger) (*App, 
 		return nil, err
 	}
 	log.Info(name+": using "+conn.Describe, "embedded", conn.Embedded, "cluster", conn.Cluster)
-	tel, err := setup.Start(ctx, name)
+	// Standard output is the programs' report: console telemetry goes to
+	// standard error, and a Prometheus exporter without its own
+	// OTEL_EXPORTER_PROMETHEUS_HOST/_PORT is served at /metrics by the
+	// service's own HTTP server.
+	tel, err := setup.Start(ctx, name, setup.WithConsoleWriter(os.Stderr), setup.WithSharedPrometheus())
 	if err != nil {
 		_ = conn.Close()
 		return nil, err

@@ -260,7 +260,8 @@ const readyTimeout = time.Second
 // Besides s.Handler it answers, without a credential and outside the
 // bound on requests in flight, GET /healthz (200 while the process serves)
 // and GET /readyz (200 when Redis answers a PING and s.Ready passes, within
-// a second; 503 otherwise). Every other request counts against
+// a second; 503 otherwise), and GET /metrics when the Prometheus exporter
+// shares this server (setup.WithSharedPrometheus). Every other request counts against
 // s.Config.MaxInFlight: past it, the answer is 503 with Retry-After at once,
 // rather than one more request queueing on Redis. A request's context ends
 // a little before s.Config.WriteTimeout, so a call to Redis still running
@@ -286,6 +287,13 @@ func (a *App) Serve(ctx context.Context, s Server) error {
 		}
 		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
+	if h := a.Tel.MetricsHandler(); h != nil {
+		// OTEL_METRICS_EXPORTER=prometheus without a host or port of its
+		// own: the scrape endpoint shares this server, like the probes
+		// outside the bound and without a credential (the series carry
+		// operations, outcomes and labels, never names, IDs or amounts).
+		root.Handle("GET /metrics", h)
+	}
 	root.Handle("/", bound(slots, s.Config.WriteTimeout*4/5, s.Handler))
 	srv := &http.Server{
 		Handler:           a.Handler(root),
