@@ -241,4 +241,3 @@ func get(t *testing.T, url string) string {
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
 	return string(b)
 }
-
