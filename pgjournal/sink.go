@@ -160,10 +160,14 @@ func (b *Book) SinkWallet(ctx context.Context, l *wallet.Ledger, src WalletSourc
 		src.Poll = 100 * time.Millisecond
 	}
 	return b.retry(ctx, func() error {
+		// Positions are read from the book once per run and then kept
+		// here; after an error (a commit whose outcome is unknown) the
+		// next run reads them again.
+		cursors := map[string]string{}
 		for {
 			busy := false
 			for _, a := range src.Accounts {
-				n, err := b.bookWallet(ctx, l, a, src.Batch)
+				n, err := b.bookWallet(ctx, l, a, src.Batch, cursors)
 				if errors.Is(err, wallet.ErrInvalid) {
 					return backoff.Permanent(err)
 				}
@@ -184,15 +188,18 @@ func (b *Book) SinkWallet(ctx context.Context, l *wallet.Ledger, src WalletSourc
 
 // bookWallet books the next page of one account's journal; it returns how
 // many entries the page had.
-func (b *Book) bookWallet(ctx context.Context, l *wallet.Ledger, account string, limit int) (int, error) {
-	var lastMs, lastSeq int64
-	err := b.pool.QueryRow(ctx, "SELECT last_ms, last_seq FROM "+b.t("wallet_balances")+" WHERE account = $1", account).Scan(&lastMs, &lastSeq)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return 0, err
-	}
-	cursor := ""
-	if lastMs != 0 || lastSeq != 0 {
-		cursor = fmt.Sprintf("%d-%d", lastMs, lastSeq)
+func (b *Book) bookWallet(ctx context.Context, l *wallet.Ledger, account string, limit int, cursors map[string]string) (int, error) {
+	cursor, ok := cursors[account]
+	if !ok {
+		var lastMs, lastSeq int64
+		err := b.pool.QueryRow(ctx, "SELECT last_ms, last_seq FROM "+b.t("wallet_balances")+" WHERE account = $1", account).Scan(&lastMs, &lastSeq)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return 0, err
+		}
+		if lastMs != 0 || lastSeq != 0 {
+			cursor = fmt.Sprintf("%d-%d", lastMs, lastSeq)
+		}
+		cursors[account] = cursor
 	}
 	es, _, err := l.Entries(ctx, account, cursor, limit)
 	if errors.Is(err, wallet.ErrAccountNotFound) {
@@ -206,6 +213,9 @@ func (b *Book) bookWallet(ctx context.Context, l *wallet.Ledger, account string,
 		_, err := b.apply(ctx, tx, walletJournalDesc, []any{account}, recs)
 		return err
 	})
+	if err == nil {
+		cursors[account] = es[len(es)-1].ID
+	}
 	return len(es), err
 }
 
