@@ -347,15 +347,28 @@ func TestContract_lostReplyThenSlotMoved(t *testing.T) {
 				// redirects ran out or are off) and is the last.
 				p := contractPolicy
 				p.Attempts = 2
+				var moved func() bool
 				runContract(t, rdb, p, w, true, func(sku string, call func() error) error {
 					tag, _, _ := strings.Cut(sku, "/")
 					owner, err := direct.MasterForKey(t.Context(), "{"+tag+"}")
 					require.NoError(t, err)
 					return redistest.LostReplyAfter(t, proxies[owner.Options().Addr], w.skip, call, func() {
-						_, err := c.MoveSlot(t.Context(), "{"+tag+"}")
+						to, err := c.MoveSlot(t.Context(), "{"+tag+"}")
 						require.NoError(t, err)
+						moved = func() bool {
+							m, err := rdb.MasterForKey(t.Context(), "{"+tag+"}")
+							return err == nil && m.Options().Addr == to.Addr()
+						}
 					})
-				}, func() {})
+				}, func() {
+					// A client that follows no redirects learns the new
+					// owner once it reloaded (in the background); a read
+					// before the write would otherwise fail on MOVED.
+					for !moved() {
+						rdb.ReloadState(t.Context())
+						time.Sleep(10 * time.Millisecond)
+					}
+				})
 			})
 		}
 	}

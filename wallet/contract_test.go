@@ -334,14 +334,27 @@ func TestContract_lostReplyThenSlotMoved(t *testing.T) {
 				// Two attempts: the second meets MOVED (the first one's
 				// redirects ran out or are off) and is the last.
 				p := wallet.WithRetry(2, 50*time.Millisecond, 100*time.Millisecond)
+				var moved func() bool
 				runContract(t, rdb, p, w, true, func(tag string, call func() error) error {
 					owner, err := direct.MasterForKey(t.Context(), "{"+tag+"}")
 					require.NoError(t, err)
 					return redistest.LostReplyAfter(t, proxies[owner.Options().Addr], w.skip, call, func() {
-						_, err := c.MoveSlot(t.Context(), "{"+tag+"}")
+						to, err := c.MoveSlot(t.Context(), "{"+tag+"}")
 						require.NoError(t, err)
+						moved = func() bool {
+							m, err := rdb.MasterForKey(t.Context(), "{"+tag+"}")
+							return err == nil && m.Options().Addr == to.Addr()
+						}
 					})
-				}, func() {})
+				}, func() {
+					// A client that follows no redirects learns the new
+					// owner once it reloaded (in the background); a read
+					// before the write would otherwise fail on MOVED.
+					for !moved() {
+						rdb.ReloadState(t.Context())
+						time.Sleep(10 * time.Millisecond)
+					}
+				})
 			})
 		}
 	}
