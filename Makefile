@@ -6,13 +6,13 @@ MODULES += tools
 GO ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server gcc libc6-dev postgresql
+APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server gcc libc6-dev postgresql prometheus
 
 .PHONY: test deps vet unit modules chaos bench bench-scripts lint fmt
 
 test: deps vet unit modules release-proof
 
-# The tests need real redis-server and PostgreSQL processes, and -race needs
+# The tests need real redis-server, PostgreSQL and prometheus processes, and -race needs
 # cgo (gcc). Debian keeps initdb and postgres in /usr/lib/postgresql/<ver>/bin,
 # off PATH; pgjournal/pgtest looks there.
 deps:
@@ -21,6 +21,7 @@ deps:
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-cli"; \
 	command -v gcc >/dev/null 2>&1 || missing="$$missing gcc"; \
+	command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	if [ -n "$$missing" ]; then \
 		echo "make: missing:$$missing; installing with apt-get"; \
 		if ! { $(SUDO) apt-get update -qq && $(SUDO) $(APT_INSTALL); }; then \
@@ -32,8 +33,10 @@ deps:
 vet:
 	$(GO) vet work
 
+# REDKIT_REQUIRE_PROMETHEUS: examples/flashsale's TestPrometheus_flashSale
+# fails, instead of skipping, without the prometheus binary deps installs.
 unit:
-	$(GO) test -race -count=1 -timeout 20m work
+	REDKIT_REQUIRE_PROMETHEUS=1 $(GO) test -race -count=1 -timeout 20m work
 
 # Each module must stand alone (GOWORK=off): tidy, vet and compile its tests.
 modules:

@@ -18,6 +18,7 @@ require (
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redkit-go/redkit/idgen v0.0.0-00010101000000-000000000000
+	github.com/redkit-go/redkit/lock v0.0.0
 	github.com/redkit-go/redkit/otelx v0.0.0
 	github.com/redkit-go/redkit/otelx/setup v0.0.0-00010101000000-000000000000
 	github.com/redkit-go/redkit/redistest v0.0.0
@@ -48,7 +49,6 @@ require (
 	github.com/redis/go-redis/extra/rediscmd/v9 v9.23.0 // indirect
 	github.com/redis/go-redis/extra/redisotel/v9 v9.23.0 // indirect
 	github.com/redkit-go/redkit/internal v0.0.0 // indirect
-	github.com/redkit-go/redkit/lock v0.0.0 // indirect
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/bridges/prometheus v0.72.0 // indirect

@@ -79,6 +79,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&cfg.Abandon, "abandon", cfg.Abandon, "fraction of orders reserved and then abandoned")
 	fs.Float64Var(&cfg.Reserve, "reserve", cfg.Reserve, "fraction of orders reserved and then confirmed")
 	fs.Float64Var(&cfg.Resend, "resend", cfg.Resend, "fraction of orders sent twice, as after a lost reply")
+	linger := fs.Duration("linger", 0, "after a simulated sale, keep exporting telemetry this long before exiting (for a Prometheus scrape of the final values)")
 	serve := fs.String("serve", "", "serve HTTP on this address (\"127.0.0.1:8080\") instead of simulating a sale")
 	srvCfg := app.DefaultServerConfig(defaultRateLimit)
 	srvCfg.Flags(fs)
@@ -97,6 +98,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	} else {
 		if err := cfg.check(); err != nil {
 			return app.UsageError(fs, err)
+		}
+		if *linger < 0 {
+			return app.UsageError(fs, fmt.Errorf("-linger %v: must not be negative", *linger))
 		}
 	}
 
@@ -124,6 +128,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	rep.print(stdout)
+	if *linger > 0 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(*linger):
+		}
+	}
 	if len(rep.Problems) > 0 {
 		return fmt.Errorf("%d check(s) failed: %v", len(rep.Problems), rep.Problems)
 	}

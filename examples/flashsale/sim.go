@@ -82,7 +82,8 @@ type tally struct {
 	firstRetried                                           error
 	violations                                             int
 	latencies                                              []time.Duration
-	expectExpired                                          []string // order IDs whose hold must expire
+	deducts                                                []time.Duration // of Deduct calls alone
+	expectExpired                                          []string        // order IDs whose hold must expire
 }
 
 // simulate runs a sale on a new SKU and checks the outcome. Progress goes to
@@ -210,12 +211,14 @@ func (s *sale) shop(ctx context.Context, buyer string, t *tally) error {
 		}
 
 		res, err := t.call(place)
+		t.noteDeduct(held)
 		t.orders++
 		s.orders.Add(1)
 		if rand.Float64() < s.cfg.Resend && (err == nil || decided(err)) {
 			// The same order again, as a client sends it when the first
 			// reply was lost: the first answer comes back, nothing changes.
 			again, err2 := t.call(place)
+			t.noteDeduct(held)
 			t.replays++
 			if !again.Replayed || outcome(err) != outcome(err2) || !sameResult(res, again) {
 				t.mismatches++
@@ -283,6 +286,15 @@ func (t *tally) call(op func() (stock.Result, error)) (stock.Result, error) {
 	}
 	t.latencies = append(t.latencies, time.Since(start))
 	return res, err
+}
+
+// noteDeduct files the latency of the call just made under Deduct's own
+// when it was one (held is false), so the report can set Deduct's p99
+// beside what telemetry says of it.
+func (t *tally) noteDeduct(held bool) {
+	if !held {
+		t.deducts = append(t.deducts, t.latencies[len(t.latencies)-1])
+	}
 }
 
 // decided reports whether err is an answer to the operation (a refusal, a
