@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/mod/module"
 )
 
 // APICheck runs gorelease for every released module of the stage: the
@@ -31,21 +33,39 @@ func (st *Stage) APICheck(ctx context.Context, src, dir string, w io.Writer) err
 	if err != nil {
 		return err
 	}
+	// The bases come from the previous tags, every module of a set at once
+	// (a base requires its siblings at that version). The proxy's version
+	// lists then name only those: gorelease refuses a proposed version
+	// that the proxy already lists, and the staged new version must stay
+	// reachable by its exact version for the siblings that require it.
+	for _, m := range st.Repo.ReleasedModules() {
+		s := st.Repo.Versions.SetOf(m.Path)
+		if s.Previous == "" {
+			continue
+		}
+		if _, ok := srcRepo.Module(m.Path); !ok {
+			return fmt.Errorf("%s: not in %s", m.Path, src)
+		}
+		if _, err := git(src, "rev-parse", "-q", "--verify", "refs/tags/"+m.Tag(s.Previous)); err != nil {
+			return fmt.Errorf("%s: no tag %s to compare against (git fetch --tags): %w", m.Path, m.Tag(s.Previous), err)
+		}
+		if err := AddToProxy(st.Proxy, src, m, s.Previous); err != nil {
+			return err
+		}
+		esc, err := module.EscapePath(m.Path)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(st.Proxy, filepath.FromSlash(esc), "@v", "list"), []byte(s.Previous+"\n"), 0o644); err != nil {
+			return err
+		}
+	}
 	var failed []string
 	for _, m := range st.Repo.ReleasedModules() {
 		s := st.Repo.Versions.SetOf(m.Path)
 		args := []string{"-base=" + m.Path + "@" + s.Version}
-		what := "first release: against the current tree"
+		what := "no previous version in versions.yaml: against the current tree"
 		if s.Previous != "" {
-			if _, ok := srcRepo.Module(m.Path); !ok {
-				return fmt.Errorf("%s: not in %s", m.Path, src)
-			}
-			if _, err := git(src, "rev-parse", "-q", "--verify", "refs/tags/"+m.Tag(s.Previous)); err != nil {
-				return fmt.Errorf("%s: no tag %s to compare against (git fetch --tags): %w", m.Path, m.Tag(s.Previous), err)
-			}
-			if err := AddToProxy(st.Proxy, src, m, s.Previous); err != nil {
-				return err
-			}
 			args = []string{"-base=" + m.Path + "@" + s.Previous, "-version=" + s.Version}
 			what = "against " + s.Previous
 		}
