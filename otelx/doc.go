@@ -35,4 +35,21 @@
 // tracing and pool metrics for a client with argument recording off: no
 // db.statement attribute, and a failed command is recorded by its Redis
 // error code only, since an error reply can quote the arguments.
+// Two error replies that are expected answers, not failures, leave the
+// command's span without error status: NOSCRIPT (the script was not in
+// the server's cache, did not run, and is sent again with its source;
+// the span gets redkit.script_cache_miss=true), and the "unknown
+// subcommand" a server before Redis 7.2 answers to the CLIENT SETINFO
+// go-redis sends on each new connection and ignores. A NOSCRIPT that
+// redkit cannot recover from still fails the module's own span.
+//
+// # Instruments
+//
+// Every redkit duration histogram is in seconds with DurationBuckets as
+// bucket advice (50 µs to 10 s, neighbours at most 1.5 apart below 5 ms;
+// a View still overrides it), named redkit.<module>.<thing>.duration in
+// the manner of db.client.operation.duration, with the attributes
+// redkit.operation, redkit.outcome and, when given, redkit.label.
+// Tracers and meters carry the module's version (its Version constant)
+// and SchemaURL.
 package otelx

@@ -67,20 +67,42 @@ func (t redactingTracer) Start(ctx context.Context, name string, opts ...trace.S
 	if !span.IsRecording() {
 		return ctx, span
 	}
-	return ctx, redactingSpan{Span: span}
+	return ctx, &redactingSpan{Span: span, name: name}
 }
+
+// AttrScriptCacheMiss marks a go-redis command span whose EVALSHA was
+// answered NOSCRIPT: the script was not in the server's cache (the first
+// call after a start, a failover or SCRIPT FLUSH), it did not run, and
+// redkit sends it again with its source. The span is not an error.
+const AttrScriptCacheMiss = "redkit.script_cache_miss"
 
 type redactingSpan struct {
 	trace.Span
+	name   string
+	benign bool // the recorded error is an expected answer, not a failure
 }
 
-func (s redactingSpan) RecordError(err error, _ ...trace.EventOption) {
-	if err != nil {
-		s.Span.SetAttributes(attribute.String(AttrErrorType, ErrorType(err)))
+func (s *redactingSpan) RecordError(err error, _ ...trace.EventOption) {
+	if err == nil {
+		return
+	}
+	s.Span.SetAttributes(attribute.String(AttrErrorType, ErrorType(err)))
+	switch {
+	case redis.HasErrorPrefix(err, "NOSCRIPT"):
+		s.benign = true
+		s.Span.SetAttributes(attribute.Bool(AttrScriptCacheMiss, true))
+	case strings.TrimPrefix(s.name, "redis.pipeline ") == "client" && strings.Contains(err.Error(), "unknown subcommand"):
+		// go-redis announces itself on each new connection with CLIENT
+		// subcommands that older servers do not know (CLIENT SETINFO
+		// arrived in Redis 7.2), and ignores the refusal.
+		s.benign = true
 	}
 }
 
-func (s redactingSpan) SetStatus(code codes.Code, _ string) {
+func (s *redactingSpan) SetStatus(code codes.Code, _ string) {
+	if s.benign && code == codes.Error {
+		return
+	}
 	s.Span.SetStatus(code, "")
 }
 

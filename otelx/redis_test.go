@@ -126,3 +126,39 @@ func TestInstrumentRedis_defaultsToGlobal(t *testing.T) {
 func TestInstrumentRedis_nilClient(t *testing.T) {
 	require.Error(t, otelx.InstrumentRedis(nil, otelx.Providers{}))
 }
+
+// A script's first call on a server answers NOSCRIPT (the script cache is
+// empty) and the client sends EVAL instead: that miss, recovered from, is
+// no error on any span; it is marked redkit.script_cache_miss. Neither is
+// go-redis's connection handshake, whose CLIENT SETINFO a Redis before 7.2
+// refuses and go-redis ignores. A real error reply still is an error.
+func TestInstrumentRedis_recoveredNoscriptIsNoError(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	rdb := s.Client()
+	rec, tp := newRecorder()
+	require.NoError(t, otelx.InstrumentRedis(rdb, otelx.Providers{Tracer: tp}))
+	ctx := t.Context()
+
+	sc := redis.NewScript("return 1")
+	require.NoError(t, sc.Run(ctx, rdb, nil).Err()) // EVALSHA: NOSCRIPT, then EVAL
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.EvalSha(ctx, redis.NewScript("return 2").Hash(), nil)
+		return nil
+	})
+	require.ErrorContains(t, err, "NOSCRIPT")
+
+	var misses int
+	for _, sp := range rec.Ended() {
+		require.NotEqual(t, codes.Error, sp.Status().Code, "span %s is an error:\n%s", sp.Name(), spanText(sp))
+		for _, kv := range sp.Attributes() {
+			if kv.Key == "redkit.script_cache_miss" && kv.Value.AsBool() {
+				misses++
+			}
+		}
+	}
+	require.Equal(t, 2, misses, "the EVALSHA and the pipeline that got NOSCRIPT")
+
+	require.Error(t, rdb.Eval(ctx, "return redis.error_reply('ERR boom')", nil).Err())
+	last := rec.Ended()[len(rec.Ended())-1]
+	require.Equal(t, codes.Error, last.Status().Code, "a real error reply stays an error")
+}
