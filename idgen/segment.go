@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Segment hands out values of a Redis counter from ranges it reserves with
@@ -60,7 +61,8 @@ type Segment struct {
 	retryAt  time.Duration // mono() before which no fetch starts after a failure
 	retry    *time.Timer   // a prefetch retried after the backoff, nil if none
 	lastErr  error
-	empty    segRange // exhausted sentinel: the initial and the closed state
+	empty    segRange          // exhausted sentinel: the initial and the closed state
+	cause    trace.SpanContext // the span of the Next that last asked for a fetch, linked from it
 }
 
 // segRange is a reserved range [first, last]. next is the last value handed
@@ -111,7 +113,7 @@ func (s *Segment) Next(ctx context.Context) (ID, error) {
 	r := s.cur.Load()
 	if v := r.next.Add(1); v <= r.last {
 		if v == r.trigger {
-			s.prefetch(r)
+			s.prefetch(ctx, r)
 		}
 		return ID(v), nil
 	}
@@ -149,8 +151,9 @@ func (s *Segment) Close() error {
 	return nil
 }
 
-func (s *Segment) prefetch(r *segRange) {
+func (s *Segment) prefetch(ctx context.Context, r *segRange) {
 	s.mu.Lock()
+	s.cause = trace.SpanContextFromContext(ctx)
 	s.prefetchLocked(r)
 	s.mu.Unlock()
 }
@@ -199,15 +202,15 @@ func (s *Segment) startFetchLocked() *fetchCall {
 	fc := &fetchCall{done: make(chan struct{})}
 	s.fetching = fc
 	s.wg.Add(1)
-	go s.fetch(fc, s.step, s.floor)
+	go s.fetch(fc, s.step, s.floor, s.cause)
 	return fc
 }
 
-func (s *Segment) fetch(fc *fetchCall, step, floor int64) {
+func (s *Segment) fetch(fc *fetchCall, step, floor int64, cause trace.SpanContext) {
 	defer s.wg.Done()
 	ctx, cancel := context.WithTimeout(s.life, s.cfg.fetchTimeout)
 	start := time.Now()
-	ctx, span := s.tel.startFetch(ctx)
+	ctx, span := s.tel.startFetch(ctx, cause)
 	last, err := s.c.reserve(ctx, step, floor)
 	s.tel.endFetch(ctx, span, start, step, err)
 	cancel()
@@ -250,6 +253,7 @@ func (s *Segment) unavailable(err error) error {
 func (s *Segment) refill(ctx context.Context) (ID, error) {
 	for {
 		s.mu.Lock()
+		s.cause = trace.SpanContextFromContext(ctx)
 		if s.closed {
 			s.mu.Unlock()
 			return 0, ErrClosed

@@ -87,8 +87,18 @@ func newSegTelemetry(cfg *config, s *Segment) (*segTelemetry, error) {
 	return t, nil
 }
 
-func (t *segTelemetry) startFetch(ctx context.Context) (context.Context, trace.Span) {
-	return otelx.Start(ctx, t.tracer, "idgen.fetch", t.label)
+// startFetch starts the span of one range fetch, which runs in the
+// background: a root span of its own (it outlives the call that caused
+// it), linked to the span of the Next that asked for it, if any.
+func (t *segTelemetry) startFetch(ctx context.Context, cause trace.SpanContext) (context.Context, trace.Span) {
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal), trace.WithNewRoot()}
+	if cause.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: cause}))
+	}
+	if t.label != "" {
+		opts = append(opts, trace.WithAttributes(attribute.String(otelx.AttrLabel, t.label)))
+	}
+	return t.tracer.Start(ctx, "idgen.fetch", opts...)
 }
 
 func (t *segTelemetry) endFetch(ctx context.Context, span trace.Span, start time.Time, step int64, err error) {

@@ -9,14 +9,17 @@ package otelxtest
 import (
 	"context"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/redkit-go/redkit/otelx"
 )
@@ -187,6 +190,108 @@ func (r *Recorder) Durations(tb testing.TB, name string) map[string]uint64 {
 				outcome, _ := p.Attributes.Value(otelx.AttrOutcome)
 				out[op.AsString()+" "+outcome.AsString()] += p.Count
 			}
+		}
+	}
+	return out
+}
+
+// Tree draws the ended spans of the trace that the span named rootName
+// (the first one ended with that name) belongs to, one span a line,
+// children indented under their parent in the order they started. A line
+// holds the span's name, then "outcome=<redkit.outcome>" when set,
+// "cache_miss" for a recovered script-cache miss, "ERROR" when the span's
+// status is Error, and "link=<name>" for each link to another recorded
+// span. Spans whose parent was not recorded are drawn at the top level.
+// Tests compare it with the shape they expect.
+func (r *Recorder) Tree(tb testing.TB, rootName string) string {
+	tb.Helper()
+	for _, s := range r.Spans.Ended() {
+		if s.Name() == rootName {
+			return r.draw(func(id trace.TraceID) bool { return id == s.SpanContext().TraceID() })
+		}
+	}
+	tb.Fatalf("otelxtest: no span named %q was recorded", rootName)
+	return ""
+}
+
+// Trees draws every recorded trace as Tree does, the traces in the order
+// their first span started.
+func (r *Recorder) Trees() string {
+	return r.draw(func(trace.TraceID) bool { return true })
+}
+
+func (r *Recorder) draw(in func(trace.TraceID) bool) string {
+	ended := r.Spans.Ended()
+	byID := map[trace.SpanID]sdktrace.ReadOnlySpan{}
+	for _, s := range ended {
+		byID[s.SpanContext().SpanID()] = s
+	}
+	children := map[trace.SpanID][]sdktrace.ReadOnlySpan{}
+	var top []sdktrace.ReadOnlySpan
+	for _, s := range ended {
+		if !in(s.SpanContext().TraceID()) {
+			continue
+		}
+		if _, ok := byID[s.Parent().SpanID()]; ok && s.Parent().IsValid() {
+			children[s.Parent().SpanID()] = append(children[s.Parent().SpanID()], s)
+		} else {
+			top = append(top, s)
+		}
+	}
+	byStart := func(ss []sdktrace.ReadOnlySpan) {
+		sort.SliceStable(ss, func(i, j int) bool { return ss[i].StartTime().Before(ss[j].StartTime()) })
+	}
+	var b strings.Builder
+	var drawSpan func(s sdktrace.ReadOnlySpan, depth int)
+	drawSpan = func(s sdktrace.ReadOnlySpan, depth int) {
+		b.WriteString(strings.Repeat("  ", depth) + Describe(s, byID) + "\n")
+		kids := children[s.SpanContext().SpanID()]
+		byStart(kids)
+		for _, k := range kids {
+			drawSpan(k, depth+1)
+		}
+	}
+	byStart(top)
+	for _, s := range top {
+		drawSpan(s, 0)
+	}
+	return b.String()
+}
+
+// Describe is one line of Tree: the span's name and its outcome, cache
+// miss, error status and links (named when the linked span is in byID).
+func Describe(s sdktrace.ReadOnlySpan, byID map[trace.SpanID]sdktrace.ReadOnlySpan) string {
+	line := s.Name()
+	for _, a := range s.Attributes() {
+		switch string(a.Key) {
+		case otelx.AttrOutcome:
+			line += " outcome=" + a.Value.AsString()
+		case otelx.AttrScriptCacheMiss:
+			if a.Value.AsBool() {
+				line += " cache_miss"
+			}
+		}
+	}
+	if s.Status().Code == codes.Error {
+		line += " ERROR"
+	}
+	for _, l := range s.Links() {
+		if ls, ok := byID[l.SpanContext.SpanID()]; ok {
+			line += " link=" + ls.Name()
+		} else {
+			line += " link=?"
+		}
+	}
+	return line
+}
+
+// Roots returns the names of the recorded spans that have no parent, in
+// the order they ended.
+func (r *Recorder) Roots() []string {
+	var out []string
+	for _, s := range r.Spans.Ended() {
+		if !s.Parent().IsValid() {
+			out = append(out, s.Name())
 		}
 	}
 	return out
