@@ -144,7 +144,9 @@
 //     when the replies of that deletion are lost too, as soon as replies
 //     come again (TestMutex_TryAcquire_lostRepliesCleanedUpOnceBack).
 //   - A reply lost, then the port cut, a restart answering LOADING, the
-//     pool exhausted or BUSY, on go-redis's defaults or MaxRetries -1: an
+//     pool exhausted, BUSY or (CheckFence on a Cluster,
+//     TestContract_CheckFence_lostReplyThenSlotMoved) the slot moved, on
+//     go-redis's defaults or MaxRetries -1: an
 //     acquire returns a lease or ErrUnknownOutcome (the lock it may have
 //     taken is given back once Redis answers); CheckFence returns nil or
 //     ErrUnknownOutcome, and the same Fence again is accepted. A bare error
