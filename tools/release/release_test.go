@@ -21,12 +21,12 @@ func repoRoot(t *testing.T) string {
 	return strings.TrimSpace(out)
 }
 
-// copyRepo copies the working tree (the files a commit would hold) to a
-// temporary directory and opens it.
+// copyRepo copies the files of the HEAD commit to a temporary directory
+// and opens it.
 func copyRepo(t *testing.T) *Repo {
 	t.Helper()
 	dst := t.TempDir()
-	if err := CopyTree(repoRoot(t), dst); err != nil {
+	if err := CopyCommit(repoRoot(t), "HEAD", dst); err != nil {
 		t.Fatal(err)
 	}
 	r, err := OpenRepo(dst)

@@ -1,6 +1,7 @@
 package release
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -38,13 +39,13 @@ type StageOptions struct {
 	FillSums bool
 }
 
-// NewStage copies the files git would commit from src (tracked files and
-// untracked ones that are not ignored) into dir/repo, commits them, runs
+// NewStage copies the files of src's HEAD commit (what a tag of it would
+// hold; uncommitted edits are left out) into dir/repo, commits them, runs
 // Prepare, commits the result as the release commit, tags every released
 // module at its set's version and builds the module proxy in dir/proxy.
 func NewStage(src, dir string, opts StageOptions) (*Stage, error) {
 	root := filepath.Join(dir, "repo")
-	if err := CopyTree(src, root); err != nil {
+	if err := CopyCommit(src, "HEAD", root); err != nil {
 		return nil, err
 	}
 	if err := gitInit(root); err != nil {
@@ -166,54 +167,53 @@ func AddToProxy(proxy, root string, m Module, version string) error {
 	return os.WriteFile(list, append(old, []byte(version+"\n")...), 0o644)
 }
 
-// CopyTree copies the files that git would commit from src to dst: tracked
-// files still present and untracked files that are not ignored.
-func CopyTree(src, dst string) error {
-	out, err := git(src, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+// CopyCommit writes the files of commit rev of the repository at src into
+// dst, as git archive gives them.
+func CopyCommit(src, rev, dst string) error {
+	cmd := exec.Command("git", "archive", "--format=tar", rev)
+	cmd.Dir = src
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
 	}
-	for _, name := range strings.Split(out, "\x00") {
-		if name == "" {
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	tr := tar.NewReader(out)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			_ = cmd.Wait()
+			return fmt.Errorf("git archive %s: %w: %s", rev, err, stderr.String())
+		}
+		if h.Typeflag != tar.TypeReg {
 			continue
 		}
-		from := filepath.Join(src, filepath.FromSlash(name))
-		fi, err := os.Lstat(from)
-		if os.IsNotExist(err) {
-			continue // deleted in the working tree, not committed yet
+		name := filepath.Join(dst, filepath.FromSlash(h.Name))
+		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			return err
 		}
+		f, err := os.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, os.FileMode(h.Mode).Perm())
 		if err != nil {
 			return err
 		}
-		if !fi.Mode().IsRegular() {
-			continue
-		}
-		to := filepath.Join(dst, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		if _, err := io.Copy(f, tr); err != nil {
+			f.Close()
 			return err
 		}
-		if err := copyFile(from, to, fi.Mode().Perm()); err != nil {
+		if err := f.Close(); err != nil {
 			return err
 		}
+	}
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("git archive %s: %w: %s", rev, err, stderr.String())
 	}
 	return nil
-}
-
-func copyFile(from, to string, perm os.FileMode) error {
-	in, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, perm)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 func gitInit(root string) error {

@@ -108,8 +108,9 @@ func (r *Repo) releaseOrder() ([]Module, error) {
 	return out, nil
 }
 
-// trackedFiles lists the files a commit of root would hold, as CopyTree
-// copies them.
+// trackedFiles lists the files a commit of root would hold: tracked files
+// still present and untracked ones that are not ignored (release-prepare
+// runs before the release commit is made).
 func trackedFiles(root string) ([]string, error) {
 	out, err := git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
 	if err != nil {
