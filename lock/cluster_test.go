@@ -71,3 +71,16 @@ func TestMutex_Cluster(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestHashSlot: the slot of a hash tag is Redis Cluster's (CRC16/XMODEM mod
+// 16384), checked against CLUSTER KEYSLOT of a real cluster node.
+func TestHashSlot(t *testing.T) {
+	require.Equal(t, 0x31C3, lock.HashSlot("123456789"), "the CRC16/XMODEM check value")
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 1})
+	rdb := c.Client()
+	for _, tag := range []string{"foo", "bar", "shop-7", "nightly", "a", "order-12345", "0", "17"} {
+		want, err := rdb.ClusterKeySlot(t.Context(), tag).Result()
+		require.NoError(t, err)
+		require.EqualValues(t, want, lock.HashSlot(tag), tag)
+	}
+}

@@ -10,13 +10,26 @@ import (
 // AttemptAs runs one acquire attempt with the given owner ID, as a re-sent
 // acquire would.
 func (m *Mutex) AttemptAs(ctx context.Context, owner string) (*Lease, time.Duration, error) {
-	return m.r.attempt(ctx, owner, false)
+	return m.r.attempt(ctx, owner, modeTry)
 }
 
-// ReleaseAs runs the release script for owner: 1 released, 0 expired, 2 taken.
+// ReleaseAs runs the release script for owner, as the first send of a
+// release would: 1 released, 0 expired, 2 taken.
 func (m *Mutex) ReleaseAs(ctx context.Context, owner string) (int64, error) {
-	return m.r.release(ctx, owner)
+	status, _, err := m.r.release(ctx, owner, 0)
+	return status, err
 }
+
+// ResendRelease sends l's release again, as a retry after an earlier send
+// of a release that left while l was valid, and decides it as
+// Lease.Release does: 1 released, 0 expired, 2 taken.
+func (m *Mutex) ResendRelease(ctx context.Context, l *Lease) (int64, error) {
+	status, _, err := m.r.release(ctx, l.owner, l.token)
+	return releaseStatus(status, true, true), err
+}
+
+// HashSlot is the Redis Cluster slot of a hash tag.
+func HashSlot(tag string) int { return hashSlot(tag) }
 
 // ExtendAs runs the extend script for owner: 1 extended, 0 expired, 2 taken.
 func (m *Mutex) ExtendAs(ctx context.Context, owner string, ttl time.Duration) (int64, error) {
@@ -39,10 +52,10 @@ func (m *RWMutex) Channel() string { return m.w.channel }
 // EnqueueAs runs a waiting acquire attempt for owner: in fair mode it joins
 // the queue and then never heartbeats, like a crashed waiter.
 func (m *Mutex) EnqueueAs(ctx context.Context, owner string) (*Lease, time.Duration, error) {
-	return m.r.attempt(ctx, owner, true)
+	return m.r.attempt(ctx, owner, modeWait)
 }
 
-func (m *Mutex) QueueKey() string { return m.r.releaseKeys[0] }
+func (m *Mutex) QueueKey() string { return m.r.acquireKeys[2] }
 
 // Waiters returns how many local waiters wait on m's channel.
 func (c *Client) Waiters(m *Mutex) int {

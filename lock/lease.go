@@ -219,9 +219,15 @@ func (l *Lease) release(ctx context.Context) (err error) {
 		}
 	}()
 	l.stopRenewal()
+	// Still valid as the release leaves: the lock is then this lease's in
+	// Redis (Until allows for clock drift), so a send that finds it gone or
+	// taken after an earlier send of this release may have run is looking
+	// at that send's effect. Nothing is written per release to remember it.
+	valid := l.Err() == nil && time.Now().Before(l.Until())
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.r.cfg.releaseTimeout)
 	defer cancel()
-	status, err := l.r.release(rctx, l.owner)
+	status, resent, err := l.r.release(rctx, l.owner, l.token)
+	status = releaseStatus(status, valid, resent)
 	l.r.c.forget(l)
 	switch {
 	case err != nil:
@@ -241,6 +247,24 @@ func (l *Lease) release(ctx context.Context) (err error) {
 		l.end(err)
 	}
 	return err
+}
+
+// releaseStatus decides a release from the script's reply: relReleased
+// (1), relFree (0, the lease expired) or relTaken (2). A reply of
+// relFree or relTaken to a release that left while its lease was valid, when
+// an earlier send of it may have run (resent), means that send released the
+// lock: it found the lock held, as the lease guaranteed, and deleted it; a
+// waiter may have taken it since. Only when the fence counter shows that
+// Redis lost the acquisition (relLost) is it not: then the lease was lost,
+// not released.
+func releaseStatus(status int64, valid, resent bool) int64 {
+	switch {
+	case status >= relLost:
+		return status - relLost
+	case status != relReleased && valid && resent:
+		return relReleased
+	}
+	return status
 }
 
 // Fence returns the lease's fencing token: pass it to the protected

@@ -38,6 +38,10 @@ var (
 // scripts/common.lua prepended.
 func newLockScript(src string) *script.Script { return script.New(commonLua + src) }
 
+// keyVersion is the layout version of the package's keys (the v<N> in
+// them); doc.go says what changed in each and how to upgrade.
+const keyVersion = 2
+
 // Client makes mutexes on one Redis deployment (a single server, a
 // primary with replicas behind Sentinel, or a Cluster). It owns the process's
 // release-notification subscriber and the watchdogs of its leases; Close
@@ -47,7 +51,8 @@ type Client struct {
 	rdb     redis.UniversalClient
 	cfg     config
 	space   keys.Space
-	sharded bool // Cluster: SPUBLISH/SSUBSCRIBE
+	sharded bool   // Cluster: SPUBLISH/SSUBSCRIBE
+	publish string // the release scripts' publish command
 	hub     *hub
 	renewer *renewer
 	tel     *telemetry
@@ -72,10 +77,14 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 	c := &Client{
 		rdb:    rdb,
 		cfg:    cfg,
-		space:  keys.Space{Prefix: cfg.prefix, Module: "lock", Version: 1},
+		space:  keys.Space{Prefix: cfg.prefix, Module: "lock", Version: keyVersion},
 		leases: make(map[*Lease]struct{}),
 	}
 	_, c.sharded = rdb.(*redis.ClusterClient)
+	c.publish = "PUBLISH"
+	if c.sharded {
+		c.publish = "SPUBLISH"
+	}
 	c.hub = newHub(rdb)
 	c.renewer = newRenewer(c)
 	c.tel = newTelemetry(cfg)
@@ -195,8 +204,9 @@ type resource struct {
 	name        string
 	key         string   // the key holding the owner(s); extend's KEYS[i]
 	acquireKeys []string // KEYS of the acquire script
-	extraArgs   []any    // acquire ARGV after owner and TTL
-	releaseKeys []string // release KEYS after the key and the tombstone
+	extraArgs   []any    // acquire ARGV after owner and TTL, before the mode
+	releaseKeys []string // KEYS of the release script
+	ttlArg      string   // the TTL in milliseconds, as the scripts take it
 	channel     string
 	peers       []*resource // Redlock: the same lock on each independent master
 	peer        bool        // one master of a Redlock: its coordinator gives back what it took
@@ -219,6 +229,8 @@ func (c *Client) resource(k *kind, kindName, name string, opts []Option) *resour
 		g := keys.Group(name)
 		r.key = c.space.Key(g, kindName, name)
 		r.acquireKeys = []string{r.key}
+		r.releaseKeys = []string{r.key}
+		r.ttlArg = strconv.FormatInt(cfg.ttl.Milliseconds(), 10)
 		r.channel = c.space.Key(g, "wake", kindName, name)
 	}
 	return r
@@ -240,12 +252,15 @@ func (c *Client) Mutex(name string, opts ...Option) *Mutex {
 	r := c.resource(mutexKind, "mutex", name, opts)
 	if r.err == nil {
 		g := keys.Group(name)
-		r.acquireKeys = append(r.acquireKeys, c.space.Key(g, "token", name))
+		counter := c.counterKey(g)
+		r.acquireKeys = append(r.acquireKeys, counter)
+		r.releaseKeys = append(r.releaseKeys, counter)
 		if r.cfg.fair {
 			r.kind = fairMutexKind
-			r.releaseKeys = []string{c.space.Key(g, "queue", name), c.space.Key(g, "beats", name)}
-			r.acquireKeys = append(r.acquireKeys, r.releaseKeys...)
-			r.extraArgs = []any{FairEviction.Milliseconds()}
+			queue := []string{c.space.Key(g, "queue", name), c.space.Key(g, "beats", name)}
+			r.acquireKeys = append(r.acquireKeys, queue...)
+			r.releaseKeys = append(r.releaseKeys, queue...)
+			r.extraArgs = []any{strconv.FormatInt(FairEviction.Milliseconds(), 10)}
 		}
 	}
 	return &Mutex{r: r}
@@ -266,9 +281,9 @@ func (m *Mutex) TryAcquire(ctx context.Context) (*Lease, error) { return m.r.try
 // ctx ends first the error matches both ErrNotAcquired and ctx.Err().
 func (m *Mutex) Acquire(ctx context.Context) (*Lease, error) { return m.r.acquire(ctx) }
 
-func (r *resource) tombstone(owner string) string {
-	return r.c.space.Key(keys.Group(r.name), "rel", r.name, owner)
-}
+// counterKey is the fence counter shared by the names of slot group g: one
+// per hash slot (see MaxFenceCounters).
+func (c *Client) counterKey(g string) string { return c.space.Key(counterTag(g), "tokens") }
 
 func (r *resource) tryAcquire(ctx context.Context) (l *Lease, err error) {
 	if err := r.ready(); err != nil {
@@ -277,7 +292,7 @@ func (r *resource) tryAcquire(ctx context.Context) (l *Lease, err error) {
 	start := time.Now()
 	ctx, span := r.c.tel.start(ctx, "lock.acquire")
 	defer func() { r.c.tel.acquired(ctx, span, start, err) }()
-	l, _, err = r.attempt(ctx, newOwner(), false)
+	l, _, err = r.attempt(ctx, newOwner(), modeTry)
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +330,7 @@ func (r *resource) acquire(ctx context.Context) (l *Lease, err error) {
 			}
 		}()
 	}
-	l, pttl, err := r.attempt(ctx, owner, true)
+	l, pttl, err := r.attempt(ctx, owner, modeWait)
 	if l != nil || err != nil {
 		return l, r.waitErr(ctx, err)
 	}
@@ -352,7 +367,7 @@ func (r *resource) acquire(ctx context.Context) (l *Lease, err error) {
 				return nil, errors.Join(ErrNotAcquired, ctx.Err())
 			}
 		}
-		l, pttl, err = r.attempt(ctx, owner, true)
+		l, pttl, err = r.attempt(ctx, owner, modeWaited)
 		if l != nil || err != nil {
 			return l, r.waitErr(ctx, err)
 		}
@@ -401,14 +416,20 @@ func (r *resource) ready() error {
 	return nil
 }
 
-// attempt makes one acquire attempt (waiting: the caller will wait if it
-// fails, which an RWMutex writer and a fair-mode waiter announce). It
-// returns the lease, or how long the current holders still hold it.
-func (r *resource) attempt(ctx context.Context, owner string, waiting bool) (*Lease, time.Duration, error) {
+// An acquire attempt's mode, the acquire scripts' last argument.
+const (
+	modeTry    = "0" // the caller will not wait if refused
+	modeWait   = "1" // it will wait if refused: a refusal marks the lock (or queues the caller)
+	modeWaited = "2" // it has waited: as modeWait, and a lock it takes starts marked
+)
+
+// attempt makes one acquire attempt in mode. It returns the lease, or how
+// long the current holders still hold it.
+func (r *resource) attempt(ctx context.Context, owner, mode string) (*Lease, time.Duration, error) {
 	if r.peers != nil {
 		return r.attemptQuorum(ctx, owner)
 	}
-	ok, n, start, err := r.acquireOnce(ctx, owner, waiting)
+	ok, n, start, err := r.acquireOnce(ctx, owner, mode)
 	if err != nil || !ok {
 		return nil, time.Duration(n) * time.Millisecond, err
 	}
@@ -432,18 +453,15 @@ func (r *resource) newLease(ctx context.Context, owner string, token uint64, sta
 // When the outcome stays unknown, or a required replica ack was not
 // reached, it removes whatever the attempt may have created, so no lock is
 // left held by nobody.
-func (r *resource) acquireOnce(ctx context.Context, owner string, waiting bool) (ok bool, n int64, start time.Time, err error) {
+func (r *resource) acquireOnce(ctx context.Context, owner, mode string) (ok bool, n int64, start time.Time, err error) {
 	var (
 		res    []any
 		ackErr error
 	)
-	ttl := strconv.FormatInt(r.cfg.ttl.Milliseconds(), 10)
+	args := make([]any, 0, 3+len(r.extraArgs))
+	args = append(append(append(args, owner, r.ttlArg), r.extraArgs...), mode)
 	err = retry.Do(ctx, r.policy, func(ctx context.Context, _ int) error {
 		start = time.Now()
-		args := append([]any{owner, ttl}, r.extraArgs...)
-		if r.kind.withdraw {
-			args = append(args, strconv.FormatBool(waiting))
-		}
 		cmd, _, err := script.RunAck(ctx, r.c.rdb, r.cfg.ack, r.kind.acquire, r.acquireKeys, args...)
 		ackErr = nil
 		if errors.Is(err, ErrReplicaAck) {
@@ -519,28 +537,38 @@ func (r *resource) withdrawLater(ctx context.Context, owner string) {
 func (r *resource) withdraw(ctx context.Context, owner string) error {
 	rctx, cancel := context.WithTimeout(ctx, r.cfg.releaseTimeout)
 	defer cancel()
-	_, err := r.release(rctx, owner)
+	_, _, err := r.release(rctx, owner, 0)
 	return err
 }
 
-// release runs the release script: 1 released, 0 expired, 2 held by another.
-func (r *resource) release(ctx context.Context, owner string) (int64, error) {
+// Release script replies.
+const (
+	relFree     = 0 // nobody holds the lock
+	relReleased = 1 // it was this owner's and is deleted now
+	relTaken    = 2 // another owner holds it
+	relLost     = 3 // added to relFree or relTaken: the fence counter is below the token
+)
+
+// release runs the release script for owner, whose lease has token (0 for
+// none, and for a withdrawal): relReleased, relFree or relTaken, plus
+// relLost when the fence counter shows that Redis lost the acquisition.
+// resent reports that a send before the one that answered may have run: an
+// attempt of its own failed that way, or the client re-sends on its own
+// (go-redis's MaxRetries), below anything redkit sees.
+func (r *resource) release(ctx context.Context, owner string, token uint64) (status int64, resent bool, err error) {
 	if r.peers != nil {
-		return r.releaseQuorum(ctx, owner)
+		status, err = r.releaseQuorum(ctx, owner)
+		return status, true, err
 	}
-	spub := "0"
-	if r.c.sharded {
-		spub = "1"
-	}
-	var status int64
-	err := retry.Do(ctx, r.policy, func(ctx context.Context, _ int) error {
-		var err error
-		keys := append([]string{r.key, r.tombstone(owner)}, r.releaseKeys...)
-		status, err = r.kind.release.Run(ctx, r.c.rdb, keys,
-			owner, releaseTombstoneTTL.Milliseconds(), r.channel, spub).Int64()
-		return err
+	tok := strconv.FormatUint(token, 10)
+	resent = retry.Resends(r.c.rdb)
+	var last error
+	err = retry.Do(ctx, r.policy, func(ctx context.Context, _ int) error {
+		resent = resent || r.policy.MayHaveRun(last)
+		status, last = r.kind.release.Run(ctx, r.c.rdb, r.releaseKeys, owner, r.channel, r.c.publish, tok).Int64()
+		return last
 	})
-	return status, err
+	return status, resent, err
 }
 
 // extend runs the extend script for one lease: 1 extended, 0 expired, 2 taken.

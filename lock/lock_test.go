@@ -78,10 +78,15 @@ func TestMutex_keySchema(t *testing.T) {
 	locks := lock.New(sharedClient(t), lock.WithKeyPrefix("app"))
 	defer locks.Close()
 	m := locks.Mutex("shop-7/payout")
-	require.Equal(t, "app:lock:v1:{shop-7}:mutex:shop-7/payout", m.LockKey())
-	require.Equal(t, "app:lock:v1:{shop-7}:token:shop-7/payout", m.CounterKey())
-	require.Equal(t, "app:lock:v1:{shop-7}:wake:mutex:shop-7/payout", m.Channel())
-	require.Equal(t, "redkit:lock:v1:{nightly}:mutex:nightly", lock.New(sharedClient(t)).Mutex("nightly").LockKey())
+	require.Equal(t, "app:lock:v2:{shop-7}:mutex:shop-7/payout", m.LockKey())
+	// The fence counter is the one of the name's hash slot.
+	tag, ok := strings.CutPrefix(m.CounterKey(), "app:lock:v2:{")
+	require.True(t, ok, m.CounterKey())
+	tag, ok = strings.CutSuffix(tag, "}:tokens")
+	require.True(t, ok, m.CounterKey())
+	require.Equal(t, lock.HashSlot("shop-7"), lock.HashSlot(tag), "the counter shares the lock's slot")
+	require.Equal(t, "app:lock:v2:{shop-7}:wake:mutex:shop-7/payout", m.Channel())
+	require.Equal(t, "redkit:lock:v2:{nightly}:mutex:nightly", lock.New(sharedClient(t)).Mutex("nightly").LockKey())
 }
 
 func TestMutex_Acquire_ctxEnds(t *testing.T) {
@@ -324,7 +329,7 @@ func TestLease_Release_resent(t *testing.T) {
 	l, err := m.TryAcquire(ctx)
 	require.NoError(t, err)
 	require.NoError(t, l.Release(ctx))
-	status, err := m.ReleaseAs(ctx, l.Owner())
+	status, err := m.ResendRelease(ctx, l)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, status, "released")
 	status, err = m.ReleaseAs(ctx, lock.NewOwner())

@@ -24,9 +24,6 @@ func (f optionFunc) apply(c *config) { f(c) }
 const (
 	DefaultTTL            = 10 * time.Second
 	DefaultReleaseTimeout = 5 * time.Second
-	// releaseTombstoneTTL is how long a release is remembered, so a release
-	// re-sent after a lost reply still reports "released".
-	releaseTombstoneTTL = time.Minute
 )
 
 type config struct {

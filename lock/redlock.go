@@ -88,7 +88,9 @@ func (rl *Redlock) Mutex(name string, opts ...Option) *RedlockMutex {
 	for _, p := range rl.peers {
 		pr := p.resource(mutexKind, "redlock", name, opts)
 		if pr.err == nil {
-			pr.acquireKeys = append(pr.acquireKeys, p.space.Key(keys.Group(name), "redlock-seq", name))
+			counter := p.counterKey(keys.Group(name))
+			pr.acquireKeys = append(pr.acquireKeys, counter)
+			pr.releaseKeys = append(pr.releaseKeys, counter)
 			pr.cfg.ack = r.cfg.ack
 		}
 		// A master that is down must not hold up the others: no retries
@@ -221,7 +223,7 @@ func (r *resource) attemptQuorum(ctx context.Context, owner string) (*Lease, tim
 	answers, settle := r.gather(ctx, func(p *resource) peerAnswer {
 		pctx, cancel := r.peerCtx(ctx)
 		defer cancel()
-		ok, n, _, err := p.acquireOnce(pctx, owner, false)
+		ok, n, _, err := p.acquireOnce(pctx, owner, modeTry)
 		return peerAnswer{ok: ok, n: n, err: err}
 	}, func(as []peerAnswer) bool {
 		var got, no int
@@ -301,7 +303,7 @@ func (r *resource) releaseQuorum(ctx context.Context, owner string) (int64, erro
 	answers, settle := r.gather(ctx, func(p *resource) peerAnswer {
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.releaseTimeout)
 		defer cancel()
-		n, err := p.release(pctx, owner)
+		n, _, err := p.release(pctx, owner, 0)
 		return peerAnswer{n: n, err: err}
 	}, func([]peerAnswer) bool { return false })
 	settle(nil)

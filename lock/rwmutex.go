@@ -49,9 +49,13 @@ func (c *Client) RWMutex(name string, opts ...Option) *RWMutex {
 		// The writer's fence counter is the Mutex's of the same name: both
 		// hand out fences named name, so a resource fenced by both sees
 		// one strictly increasing sequence.
-		w.acquireKeys = []string{w.key, r.key, mark, c.space.Key(g, "token", name)}
-		w.releaseKeys = []string{mark}
+		counter := c.counterKey(g)
+		w.acquireKeys = []string{w.key, r.key, mark, counter}
+		w.releaseKeys = []string{w.key, counter, mark}
 		r.acquireKeys = []string{r.key, w.key, mark}
+		// A read lease's release publishes while a writer waits (its mark
+		// exists): readers never wait for readers.
+		r.releaseKeys = []string{r.key, mark}
 		r.channel = w.channel
 	}
 	return &RWMutex{w: w, r: r}

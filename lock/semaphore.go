@@ -5,6 +5,8 @@ import (
 	_ "embed"
 	"fmt"
 	"strconv"
+
+	"github.com/redkit-go/redkit/internal/keys"
 )
 
 var (
@@ -45,6 +47,12 @@ func (c *Client) Semaphore(name string, permits int, opts ...Option) *Semaphore 
 		r.err = fmt.Errorf("%w: semaphore permits %d outside 1..%d", ErrInvalid, permits, MaxPermits)
 	}
 	r.extraArgs = []any{strconv.Itoa(permits)}
+	if r.err == nil {
+		// The waited-for mark: a release publishes only while it exists.
+		mark := c.space.Key(keys.Group(name), "semw", name)
+		r.acquireKeys = append(r.acquireKeys, mark)
+		r.releaseKeys = append(r.releaseKeys, mark)
+	}
 	return &Semaphore{r: r}
 }
 

@@ -1,4 +1,15 @@
 -- Functions shared by the lock scripts; this chunk is prepended to each.
+--
+-- Go validates every argument before it reaches Redis (owner IDs are 32 hex
+-- characters it made, TTLs are decimal strings of 10..86400000 ms, the
+-- publish command is PUBLISH or SPUBLISH), so the scripts do not check them
+-- again.
+--
+-- A lock value is "<owner>:<token>": the 32-character owner ID, one
+-- separator byte and the fencing token in decimal. The separator is ':' (58)
+-- until a waiter marks the lock, then '!' (33): a release publishes a
+-- wake-up only for a marked lock. The mark lives in the lock key, so it
+-- never outlives the lock and costs no key of its own.
 
 -- redkit_now: server time in milliseconds, and the raw TIME reply.
 local function redkit_now()
@@ -6,35 +17,16 @@ local function redkit_now()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), t
 end
 
--- redkit_valid_owner: an owner ID is 32 hex characters.
-local function redkit_valid_owner(owner)
-  return type(owner) == 'string' and string.len(owner) == 32
-end
-
--- redkit_ttl: a lock TTL in whole milliseconds, 10..86400000, or nil.
-local function redkit_ttl(v)
-  local ttl = tonumber(v)
-  if ttl == nil or ttl < 10 or ttl > 86400000 or ttl ~= math.floor(ttl) then return nil end
-  return ttl
-end
-
--- redkit_int: an integer as a decimal string. Every number a script passes
--- to redis.call or puts in a value goes through it: Lua's own formatting
--- keeps 14 digits ('%.14g'), and how Redis formats a Lua number differs
--- between versions (an exponent, or a shortest form).
+-- redkit_int: an integer as a decimal string. Every number a script computes
+-- and passes to redis.call or puts in a value goes through it: Lua's own
+-- formatting keeps 14 digits ('%.14g'), and how Redis formats a Lua number
+-- differs between versions (an exponent, or a shortest form).
 local function redkit_int(n)
   return string.format('%d', n)
 end
 
--- redkit_publisher: the publish command for the wake-up channel ('1':
--- sharded pub/sub, on Cluster).
-local function redkit_publisher(flag)
-  if flag == '1' then return 'SPUBLISH' end
-  return 'PUBLISH'
-end
-
--- redkit_lock_get: the value of a lock key ("<owner>:<token>", or false)
--- and whether it belongs to owner.
+-- redkit_lock_get: the value of a lock key (or false) and whether it
+-- belongs to owner.
 local function redkit_lock_get(key, owner)
   local cur = redis.call('GET', key)
   return cur, cur and string.sub(cur, 1, 32) == owner
@@ -45,10 +37,28 @@ local function redkit_token(cur)
   return tonumber(string.sub(cur, 34))
 end
 
--- redkit_unlock: delete a lock, leave the release tombstone and publish the
--- wake-up.
-local function redkit_unlock(key, tomb, tombttl, publish, channel, msg)
-  redis.call('DEL', key)
-  redis.call('SET', tomb, '1', 'PX', redkit_int(tombttl))
-  if msg then redis.call(publish, channel, msg) end
+-- redkit_lock_value: the value of a new lock; marked when the new holder
+-- waited for it (mode '2'), since others may still wait behind it.
+local function redkit_lock_value(owner, token, mode)
+  if mode == '2' then return owner .. '!' .. redkit_int(token) end
+  return owner .. ':' .. redkit_int(token)
+end
+
+-- redkit_mark: mark a lock held by another owner as waited for, once.
+local function redkit_mark(key, cur)
+  if string.byte(cur, 33) == 58 then redis.call('SETRANGE', key, 32, '!') end
+end
+
+-- redkit_marked: whether a lock value carries the waited-for mark.
+local function redkit_marked(cur)
+  return string.byte(cur, 33) == 33
+end
+
+-- redkit_lost: whether the fence counter is below token (a decimal string,
+-- '0' for a lease without a fence): then Redis no longer has the
+-- acquisition that issued it (a restart without persistence, a failover
+-- that lost it), and a release must not be reported as done earlier.
+local function redkit_lost(counter, token)
+  if token == '0' then return false end
+  return (tonumber(redis.call('GET', counter) or '0') or 0) < tonumber(token)
 end

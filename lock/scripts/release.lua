@@ -1,25 +1,23 @@
--- Release a mutex.
+-- Release a mutex (also a Redlock master's lock, without a token).
 -- KEYS[1]  lock key
--- KEYS[2]  release tombstone of this owner (short-lived)
--- ARGV[1]  owner ID, 32 hex characters
--- ARGV[2]  tombstone TTL in milliseconds
--- ARGV[3]  wake-up channel (same hash tag as the keys)
--- ARGV[4]  '1': publish with SPUBLISH (Cluster), else PUBLISH
--- Reply    1 released (now, or by an earlier call that left the tombstone),
---          0 already expired, 2 held by another owner
-local owner = ARGV[1]
-local tombttl = redkit_ttl(ARGV[2])
-if not redkit_valid_owner(owner) or not tombttl then
-  return redis.error_reply('ERR lock: bad release arguments')
-end
-local publish = redkit_publisher(ARGV[4])
-local cur, mine = redkit_lock_get(KEYS[1], owner)
-if mine then
-  redkit_unlock(KEYS[1], KEYS[2], tombttl, publish, ARGV[3], 'r')
+-- KEYS[2]  fence counter of the lock's hash slot
+-- ARGV[1]  owner ID
+-- ARGV[2]  wake-up channel (same hash tag as the keys)
+-- ARGV[3]  'PUBLISH', or 'SPUBLISH' on Cluster
+-- ARGV[4]  the lease's token (decimal), '0' when it has none
+-- Reply    1 released now (a waiter is told when the lock was marked)
+--          0 nobody holds it           2 another owner holds it
+--          3, 5: as 0, 2, and the fence counter is below the token: Redis
+--          lost the acquisition, so an earlier send cannot have released it
+-- Whether a re-sent release had already taken effect is decided in Go
+-- (doc.go, "Retries are safe"); nothing is written per release.
+local cur = redis.call('GET', KEYS[1])
+if cur and string.sub(cur, 1, 32) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  if redkit_marked(cur) then redis.call(ARGV[3], ARGV[2], 'r') end
   return 1
 end
-if redis.call('EXISTS', KEYS[2]) == 1 then return 1 end
-if cur then return 2 end
--- Expired: nobody holds it, so a waiter may take it now.
-redis.call(publish, ARGV[3], 'e')
-return 0
+local status = 0
+if cur then status = 2 end
+if redkit_lost(KEYS[2], ARGV[4]) then status = status + 3 end
+return status

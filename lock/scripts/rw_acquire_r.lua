@@ -2,23 +2,26 @@
 -- KEYS[1]  readers key: sorted set of owner ID -> expiry (server time, ms)
 -- KEYS[2]  writer key
 -- KEYS[3]  waiting-writer mark
--- ARGV[1]  owner ID, 32 hex characters
--- ARGV[2]  TTL in milliseconds, 10..86400000
+-- ARGV[1]  owner ID
+-- ARGV[2]  TTL in milliseconds (decimal string)
+-- ARGV[3]  mode ('0', '1', '2' as in acquire.lua): unless '0', a reader
+--          refused by a writer's lock marks it, so its release wakes readers
 -- Reply    {1, 0}     acquired (also for a re-sent acquire of this owner ID)
 --          {0, wait}  a writer holds it or waits for it; wait = ms until
 --                     the writer (or its mark) expires
-local owner, ttl = ARGV[1], redkit_ttl(ARGV[2])
-if not redkit_valid_owner(owner) or not ttl then
-  return redis.error_reply('ERR lock: bad acquire arguments')
-end
-local now, t = redkit_now()
+local owner, ttl = ARGV[1], ARGV[2]
+local now = redkit_now()
 local held = redis.call('ZSCORE', KEYS[1], owner)
 if not held or tonumber(held) <= now then
-  local wait = redis.call('PTTL', KEYS[2])
-  if wait < 0 then wait = redis.call('PTTL', KEYS[3]) end
-  if wait >= 0 then return {0, wait} end
+  local w = redis.call('GET', KEYS[2])
+  local wait
+  if w then wait = redis.call('PTTL', KEYS[2]) else wait = redis.call('PTTL', KEYS[3]) end
+  if wait >= 0 then
+    if w and ARGV[3] ~= '0' then redkit_mark(KEYS[2], w) end
+    return {0, wait}
+  end
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', redkit_int(now))
-redis.call('ZADD', KEYS[1], redkit_int(now + ttl), owner)
-if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], redkit_int(ttl)) end
+redis.call('ZADD', KEYS[1], redkit_int(now + tonumber(ttl)), owner)
+if redis.call('PTTL', KEYS[1]) < tonumber(ttl) then redis.call('PEXPIRE', KEYS[1], ttl) end
 return {1, 0}
