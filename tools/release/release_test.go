@@ -302,3 +302,33 @@ func TestConsumerProof_failsWhenAReleasedGoModKeepsV000(t *testing.T) {
 		t.Fatalf("the proof failed, but not on internal@v0.0.0: %v", err)
 	}
 }
+
+// After a release the go.sum files hold the siblings' sums; a directory
+// replace needs none, and make modules checks go.sum is tidy, so Develop
+// removes them (and nothing else).
+func TestDevelop_dropsSiblingSums(t *testing.T) {
+	r := copyRepo(t)
+	if _, err := r.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Join(r.Root, "lock", "go.sum")
+	before, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sib := "github.com/redkit-go/redkit/internal v0.1.0 h1:UaC22ALk5Xaik0JV/Y5SEuwg2f9Y/DZMB54hLqVZ9DI=\n" +
+		"github.com/redkit-go/redkit/internal v0.1.0/go.mod h1:toXmFBQrx6hNM5nqrzu/WRvZ1m3R/Kq5XLgm47qVO78=\n"
+	if err := os.WriteFile(name, append([]byte(sib), before...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Develop(); err != nil {
+		t.Fatal(err)
+	}
+	after, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(after) != string(before) {
+		t.Fatalf("lock/go.sum after Develop:\n%s\nwant the go.sum without the sibling lines:\n%s", after, before)
+	}
+}
