@@ -172,13 +172,30 @@
 //
 // # Telemetry
 //
-// Spans only around range fetches (idgen.fetch) and lease operations
-// (idgen.lease.acquire, .renew, .release); metrics per fetch or lease event,
-// never per ID: redkit.idgen.range.fetches, redkit.idgen.range.fetch.duration,
-// redkit.idgen.range.size, redkit.idgen.runway, redkit.idgen.lease.operations,
-// redkit.idgen.lease.renew_failures, redkit.idgen.clock_behind. Attributes hold
-// an outcome and the WithLabel label, never names, keys or IDs. Sequence
-// records nothing of its own: instrument the client with otelx.InstrumentRedis.
+// Spans only around range fetches and lease operations, never per ID. A
+// range fetch runs in the background, ahead of need: idgen.fetch is a root
+// span of its own, one per range, linked to the span of the Next that
+// asked for it. Lease operations are idgen.lease.acquire, .renew (one per
+// watchdog round) and .release. Metrics, per fetch or lease event:
+//
+//	redkit.idgen.range.fetches              {fetch}     counter    redkit.outcome: ok, error
+//	redkit.idgen.range.fetch.duration       s           histogram  redkit.outcome
+//	redkit.idgen.range.size                 {id}        gauge      size of the last range
+//	redkit.idgen.runway                     {id}        gauge      values a Segment hands out without Redis
+//	redkit.idgen.lease.operations           {operation} counter    redkit.idgen.operation, redkit.outcome: ok, error, lost
+//	redkit.idgen.lease.operation.duration   s           histogram  redkit.operation (acquire, renew, release), redkit.outcome
+//	redkit.idgen.lease.renew_failures       {failure}   counter
+//	redkit.idgen.clock_behind               {event}     counter    redkit.outcome: waited, failed
+//
+// Every attribute set may also hold redkit.label (WithLabel); never names,
+// keys or IDs. Sequence records nothing of its own: instrument the client
+// with otelx.InstrumentRedis.
+// Every duration histogram is in seconds (unit "s") with
+// otelx.DurationBuckets as bucket advice: 50µs, 75µs, 100µs, 150µs, 200µs,
+// 300µs, 400µs, 500µs, 750µs, 1ms, 1.5ms, 2ms, 3ms, 4ms, 5ms, 7.5ms, 10ms,
+// 25ms, 50ms, 100ms, 250ms, 500ms, 1s, 2.5s, 5s, 10s (a View of the
+// program's still overrides them). Tracers and meters carry this module's
+// Version as the scope version and otelx.SchemaURL.
 //
 // # Example
 //

@@ -229,13 +229,26 @@
 //
 // # Telemetry
 //
-// Spans lock.acquire, lock.release and lock.renew; histograms
-// redkit.lock.wait.duration and redkit.lock.hold.duration (seconds);
-// counters redkit.lock.lost (by reason: expired, taken, renew_failed) and
-// redkit.lock.contention. Attributes are redkit.outcome and the optional
-// WithLabel label; names, owner IDs and tokens never appear. The global
-// providers are used unless WithTracerProvider/WithMeterProvider say
-// otherwise.
+// Spans lock.acquire (one per Acquire or TryAcquire, however long it
+// waits), lock.release and lock.renew (one per watchdog round, for all the
+// leases it renews). Metrics:
+//
+//	redkit.lock.operation.duration  s          histogram  redkit.operation (acquire, release, renew), redkit.outcome
+//	redkit.lock.wait.duration       s          histogram  redkit.outcome: ok, not_acquired, error
+//	redkit.lock.hold.duration       s          histogram  from acquire to release or loss
+//	redkit.lock.lost                {lease}    counter    redkit.outcome: expired, taken, renew_failed
+//	redkit.lock.contention          {attempt}  counter    attempts that found the lock held
+//
+// Outcomes of release: ok, expired, taken, error; of renew: ok, error.
+// Every attribute set may also hold redkit.label (WithLabel); names, owner
+// IDs and tokens never appear. The global providers are used unless
+// WithTracerProvider/WithMeterProvider say otherwise.
+// Every duration histogram is in seconds (unit "s") with
+// otelx.DurationBuckets as bucket advice: 50µs, 75µs, 100µs, 150µs, 200µs,
+// 300µs, 400µs, 500µs, 750µs, 1ms, 1.5ms, 2ms, 3ms, 4ms, 5ms, 7.5ms, 10ms,
+// 25ms, 50ms, 100ms, 250ms, 500ms, 1s, 2.5s, 5s, 10s (a View of the
+// program's still overrides them). Tracers and meters carry this module's
+// Version as the scope version and otelx.SchemaURL.
 //
 // # Errors
 //

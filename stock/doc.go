@@ -124,10 +124,38 @@
 // the connection to the primary that owns the SKU (the right node on a
 // Cluster); fewer acknowledgements return ErrReplicaAck alongside a valid
 // Result, because the write did happen. DeductBatch sends many orders in one
-// pipeline with the same guarantees per order. Spans are named stock.<op>
-// with redkit.outcome and redkit.replayed; the counter
-// redkit.stock.operations counts operations by outcome; SKUs, IDs, buyers
-// and quantities never appear in telemetry (see WithLabel).
+// pipeline with the same guarantees per order.
+//
+// # Telemetry
+//
+// One span per public call, named stock.<operation> (stock.deduct,
+// stock.reserve, stock.confirm, stock.cancel, stock.refund, stock.restock,
+// stock.writeoff, stock.create, stock.close_sku, stock.level, stock.audit,
+// stock.journal, stock.checkpoint, stock.trim, stock.reclaim,
+// stock.deduct_batch), a child of the caller's span, with redkit.outcome
+// and redkit.replayed; refusals are outcomes, not span errors. Metrics:
+//
+//	redkit.stock.operation.duration  s          histogram  redkit.operation, redkit.outcome
+//	redkit.stock.operations          {operation} counter   redkit.operation, redkit.outcome
+//	redkit.stock.units.sold          {unit}     counter    redkit.operation (deduct, confirm)
+//	redkit.stock.reclaim.holds       {hold}     counter    expired holds the reclaimer returned
+//	redkit.stock.reclaim.lag         s          histogram  how late the oldest hold of a batch was
+//
+// redkit.operation is the operation's name as in the span; redkit.outcome
+// is ok (applied), replayed (answered from the idempotency record), a
+// refusal (sold_out, buyer_limit, closed, not_found, conflict, cancelled,
+// hold_expired, stale_fence, invalid), unknown_outcome,
+// replica_ack_missing or error. A DeductBatch counts each of its orders as
+// a deduct. units.sold counts first applications only (a replay sells
+// nothing new) and does not subtract refunds. Every attribute set may also
+// hold redkit.label (WithLabel); SKUs, IDs, buyers and quantities never
+// appear.
+// Every duration histogram is in seconds (unit "s") with
+// otelx.DurationBuckets as bucket advice: 50µs, 75µs, 100µs, 150µs, 200µs,
+// 300µs, 400µs, 500µs, 750µs, 1ms, 1.5ms, 2ms, 3ms, 4ms, 5ms, 7.5ms, 10ms,
+// 25ms, 50ms, 100ms, 250ms, 500ms, 1s, 2.5s, 5s, 10s (a View of the
+// program's still overrides them). Tracers and meters carry this module's
+// Version as the scope version and otelx.SchemaURL.
 //
 // Consume hands the journal to a service (to persist it in a database, say)
 // through a Redis consumer group: at least once, in order per SKU (per

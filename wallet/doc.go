@@ -232,12 +232,32 @@
 //
 // # Telemetry
 //
-// Spans "wallet.<operation>" and the counters redkit.wallet.operations (by
-// operation and redkit.outcome) and redkit.wallet.unknown_outcomes go to
-// the global OpenTelemetry providers unless WithTracerProvider or
-// WithMeterProvider say otherwise. Refusals are outcomes, not span errors.
-// Account IDs, transaction IDs and amounts are never recorded; WithLabel
-// adds a label of your choosing.
+// One span per public call, "wallet.<operation>" (wallet.open,
+// wallet.credit, wallet.debit, wallet.transfer, wallet.transfer_batch,
+// wallet.hold, wallet.capture, wallet.void, wallet.close_account,
+// wallet.checkpoint, wallet.verify, wallet.recover), a child of the
+// caller's span, with redkit.outcome and redkit.replayed; refusals are
+// outcomes, not span errors. Metrics:
+//
+//	redkit.wallet.operation.duration  s           histogram  redkit.operation, redkit.outcome
+//	redkit.wallet.operations          {operation} counter    redkit.operation, redkit.outcome
+//	redkit.wallet.unknown_outcomes    {operation} counter    writes whose outcome stayed unknown
+//
+// redkit.outcome is ok (applied), replayed (answered from the idempotency
+// record), a refusal (insufficient_funds, account_not_found,
+// currency_mismatch, closed, conflict, hold_not_found, hold_expired,
+// stale_fence, transfer_expired), unknown, invalid, cross_group,
+// replica_ack, mismatch or error. A TransferBatch counts each transfer as
+// a transfer. They go to the global OpenTelemetry providers unless
+// WithTracerProvider or WithMeterProvider say otherwise. Account IDs,
+// transaction IDs and amounts are never recorded; WithLabel adds
+// redkit.label.
+// Every duration histogram is in seconds (unit "s") with
+// otelx.DurationBuckets as bucket advice: 50µs, 75µs, 100µs, 150µs, 200µs,
+// 300µs, 400µs, 500µs, 750µs, 1ms, 1.5ms, 2ms, 3ms, 4ms, 5ms, 7.5ms, 10ms,
+// 25ms, 50ms, 100ms, 250ms, 500ms, 1s, 2.5s, 5s, 10s (a View of the
+// program's still overrides them). Tracers and meters carry this module's
+// Version as the scope version and otelx.SchemaURL.
 //
 // # Redis ACL
 //
