@@ -35,6 +35,9 @@ func runChild() int {
 	defer rdb.Close()
 	locks := lock.New(rdb, lock.WithKeyPrefix(prefix))
 	defer locks.Close()
+	if os.Getenv(childEnv) == "fairwaiters" {
+		return runFairWaiters(ctx, locks)
+	}
 	if os.Getenv(childEnv) == "counter" {
 		if err := incrementUnderLock(ctx, rdb, locks, prefix, 4, 50); err != nil {
 			fmt.Println("error", err)
