@@ -86,6 +86,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := app.ParseFlags(fs, args); err != nil {
 		return err
 	}
+	if *linger < 0 {
+		return app.UsageError(fs, fmt.Errorf("-linger %v: must not be negative", *linger))
+	}
 	if done, err := app.PrintNewKey(fs, srvCfg, scopes, stdout); done {
 		return err
 	}
@@ -98,9 +101,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	} else {
 		if err := cfg.check(); err != nil {
 			return app.UsageError(fs, err)
-		}
-		if *linger < 0 {
-			return app.UsageError(fs, fmt.Errorf("-linger %v: must not be negative", *linger))
 		}
 	}
 

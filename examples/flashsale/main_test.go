@@ -63,6 +63,9 @@ func TestRun_sale(t *testing.T) {
 		if reportNumber(t, report, "holds reclaimed") == "0" {
 			t.Errorf("no abandoned hold was reclaimed\n%s", report)
 		}
+		if m := regexp.MustCompile(`their (\d+) units went back to available`).FindStringSubmatch(report); m == nil || m[1] == "0" {
+			t.Errorf("the report does not say how many units the expired holds gave back\n%s", report)
+		}
 		if strings.Contains(report, "PROBLEM") {
 			t.Errorf("the report has problems:\n%s", report)
 		}
@@ -162,7 +165,7 @@ func TestRun_interrupted(t *testing.T) {
 func TestRun_usage(t *testing.T) {
 	for _, args := range [][]string{
 		{"-stock", "0"}, {"-hold", "500ms"}, {"-abandon", "0.7", "-reserve", "0.5"}, {"-buckets", "65"},
-		{"-nope"}, {"extra"}, {"-concurrency", "0"},
+		{"-nope"}, {"extra"}, {"-concurrency", "0"}, {"-linger", "-1s"}, {"-serve", "127.0.0.1:0", "-linger", "-1s"},
 	} {
 		var errs bytes.Buffer
 		if err := run(t.Context(), args, io.Discard, &errs); !errors.Is(err, app.ErrUsage) {

@@ -35,10 +35,11 @@ type saleReport struct {
 
 	Levels          stock.Levels // at the end
 	Oversold        int64
-	LimitViolations int // buyers whose successful orders add up to more than the limit
-	Expired         int // holds the journal shows expired and reclaimed
-	ExpiredExpected int // abandoned and late-confirmed holds
-	Journal         int // journal entries the consumer received
+	LimitViolations int   // buyers whose successful orders add up to more than the limit
+	Expired         int   // holds the journal shows expired and reclaimed
+	ExpiredExpected int   // abandoned and late-confirmed holds
+	ExpiredUnits    int64 // units the expired holds gave back to available
+	Journal         int   // journal entries the consumer received
 	Elapsed         time.Duration
 	P50, P99        time.Duration
 	DeductP99       time.Duration // of Deduct calls alone, first sends and re-sends
@@ -167,7 +168,8 @@ func (r *saleReport) print(w io.Writer) {
 		r.Deducted, r.Reserved, r.SoldOut+r.OverLimit, r.Unknown)
 	row("  reserved", r.Reserved, "%d confirmed, %d abandoned, %d confirmed too late", r.Confirmed, r.Abandoned, r.LateConfirm)
 	row("  refused", r.SoldOut+r.OverLimit, "%d sold out, %d over the limit", r.SoldOut, r.OverLimit)
-	row("holds reclaimed", r.Expired, "of %d abandoned or confirmed too late (expire entries in the journal)", r.ExpiredExpected)
+	row("holds reclaimed", r.Expired, "of %d abandoned or confirmed too late (expire entries in the journal); their %d units went back to available, which is why units can be left when every buyer was refused",
+		r.ExpiredExpected, r.ExpiredUnits)
 	row("replays", r.Replays, "re-sent orders; %d answered differently from the first time", r.ReplayMismatches)
 	if r.Retried > 0 {
 		row("retried", r.Retried, "calls failed without an answer and were sent again with the same ID; the first: %v", r.FirstRetried)

@@ -147,6 +147,9 @@ func simulate(ctx context.Context, rdb redis.UniversalClient, inv *stock.Invento
 	}
 	rep.Journal = entries
 	rep.add(tallies, expired)
+	jr.mu.Lock()
+	rep.ExpiredUnits = jr.expiredUnits
+	jr.mu.Unlock()
 	rep.check()
 	return rep, nil
 }
@@ -376,6 +379,9 @@ type journalReader struct {
 	mu      sync.Mutex
 	seen    map[string]bool // bucket/entry ID: delivery is at least once
 	expired map[string]bool // order IDs
+	// expiredUnits is how many units the expired holds gave back to
+	// available (the Available delta of their expire entries).
+	expiredUnits int64
 
 	cancel context.CancelFunc
 	done   chan struct{} // closed when Consume has returned err
@@ -395,6 +401,7 @@ func startJournal(ctx context.Context, inv *stock.Inventory, sku string) *journa
 				j.seen[fmt.Sprint(e.Bucket, "/", e.ID)] = true
 				if e.Kind == stock.KindExpire {
 					j.expired[e.Op] = true
+					j.expiredUnits += e.Delta.Available
 				}
 			}
 			return nil

@@ -83,6 +83,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := app.ParseFlags(fs, args); err != nil {
 		return err
 	}
+	if *recoverEvery < 0 {
+		return app.UsageError(fs, fmt.Errorf("-recover-every %v: must not be negative (0: never)", *recoverEvery))
+	}
 	if done, err := app.PrintNewKey(fs, srvCfg, scopes, stdout); done {
 		return err
 	}

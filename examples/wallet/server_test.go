@@ -346,7 +346,8 @@ func TestRun_load(t *testing.T) {
 
 func TestRun_usage(t *testing.T) {
 	var stderr bytes.Buffer
-	for _, args := range [][]string{{"-nope"}, {"extra"}, {"-groups", "1"}, {"-accounts", "3", "-groups", "2"}} {
+	for _, args := range [][]string{{"-nope"}, {"extra"}, {"-groups", "1"}, {"-accounts", "3", "-groups", "2"},
+		{"-recover-every", "-1s"}, {"-serve", "127.0.0.1:0", "-recover-every", "-1s"}} {
 		if err := run(t.Context(), args, io.Discard, &stderr); !errors.Is(err, app.ErrUsage) {
 			t.Errorf("%q: %v, want app.ErrUsage", args, err)
 		}

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/redkit-go/redkit/examples/internal/httpx"
 )
 
 // ErrUsage reports bad flags or arguments; the program has already said
@@ -29,7 +31,7 @@ func Main(name string, run func(ctx context.Context, args []string, stdout, stde
 	case errors.Is(err, ErrUsage):
 		os.Exit(2)
 	case err != nil:
-		fmt.Fprintln(os.Stderr, name+":", err)
+		fmt.Fprintln(os.Stderr, name+":", httpx.OnePrefix(err.Error()))
 		os.Exit(1)
 	}
 }

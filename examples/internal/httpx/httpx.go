@@ -140,10 +140,30 @@ func WriteError(w http.ResponseWriter, err error) {
 		case http.StatusUnauthorized:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="api"`)
 		}
-		WriteJSON(w, se.Status, Problem{Status: se.Status, Code: se.Code, Error: se.Err.Error(), Field: se.Field})
+		WriteJSON(w, se.Status, Problem{Status: se.Status, Code: se.Code, Error: OnePrefix(se.Err.Error()), Field: se.Field})
 		return
 	}
 	WriteJSON(w, http.StatusInternalServerError, Problem{Status: 500, Code: "internal", Error: "internal error"})
+}
+
+// modulePrefixes are the prefixes redkit's errors start with. A module
+// wraps its own sentinel errors, which carry the prefix too, so a message
+// reads "stock: level phone: stock: not found".
+var modulePrefixes = []string{"stock: ", "wallet: ", "idgen: ", "lock: "}
+
+// OnePrefix returns msg with every repetition of a module prefix after its
+// first occurrence removed: "stock: level phone: stock: not found" becomes
+// "stock: level phone: not found".
+func OnePrefix(msg string) string {
+	for _, p := range modulePrefixes {
+		i := strings.Index(msg, p)
+		if i < 0 {
+			continue
+		}
+		head, tail := msg[:i+len(p)], msg[i+len(p):]
+		msg = head + strings.ReplaceAll(tail, p, "")
+	}
+	return msg
 }
 
 // ReadOperation reads the body of a write into v, as ReadJSON does, and
