@@ -57,15 +57,20 @@ local n = (#KEYS - 1) / 4
 local id, buyer, nonce = ARGV[1], ARGV[2], ARGV[3]
 local window, ttl = tonumber(ARGV[4]), tonumber(ARGV[5])
 
+local floor = math.floor
 local function int(v, lo)
   local x = tonumber(v)
-  if x and x == math.floor(x) and x >= lo and x <= MAX then return x end
+  if x and x == floor(x) and x >= lo and x <= MAX then return x end
   return nil
 end
-local function fmt(x) return string.format('%d', x) end
+-- Integers below 10^14 print exactly with tostring (%.14g), the cheap path.
+local function fmt(x)
+  if x < 1e14 and x > -1e14 then return tostring(x) end
+  return string.format('%d', x)
+end
 local function fence_ok() return true end -- fenced calls check here (fence.go), after any replay
 
-if n < 1 or n ~= math.floor(n) or (#ARGV ~= 5 + 2 * n and #ARGV ~= 6 + 2 * n) then
+if n < 1 or n ~= floor(n) or (#ARGV ~= 5 + 2 * n and #ARGV ~= 6 + 2 * n) then
   return {'invalid', 0, 'key or argument count', 0}
 end
 local final = ARGV[6 + 2 * n] == 'final'
@@ -73,44 +78,68 @@ if not int(window, 1) then return {'invalid', 0, 'window', 0} end
 if not int(ttl, 0) then return {'invalid', 0, 'hold ttl', 0} end
 local kind = (ttl > 0) and 'reserve' or 'deduct'
 
--- The canonical description of the order, compared on every retry.
-local skus, qtys, desc, seen = {}, {}, {}, {}
+-- The canonical description of the order ("sku qty ..."), compared on every
+-- retry. A quantity the caller already sent in canonical decimal (this
+-- package always does) is used as sent.
+local skus, qtys, qstr = {}, {}, {}
+local desc
 for i = 1, n do
-  local sku, q = ARGV[4 + 2 * i], int(ARGV[5 + 2 * i], 1)
+  local sku, qs = ARGV[4 + 2 * i], ARGV[5 + 2 * i]
+  local q = int(qs, 1)
   if not q then return {'invalid', 0, 'quantity of item ' .. i, 0} end
-  if seen[sku] then return {'invalid', 0, 'duplicate sku', 0} end
-  seen[sku] = true
-  skus[i], qtys[i] = sku, q
-  desc[#desc + 1] = sku .. ' ' .. fmt(q)
+  if fmt(q) ~= qs then qs = fmt(q) end
+  skus[i], qtys[i], qstr[i] = sku, q, qs
+  if i == 1 then
+    desc = sku .. ' ' .. qs
+  else
+    for k = 1, i - 1 do
+      if skus[k] == sku then return {'invalid', 0, 'duplicate sku', 0} end
+    end
+    desc = desc .. ' ' .. sku .. ' ' .. qs
+  end
 end
-desc = table.concat(desc, ' ')
 
-local m = redis.call('HMGET', KEYS[1], 'k', 'b', 'i', 'n', 'r', 'd', 'l', 'dl', 's', 'ck', 'cb', 'ci')
-if not m[1] and m[10] then
-  -- Claimed (claim.lua) by an order on a SKU split into buckets.
-  if m[10] ~= kind then return {'conflict', 0, 'kind', 0} end
-  if m[11] ~= buyer then return {'conflict', 0, 'buyer', 0} end
-  if m[12] ~= desc then return {'conflict', 0, 'items', 0} end
-end
-if m[1] then
-  if m[1] ~= kind then return {'conflict', 0, 'kind', 0} end
-  if m[2] ~= buyer then return {'conflict', 0, 'buyer', 0} end
-  if m[3] ~= desc then return {'conflict', 0, 'items', 0} end
-  -- A reservation cancelled since is reported as cancelled, not as held.
-  if m[9] == 'cancelled' then return {'cancelled', 1, '', tonumber(m[8] or '0')} end
-  local reply = {m[5], (m[4] ~= nonce) and 1 or 0, m[6], tonumber(m[8] or '0')}
-  for v in string.gmatch(m[7], '%S+') do reply[#reply + 1] = tonumber(v) end
-  return reply
+-- The common case, an order never seen, reads two fields; a marker or a
+-- claim is read whole.
+local m = redis.call('HMGET', KEYS[1], 'k', 'ck')
+if m[1] or m[2] then
+  m = redis.call('HMGET', KEYS[1], 'k', 'b', 'i', 'n', 'r', 'd', 'l', 'dl', 's', 'ck', 'cb', 'ci')
+  if not m[1] then
+    -- Claimed (claim.lua) by an order on a SKU split into buckets.
+    if m[10] ~= kind then return {'conflict', 0, 'kind', 0} end
+    if m[11] ~= buyer then return {'conflict', 0, 'buyer', 0} end
+    if m[12] ~= desc then return {'conflict', 0, 'items', 0} end
+  else
+    if m[1] ~= kind then return {'conflict', 0, 'kind', 0} end
+    if m[2] ~= buyer then return {'conflict', 0, 'buyer', 0} end
+    if m[3] ~= desc then return {'conflict', 0, 'items', 0} end
+    -- A reservation cancelled since is reported as cancelled, not as held.
+    if m[9] == 'cancelled' then return {'cancelled', 1, '', tonumber(m[8] or '0')} end
+    local reply = {m[5], (m[4] ~= nonce) and 1 or 0, m[6], tonumber(m[8] or '0')}
+    for v in string.gmatch(m[7], '%S+') do reply[#reply + 1] = tonumber(v) end
+    return reply
+  end
 end
 -- The fence is judged only for an order not decided yet: a replay answers
 -- whatever lease wrote since.
 if not fence_ok() then return {'stale_fence', 0, '', 0} end
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- The server clock is read only when a deadline matters: a reservation, or
+-- reserved units whose holds may have expired.
+local now
+local function clock()
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
+  end
+  return now
+end
 
--- Read everything and judge before the first write.
-local st = {}
+-- Read everything and judge before the first write. Per item: available,
+-- reserved, sold, refunded, limit, supply, the buyer's units, expired holds
+-- (nil when none) and whether more expired holds wait.
+local A, R, S, F, L, SUP, HAD, EXP, MORE = {}, {}, {}, {}, {}, {}, {}, {}, {}
+local swept = false
 local code, detail = 'ok', ''
 for i = 1, n do
   local j = 1 + 4 * (i - 1)
@@ -120,42 +149,47 @@ for i = 1, n do
     code, detail = 'not_found', i
     break
   end
-  local buckets = tonumber(h[8] or '1')
-  if buckets > 1 then
+  local buckets = 1
+  if h[8] and h[8] ~= '1' then
+    buckets = tonumber(h[8])
     -- A SKU split into buckets: the buyer's home bucket only, alone.
     if n > 1 then return {'invalid', 0, 'a SKU split into buckets must be alone in its order', 0} end
     local hash = 0
     for c = 1, #buyer do hash = (hash * 31 + string.byte(buyer, c)) % 4294967296 end
     if hash % buckets ~= tonumber(h[9]) then return {'buckets', 0, tostring(buckets), 0} end
   end
-  local s = {a = tonumber(h[1]), r = tonumber(h[2]), s = tonumber(h[3]), f = tonumber(h[4]),
-             limit = tonumber(h[6]), supply = h[7], had = 0, expired = {}}
-  st[i] = s
-  if s.limit > 0 then s.had = tonumber(redis.call('HGET', KEYS[j + 2], buyer) or '0') end
-  if s.r > 0 then
+  local a, r, limit, had = tonumber(h[1]), tonumber(h[2]), tonumber(h[6]), 0
+  if limit > 0 then had = tonumber(redis.call('HGET', KEYS[j + 2], buyer) or '0') end
+  if r > 0 then
     -- Lazy expiry: holds past their deadline count as available again.
-    local due = redis.call('ZRANGEBYSCORE', KEYS[j + 4], '-inf', fmt(now), 'LIMIT', '0', '64')
-    s.more = #due == 64
-    for _, member in ipairs(due) do
-      local eq, eb, eid = string.match(member, '^(%d+) (%S+) (%S+)$')
-      eq = tonumber(eq)
-      s.expired[#s.expired + 1] = {member = member, q = eq, buyer = eb, id = eid}
-      s.a, s.r = s.a + eq, s.r - eq
-      if eb == buyer then s.had = s.had - eq end
+    local due = redis.call('ZRANGEBYSCORE', KEYS[j + 4], '-inf', fmt(clock()), 'LIMIT', '0', '64')
+    MORE[i] = #due == 64
+    if #due > 0 then
+      local expired = {}
+      for k, member in ipairs(due) do
+        local eq, eb, eid = string.match(member, '^(%d+) (%S+) (%S+)$')
+        eq = tonumber(eq)
+        expired[k] = {member = member, q = eq, buyer = eb, id = eid}
+        a, r = a + eq, r - eq
+        if eb == buyer then had = had - eq end
+      end
+      EXP[i], swept = expired, true
     end
   end
+  A[i], R[i], S[i], F[i], L[i], SUP[i], HAD[i] = a, r, tonumber(h[3]), tonumber(h[4]), limit, h[7], had
+  local q = qtys[i]
   if kind == 'reserve' then
     -- The order's hold member may still be indexed when its marker is gone
     -- (a Reserve re-sent after the window whose old hold was never
     -- reclaimed). Adding it again would replace the member and count its
     -- units twice in reserved.
-    local member = fmt(qtys[i]) .. ' ' .. buyer .. ' ' .. id
+    local member = qstr[i] .. ' ' .. buyer .. ' ' .. id
     local score = redis.call('ZSCORE', KEYS[j + 4], member)
     if score then
-      local swept = false
-      for _, e in ipairs(s.expired) do if e.member == member then swept = true end end
-      if not swept then
-        if tonumber(score) <= now then code = 'again' else code = 'conflict' end
+      local gone = false
+      for _, e in ipairs(EXP[i] or {}) do if e.member == member then gone = true end end
+      if not gone then
+        if tonumber(score) <= clock() then code = 'again' else code = 'conflict' end
         detail = i
         break
       end
@@ -165,11 +199,11 @@ for i = 1, n do
     code, detail = 'closed', i
     break
   end
-  if s.limit > 0 and s.had + qtys[i] > s.limit then
+  if limit > 0 and had + q > limit then
     code, detail = 'limit', i
     break
   end
-  if s.a < qtys[i] then
+  if a < q then
     -- A bucket that runs short asks the caller to refill it from the
     -- other buckets.
     if buckets > 1 and not final then code = 'short'
@@ -177,7 +211,7 @@ for i = 1, n do
     detail = i
     break
   end
-  if s.s + qtys[i] > MAX or s.r + qtys[i] > MAX then
+  if S[i] + q > MAX or r + q > MAX then
     code, detail = 'overflow', i
     break
   end
@@ -186,77 +220,85 @@ end
 -- expired hold, units coming back) is never decided on a partial sweep:
 -- reclaim this batch and let the caller call again.
 if code == 'limit' or code == 'sold_out' or code == 'short' or code == 'overflow' then
-  if st[tonumber(detail)].more then code = 'again' end
+  if MORE[detail] then code = 'again' end
 end
 -- A bound (a level would pass 2^53-1) or a hold conflict is an error, not a
 -- stored decision: it may not stay true, so nothing may be written before
 -- it. Expired holds found on the way are swept first by an 'again' round.
-if code == 'overflow' or code == 'conflict' then
-  for _, s in ipairs(st) do
-    if #s.expired > 0 then code = 'again' end
-  end
-end
+if (code == 'overflow' or code == 'conflict') and swept then code = 'again' end
 detail = tostring(detail)
 
 -- Writes. Expired holds are returned even when the order is refused.
-local levels = {}
 local deadline = 0
-if kind == 'reserve' then deadline = now + ttl end
-for i = 1, #st do
-  local j, s = 1 + 4 * (i - 1), st[i]
-  if #s.expired > 0 then
-    local a, r = s.a, s.r
-    for k = #s.expired, 1, -1 do
-      local e = s.expired[k]
+if kind == 'reserve' then deadline = clock() + ttl end
+local reply = {code, 0, detail, deadline}
+local levels
+for i = 1, #A do
+  local j = 1 + 4 * (i - 1)
+  local expired = EXP[i]
+  if expired then
+    local a, r = A[i], R[i]
+    for k = #expired, 1, -1 do
+      local e = expired[k]
       a, r = a - e.q, r + e.q
     end
-    for _, e in ipairs(s.expired) do
+    local sold, ref = fmt(S[i]), fmt(F[i])
+    for _, e in ipairs(expired) do
       a, r = a + e.q, r - e.q
       redis.call('ZREM', KEYS[j + 4], e.member)
-      if s.limit > 0 and redis.call('HINCRBY', KEYS[j + 2], e.buyer, fmt(-e.q)) <= 0 then
+      if L[i] > 0 and redis.call('HINCRBY', KEYS[j + 2], e.buyer, fmt(-e.q)) <= 0 then
         redis.call('HDEL', KEYS[j + 2], e.buyer)
       end
       redis.call('XADD', KEYS[j + 3], '*', 'op', e.id, 'kind', 'expire', 'sku', skus[i], 'buyer', e.buyer,
-        'd_avail', fmt(e.q), 'd_res', fmt(-e.q), 'avail', fmt(a), 'res', fmt(r), 'sold', fmt(s.s),
-        'ref', fmt(s.f), 'supply', s.supply)
+        'd_avail', fmt(e.q), 'd_res', fmt(-e.q), 'avail', fmt(a), 'res', fmt(r), 'sold', sold,
+        'ref', ref, 'supply', SUP[i])
     end
     if code ~= 'ok' then
-      redis.call('HSET', KEYS[j + 1], 'available', fmt(s.a), 'reserved', fmt(s.r))
+      redis.call('HSET', KEYS[j + 1], 'available', fmt(A[i]), 'reserved', fmt(R[i]))
     end
   end
   if code == 'ok' then
-    local q = qtys[i]
+    local q, qs = qtys[i], qstr[i]
+    local a, r, s = A[i] - q, R[i], S[i]
+    local la, lr, ls, lf
     if kind == 'reserve' then
-      s.a, s.r = s.a - q, s.r + q
-      redis.call('ZADD', KEYS[j + 4], fmt(deadline), fmt(q) .. ' ' .. buyer .. ' ' .. id)
+      r = r + q
+      la, lr, ls, lf = fmt(a), fmt(r), fmt(s), fmt(F[i])
+      redis.call('ZADD', KEYS[j + 4], fmt(deadline), qs .. ' ' .. buyer .. ' ' .. id)
+      redis.call('HSET', KEYS[j + 1], 'available', la, 'reserved', lr)
     else
-      s.a, s.s = s.a - q, s.s + q
+      s = s + q
+      la, lr, ls, lf = fmt(a), fmt(r), fmt(s), fmt(F[i])
+      if expired then
+        redis.call('HSET', KEYS[j + 1], 'available', la, 'reserved', lr, 'sold', ls)
+      else
+        redis.call('HSET', KEYS[j + 1], 'available', la, 'sold', ls)
+      end
     end
-    redis.call('HSET', KEYS[j + 1], 'available', fmt(s.a), 'reserved', fmt(s.r), 'sold', fmt(s.s))
-    if s.limit > 0 then redis.call('HINCRBY', KEYS[j + 2], buyer, fmt(q)) end
-    local la, lr, ls, lf = fmt(s.a), fmt(s.r), fmt(s.s), fmt(s.f)
+    if L[i] > 0 then redis.call('HINCRBY', KEYS[j + 2], buyer, qs) end
     if kind == 'reserve' then
       redis.call('XADD', KEYS[j + 3], '*', 'op', id, 'kind', 'reserve', 'sku', skus[i], 'buyer', buyer,
-        'd_avail', fmt(-q), 'd_res', fmt(q), 'avail', la, 'res', lr, 'sold', ls, 'ref', lf, 'supply', s.supply)
+        'd_avail', '-' .. qs, 'd_res', qs, 'avail', la, 'res', lr, 'sold', ls, 'ref', lf, 'supply', SUP[i])
     else
       redis.call('XADD', KEYS[j + 3], '*', 'op', id, 'kind', 'deduct', 'sku', skus[i], 'buyer', buyer,
-        'd_avail', fmt(-q), 'd_sold', fmt(q), 'avail', la, 'res', lr, 'sold', ls, 'ref', lf, 'supply', s.supply)
+        'd_avail', '-' .. qs, 'd_sold', qs, 'avail', la, 'res', lr, 'sold', ls, 'ref', lf, 'supply', SUP[i])
     end
-    levels[#levels + 1] = la .. ' ' .. lr .. ' ' .. ls .. ' ' .. lf
+    local k = 4 * i
+    reply[k + 1], reply[k + 2], reply[k + 3], reply[k + 4] = a, r, s, F[i]
+    if levels then levels = levels .. ' ' .. la .. ' ' .. lr .. ' ' .. ls .. ' ' .. lf
+    else levels = la .. ' ' .. lr .. ' ' .. ls .. ' ' .. lf end
   end
 end
 
-if code == 'again' or code == 'short' then return {code, 0, detail, 0} end
+if code == 'again' or code == 'short' or code == 'overflow' then return {code, 0, detail, 0} end
 if code == 'conflict' then return {code, 0, 'hold', 0} end
-if code == 'overflow' then return {code, 0, detail, 0} end
-local l = table.concat(levels, ' ')
-redis.call('HSET', KEYS[1], 'k', kind, 'b', buyer, 'i', desc, 'n', nonce, 'r', code, 'd', detail, 'l', l)
-local keep = window
 if kind == 'reserve' then
-  redis.call('HSET', KEYS[1], 's', 'held', 'dl', fmt(deadline))
-  keep = window + ttl
+  redis.call('HSET', KEYS[1], 'k', kind, 'b', buyer, 'i', desc, 'n', nonce, 'r', code, 'd', detail,
+    'l', levels or '', 's', 'held', 'dl', fmt(deadline))
+  redis.call('PEXPIRE', KEYS[1], fmt(window + ttl))
+else
+  redis.call('HSET', KEYS[1], 'k', kind, 'b', buyer, 'i', desc, 'n', nonce, 'r', code, 'd', detail,
+    'l', levels or '')
+  redis.call('PEXPIRE', KEYS[1], ARGV[4])
 end
-redis.call('PEXPIRE', KEYS[1], fmt(keep))
-local reply = {code, 0, detail, deadline}
-for v in string.gmatch(l, '%S+') do reply[#reply + 1] = tonumber(v) end
 return reply
