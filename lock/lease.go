@@ -8,6 +8,7 @@ import (
 
 	"github.com/redkit-go/redkit/internal/valid"
 	"github.com/redkit-go/redkit/otelx"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Lease is one acquisition of a Mutex. Its methods are safe for concurrent
@@ -22,7 +23,8 @@ type Lease struct {
 	r        *resource
 	owner    string
 	token    uint64
-	acquired time.Time // before the acquire that succeeded was sent
+	acquired time.Time         // before the acquire that succeeded was sent
+	cause    trace.SpanContext // the acquire's span, linked from the watchdog's renewals
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc

@@ -17,6 +17,7 @@ import (
 	"github.com/redkit-go/redkit/internal/retry"
 	"github.com/redkit-go/redkit/internal/script"
 	"github.com/redkit-go/redkit/internal/valid"
+	"go.opentelemetry.io/otel/trace"
 )
 
 var (
@@ -439,6 +440,7 @@ func (r *resource) attempt(ctx context.Context, owner, mode string) (*Lease, tim
 // newLease registers and starts the lease of a successful acquire.
 func (r *resource) newLease(ctx context.Context, owner string, token uint64, start time.Time) (*Lease, time.Duration, error) {
 	l := newLease(r, owner, token, start)
+	l.cause = trace.SpanContextFromContext(ctx)
 	if err := r.c.track(l); err != nil {
 		r.abandon(ctx, owner)
 		return nil, 0, err

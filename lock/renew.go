@@ -9,6 +9,7 @@ import (
 	"github.com/redkit-go/redkit/internal/keys"
 	"github.com/redkit-go/redkit/internal/script"
 	"github.com/redkit-go/redkit/otelx"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // renewer is a Client's watchdog: one goroutine, running only while some
@@ -196,7 +197,13 @@ func (r *renewer) renew(batch []*Lease) map[*Lease]bool {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	ctx, span := r.c.tel.start(ctx, "lock.renew")
+	var causes []trace.SpanContext
+	for _, g := range order {
+		for _, l := range g.leases {
+			causes = append(causes, l.cause)
+		}
+	}
+	ctx, span := r.c.tel.startRenewal(ctx, causes)
 	cmds := script.Pipeline(ctx, r.c.rdb, calls)
 	var perr error
 	for _, cmd := range cmds {

@@ -77,3 +77,31 @@ func TestSpanTree_contendedAcquire(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, attempts, 2, "an attempt that found it held and the one that took it\n%s", tree)
 }
+
+// The watchdog's renewals are background work: one lock.renew root span
+// per round, linked to the lock.acquire span of the lease it renews, not
+// a child of a request that has long ended nor an unlinked orphan.
+func TestSpanTree_watchdogRenewalLinksToAcquire(t *testing.T) {
+	srv := redistest.New(t, redistest.Options{})
+	rdb := srv.Client()
+	rec := otelxtest.New(t)
+	require.NoError(t, otelx.InstrumentRedis(rdb, rec.Providers()))
+	require.NoError(t, rdb.Ping(t.Context()).Err())
+	locks := lock.New(rdb, lock.WithTracerProvider(rec.TracerProvider), lock.WithMeterProvider(rec.MeterProvider))
+	t.Cleanup(func() { _ = locks.Close() })
+	m := locks.Mutex("renewed", lock.WithTTL(60*time.Millisecond))
+
+	ctx, req := rec.TracerProvider.Tracer("caller").Start(t.Context(), "request")
+	l, err := m.Acquire(ctx)
+	require.NoError(t, err)
+	req.End()
+	eventually(t, func() bool { return strings.Contains(rec.Trees(), "lock.renew outcome=ok link=lock.acquire") }, "a renewal")
+	require.NoError(t, l.Release(t.Context()))
+
+	for _, line := range strings.Split(rec.Trees(), "\n") {
+		if strings.Contains(line, "lock.renew") {
+			require.Equal(t, "lock.renew outcome=ok link=lock.acquire", line, "a renewal is a root linked to the acquire:\n%s", rec.Trees())
+		}
+	}
+	require.Equal(t, "request\n  lock.acquire outcome=ok\n    evalsha cache_miss\n    eval\n", rec.Tree(t, "request"))
+}

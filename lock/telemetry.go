@@ -101,6 +101,24 @@ func (t *telemetry) start(ctx context.Context, span string) (context.Context, tr
 	return otelx.StartTimed(ctx, t.tracer, span, t.label, t.duration, strings.TrimPrefix(span, "lock."))
 }
 
+// maxRenewalLinks bounds the links of one renewal span (the SDK keeps 128
+// by default).
+const maxRenewalLinks = 128
+
+// startRenewal starts the span of one watchdog round: background work, a
+// root of its own, linked to the acquire span of each lease it renews.
+func (t *telemetry) startRenewal(ctx context.Context, causes []trace.SpanContext) (context.Context, trace.Span) {
+	ctx, span := t.start(ctx, "lock.renew")
+	n := 0
+	for _, c := range causes {
+		if c.IsValid() && n < maxRenewalLinks {
+			span.AddLink(trace.Link{SpanContext: c})
+			n++
+		}
+	}
+	return ctx, span
+}
+
 func (t *telemetry) withOutcome(outcome string) metric.MeasurementOption { return t.outcomes[outcome] }
 
 // acquired records the end of an acquire that began at start.
