@@ -211,18 +211,20 @@ func (r *reclaimer) run(inv *Inventory) {
 			skus = append(skus, sku)
 		}
 		r.mu.Unlock()
+		rctx, endRound := inv.tel.reclaimRound(ctx)
 		for _, sku := range skus {
 			for ctx.Err() == nil {
-				res, err := inv.Reclaim(ctx, sku)
+				res, err := inv.Reclaim(rctx, sku)
 				if err != nil {
 					break
 				}
-				inv.tel.reclaimedBatch(ctx, res)
+				inv.tel.reclaimedBatch(rctx, res)
 				if res.Remaining == 0 {
 					break
 				}
 			}
 		}
+		endRound()
 	}
 }
 

@@ -2,6 +2,7 @@ package stock_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -44,4 +45,36 @@ func TestSpanTree_Deduct(t *testing.T) {
   stock.deduct outcome=ok
     evalsha
 `, rec.Tree(t, "POST /orders again"))
+}
+
+// The background reclaimer is one stock.reclaim_batch root span per round,
+// with a stock.reclaim span per call under it, not a root per SKU and
+// call.
+func TestSpanTree_reclaimRound(t *testing.T) {
+	srv := redistest.New(t, redistest.Options{})
+	rdb := srv.Client()
+	rec := otelxtest.New(t)
+	require.NoError(t, otelx.InstrumentRedis(rdb, rec.Providers()))
+	inv := stock.New(rdb, stock.WithTracerProvider(rec.TracerProvider), stock.WithMeterProvider(rec.MeterProvider),
+		stock.WithReclaimInterval(20*time.Millisecond))
+	t.Cleanup(func() { _ = inv.Close() })
+	require.NoError(t, rdb.Ping(t.Context()).Err())
+	for _, sku := range []string{"a", "b"} {
+		require.NoError(t, inv.Create(t.Context(), sku, 5))
+		_, err := inv.Reserve(t.Context(), order("r-"+sku, "b1", sku, 1), time.Second)
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool {
+		lv, err := inv.Level(t.Context(), "b")
+		return err == nil && lv.Reserved == 0
+	}, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, inv.Close())
+
+	for _, s := range rec.Spans.Ended() {
+		if s.Name() == "stock.reclaim" {
+			require.True(t, s.Parent().IsValid(), "a stock.reclaim root span:\n%s", rec.Trees())
+		}
+	}
+	tree := rec.Tree(t, "stock.reclaim_batch")
+	require.Contains(t, tree, "stock.reclaim_batch\n  stock.reclaim outcome=ok\n    evalsha", tree)
 }

@@ -109,6 +109,15 @@ func (t *telemetry) count(ctx context.Context, op, outcome string) {
 	t.ops.Add(ctx, 1, t.attrs(op, outcome))
 }
 
+// reclaimRound starts the span of one round of the background reclaimer:
+// background work with no caller, one stock.reclaim_batch root span per
+// round, with a stock.reclaim span under it per call, instead of a root
+// per SKU and call.
+func (t *telemetry) reclaimRound(ctx context.Context) (context.Context, func()) {
+	ctx, span := otelx.Start(ctx, t.tracer, "stock.reclaim_batch", t.label)
+	return ctx, func() { otelx.End(span, "", nil) }
+}
+
 // unitsSold counts the units of items as sold by op when the call applied
 // the operation (a replay sold nothing new).
 func (t *telemetry) unitsSold(ctx context.Context, op string, items []Item, res Result, err error) {
