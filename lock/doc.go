@@ -19,11 +19,14 @@
 //     (ErrLeaseExpired) or held by another owner (ErrLeaseTaken). An extend
 //     never re-creates a lock that has lapsed.
 //   - Every acquisition gets a fencing token (Lease.Fence) that is strictly
-//     greater than every earlier token of the same name. A Mutex (fair or
-//     not) and an RWMutex's write leases of one name draw from one counter,
-//     so Fence.Name (the lock's name) always names one sequence and a
-//     resource fenced by both compares tokens of that one sequence. A
-//     resource that
+//     greater than every earlier token of the same name. The tokens come
+//     from one counter per Redis Cluster hash slot, shared by every name
+//     whose keys live in that slot (on a single server as on a Cluster), so
+//     no state is kept per name forever: a name's tokens strictly increase
+//     but are not consecutive, and compare only with tokens of the same
+//     Fence.Name. A Mutex (fair or not) and an RWMutex's write leases of one
+//     name draw from the same counter, so a resource fenced by both compares
+//     tokens of one sequence. A resource that
 //     remembers the highest token it has seen — with FenceLua inside a Redis
 //     script, or CheckFence — refuses writes from a holder whose lease has
 //     since passed to someone else (ErrStaleFence). This is what makes the
@@ -41,8 +44,22 @@
 //     first.
 //   - Retries are safe. The scripts are idempotent by owner ID: an acquire
 //     re-sent after a lost reply recognises its own owner ID and succeeds
-//     with the same token; a release re-sent after it took effect finds a
-//     release tombstone and still reports "released". When an acquire's
+//     with the same token. A release writes nothing to remember itself; a
+//     send of it that finds the lock no longer this owner's is decided from
+//     state that exists anyway, the lease and the fence counter:
+//     released (nil) when the release left while the lease was valid (before
+//     Until, not lost) and an earlier send of it may have run (a reply lost
+//     to the lock's own retry, or a client that re-sends by itself, as
+//     go-redis does with MaxRetries above 0): that send found the lock held,
+//     as the lease guarantees until Until, and deleted it, whether the lock
+//     is now free or already a waiter's. Expired (ErrLeaseExpired) when
+//     nobody holds it and the release left after Until, taken
+//     (ErrLeaseTaken) when another owner holds it and the release left after
+//     Until, and either of these whenever the fence counter is below the
+//     lease's token: Redis lost the acquisition (a restart without
+//     persistence, a failover), so nothing this lease sent can have
+//     released it. Semaphore permits and read leases have no counter: for
+//     them a loss by Redis is not told apart. When an acquire's
 //     outcome stays unknown (the caller's context ended mid-call, the reply
 //     was lost), the lock it may have created is deleted before the call
 //     returns; when Redis does not answer that either, the Client keeps
@@ -56,13 +73,19 @@
 //     writer's waiting mark, a fair-mode queue entry) before Acquire
 //     returns, in one round trip, or in the background as above when Redis
 //     does not answer.
-//   - Waiting costs no polling. A release publishes on the name's channel;
-//     each Client has one subscriber connection (one per primary on a
-//     Cluster, with SSUBSCRIBE/SPUBLISH, moved when a slot moves), a waiter
-//     is subscribed before its next attempt so a release cannot slip in
-//     between, and each release wakes at most one waiter of the process
-//     (local FIFO).
-//     Every wait is capped by the holder's remaining TTL, so a crashed holder
+//   - Waiting costs no polling, and no wake-up is sent when nobody waits. A
+//     refused attempt of a caller that will wait marks the lock as waited
+//     for (one byte of the lock's own value, so the mark lives exactly as
+//     long as the lock; a Semaphore's mark expires with the permits held
+//     when it was set; an RWMutex writer's waiting mark serves its readers'
+//     releases); a release publishes on the name's channel only when it
+//     finds the mark, and a lock taken by a caller that had waited starts
+//     marked, since others may wait behind it. Each Client has one
+//     subscriber connection (one per primary on a Cluster, with
+//     SSUBSCRIBE/SPUBLISH, moved when a slot moves), a waiter is subscribed
+//     before its next attempt so a release cannot slip in between, and each
+//     release wakes at most one waiter of the process (local FIFO). Every
+//     wait is capped by the holder's remaining TTL, so a crashed holder
 //     or a lost message delays a waiter by at most one TTL. WithPolling
 //     switches to jittered polling instead.
 //   - Cost: an uncontended acquire and a release are one round trip each,
@@ -74,7 +97,9 @@
 //   - Mutex, optionally fair (WithFair): waiters queue in Redis in arrival
 //     order (server time), only the head is woken, a releaser asking again
 //     goes to the back, and a waiter that stops sending heartbeats (every
-//     FairHeartbeat) is evicted after FairEviction.
+//     FairHeartbeat) is evicted after FairEviction. The queue expires
+//     FairEviction after the last heartbeat of any waiter, so waiters that
+//     crashed leave nothing behind even when nobody locks the name again.
 //   - RWMutex: many readers or one writer, writer-preferring: a waiting
 //     writer stops new readers, whatever TTLs its readers and writers use
 //     (the writer's mark lives until two of its TTLs after the holders it
@@ -112,7 +137,7 @@
 //     as far as persistence goes: with AOF and appendfsync always, all of
 //     them; without persistence, none. Then a holder's next renewal finds
 //     its lock gone and its Context ends (ErrLeaseExpired), another process
-//     can acquire at once, and the fence counter starts again at 1, so a
+//     can acquire at once, and the slot's fence counter starts again at 1, so a
 //     protected resource that recorded higher tokens refuses every new
 //     holder (ErrStaleFence) until its fence key is reset.
 //   - A lease cannot stop a process that is already past its check: a
@@ -136,9 +161,13 @@
 //
 //   - A reply lost or held back past the read timeout (the command ran): a
 //     re-sent acquire gets the same token, also a 15-digit one; a re-sent
-//     release reports released (TestMutex_TryAcquire_replyHeldBack,
+//     release reports what happened, with go-redis's re-sends or the lock's
+//     own: released when its first send released the lock, expired when
+//     the lock had expired with nobody after, taken (the new owner's lock
+//     untouched) when another owner had taken it, and it leaves no key
+//     behind (TestMutex_TryAcquire_replyHeldBack,
 //     TestMutex_TryAcquire_replyHeldBack_largeToken,
-//     TestLease_Release_resent).
+//     TestLease_Release_resent, TestLease_Release_resentAfterLostReply).
 //   - An acquire whose outcome stays unknown: the lock it may have taken is
 //     deleted before the call returns (TestMutex_TryAcquire_unknownOutcomeCleansUp);
 //     when the replies of that deletion are lost too, as soon as replies
@@ -178,7 +207,9 @@
 //   - kill -9 and restart: with AOF and appendfsync always, the lock and
 //     its counter survive (TestMutex_restartWithAOF); without persistence
 //     both are forgotten, the holder's lease ends at its next renewal and
-//     tokens start again at 1 (TestMutex_restartWithoutPersistence).
+//     tokens start again at 1 (TestMutex_restartWithoutPersistence); a
+//     lease still valid locally then releases with ErrLeaseExpired, not nil
+//     (TestLease_Release_afterRedisLostIt).
 //   - Failover: an acquire a replica acknowledged survives it
 //     (TestMutex_replicaAck_failover); a required acknowledgement not
 //     reached fails the acquire and gives the lock back
@@ -192,6 +223,13 @@
 //     gives back what it got (TestRedlock_silentMinority_noQuorum). Two
 //     masters down: an error, nothing held (TestRedlock_quorum); a majority
 //     that lost the lock ends the lease (TestRedlock_leaseLostWithMajority).
+//   - Releases nobody waited for publish nothing; a waiter is woken by the
+//     release it marked, and a second waiter refused before that release,
+//     in this process or another, is woken in turn, long before the
+//     holder's TTL (TestMutex_Release_publishesOnlyWhenWaited,
+//     TestMutex_Acquire_waiterJoinsBeforeRelease).
+//   - A fair-mode waiter killed with SIGKILL while queued: its queue and
+//     heartbeat entries expire by themselves (TestMutex_Fair_killedWaiter).
 //   - Random sequences of acquire (waiting or not), extend, release and
 //     give-ups at any step, with lost replies and a silent Redlock master,
 //     over Mutex, fair mode, RWMutex, Semaphore and Redlock: no two
@@ -204,28 +242,54 @@
 //
 // All keys of one name share the hash tag of its slot group (the part of the
 // name before '/', or the whole name), so every script runs on one Cluster
-// slot and related names can be renewed together:
+// slot and related names can be renewed together. The fence counter of a
+// name is the one of that slot: its tag is the smallest decimal number that
+// Redis hashes to the same slot.
 //
-//	<prefix>:lock:v1:{<group>}:mutex:<name>          Mutex: owner ID and token; always has the TTL
-//	<prefix>:lock:v1:{<group>}:token:<name>          fence counter of Mutex and RWMutex writers; permanent (about 100 bytes per name)
-//	<prefix>:lock:v1:{<group>}:queue:<name>          fair mode: waiters by arrival; empty when nobody waits
-//	<prefix>:lock:v1:{<group>}:beats:<name>          fair mode: waiters by eviction deadline
-//	<prefix>:lock:v1:{<group>}:sem:<name>            Semaphore: permits by expiry; expires with the last permit
-//	<prefix>:lock:v1:{<group>}:rw:<name>             RWMutex writer (as mutex)
-//	<prefix>:lock:v1:{<group>}:rwr:<name>            RWMutex readers by expiry
-//	<prefix>:lock:v1:{<group>}:rww:<name>            RWMutex waiting-writer mark; expires 2 writer TTLs after the holders it waits for
-//	<prefix>:lock:v1:{<group>}:redlock:<name>        Redlock, on each master (as mutex)
-//	<prefix>:lock:v1:{<group>}:redlock-seq:<name>    Redlock counter on each master; permanent, unused for fencing
-//	<prefix>:lock:v1:{<group>}:rel:<name>:<owner>    release tombstone; expires after 1 minute
-//	<prefix>:lock:v1:{<group>}:ack                   written before WAIT (replica acknowledgement); expires after 1 minute
-//	<prefix>:lock:v1:{<group>}:wake:<kind>:<name>    pub/sub channel (not a key); kind mutex, sem or rw
+//	<prefix>:lock:v2:{<group>}:mutex:<name>          Mutex: owner ID, mark byte, token; always has the TTL
+//	<prefix>:lock:v2:{<slot tag>}:tokens             fence counter of every Mutex and RWMutex writer of the slot; permanent
+//	<prefix>:lock:v2:{<group>}:queue:<name>          fair mode: waiters by arrival; expires FairEviction after the last heartbeat
+//	<prefix>:lock:v2:{<group>}:beats:<name>          fair mode: waiters by eviction deadline; expires with the queue
+//	<prefix>:lock:v2:{<group>}:sem:<name>            Semaphore: permits by expiry; expires with the last permit
+//	<prefix>:lock:v2:{<group>}:semw:<name>           Semaphore waited-for mark; expires with the permits held when it was set
+//	<prefix>:lock:v2:{<group>}:rw:<name>             RWMutex writer (as mutex)
+//	<prefix>:lock:v2:{<group>}:rwr:<name>            RWMutex readers by expiry
+//	<prefix>:lock:v2:{<group>}:rww:<name>            RWMutex waiting-writer mark; expires 2 writer TTLs after the holders it waits for
+//	<prefix>:lock:v2:{<group>}:redlock:<name>        Redlock, on each master (as mutex; the slot's counter there, unused for fencing)
+//	<prefix>:lock:v2:{<group>}:ack                   written before WAIT (replica acknowledgement); expires after 1 minute
+//	<prefix>:lock:v2:{<group>}:wake:<kind>:<name>    pub/sub channel (not a key); kind mutex, sem or rw
 //	                                                 (a fair-mode message names the owner ID to wake)
 //	<prefix>:fence:v1:{<protected tag>}:<name>       highest token seen by a protected resource (FenceKey); permanent
 //
-// The prefix is "redkit" unless WithKeyPrefix says otherwise. A fence
-// counter must outlive the lock key, or tokens would start again at 1; the
-// counters are the only things the package keeps per name forever. Delete
-// one only for a name that will never be locked again.
+// The prefix is "redkit" unless WithKeyPrefix says otherwise. Nothing is
+// written per release. Once no lease is held and no waiter is left, the
+// only keys that stay are the fence counters, at most MaxFenceCounters
+// (16384) per prefix, about 80 bytes each, however many names were ever
+// locked (TestMutex_namesUsedOnce_boundedKeys,
+// TestMutex_manyPairs_onlyCountersRemain); fair-mode waiters killed while
+// queued leave nothing once FairEviction has passed
+// (TestMutex_Fair_killedWaiter). A counter must outlive the locks of its
+// slot, or tokens would start again at 1: delete counters only together
+// with the protected resources' fence keys.
+//
+// # Upgrading from layout v1
+//
+// Layout v1 kept a fence counter per name (token:<name>, permanent) and a
+// release tombstone per release (rel:<name>:<owner>, one minute). The v2
+// scripts never read v1 keys, and a v1 and a v2 process do not see each
+// other's locks, so during the upgrade:
+//
+//  1. Stop every process that locks with the v1 layout before the first v2
+//     process takes a lock (a rolling deploy would let a v1 and a v2
+//     process hold the same name at once).
+//  2. v2 tokens start again at 1 per slot. A resource fenced with FenceLua
+//     or CheckFence keeps the highest v1 token it saw and would refuse v2
+//     holders (ErrStaleFence) until their tokens pass it: before starting
+//     v2, delete those fence keys (<prefix>:fence:v1:*), or raise each v2
+//     slot counter (<prefix>:lock:v2:{<slot tag>}:tokens) to at least the
+//     highest v1 token of its slot's names.
+//  3. Delete the v1 keys (<prefix>:lock:v1:*) once no v1 process runs; the
+//     redis.acl next to this file grants v2 keys only.
 //
 // # Telemetry
 //
