@@ -133,7 +133,11 @@
 // stock.writeoff, stock.create, stock.close_sku, stock.level, stock.audit,
 // stock.journal, stock.checkpoint, stock.trim, stock.reclaim,
 // stock.deduct_batch), a child of the caller's span, with redkit.outcome
-// and redkit.replayed; refusals are outcomes, not span errors. Metrics:
+// and redkit.replayed; refusals are outcomes, not span errors. Background
+// work has a root span per batch: stock.reclaim_batch per round of the
+// reclaimer (its stock.reclaim calls under it) and stock.consume_batch per
+// batch Consume hands to its handler (linked to the span of Consume's
+// caller; the handler's spans and the acknowledgement under it). Metrics:
 //
 //	redkit.stock.operation.duration  s          histogram  redkit.operation, redkit.outcome
 //	redkit.stock.operations          {operation} counter   redkit.operation, redkit.outcome

@@ -260,13 +260,17 @@ func (inv *Inventory) Consume(ctx context.Context, c Consumer, handle func(ctx c
 			entries[i], ids[i] = parseEntry(m), m.ID
 			entries[i].Bucket = bucketOf[stream]
 		}
-		if err := handle(ctx, entries); err != nil {
+		bctx, done := inv.tel.consumeBatch(ctx)
+		if err := handle(bctx, entries); err != nil {
+			done(err)
 			return err
 		}
 		// Handled entries are acknowledged even when ctx ended meanwhile.
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		actx, cancel := context.WithTimeout(context.WithoutCancel(bctx), 5*time.Second)
 		defer cancel()
-		return inv.rdb.XAck(actx, stream, c.Group, ids...).Err()
+		err := inv.rdb.XAck(actx, stream, c.Group, ids...).Err()
+		done(err)
+		return err
 	}
 	read := func(stream, from string) (int, error) {
 		res, err := inv.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{

@@ -1,6 +1,7 @@
 package stock_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -77,4 +78,34 @@ func TestSpanTree_reclaimRound(t *testing.T) {
 	}
 	tree := rec.Tree(t, "stock.reclaim_batch")
 	require.Contains(t, tree, "stock.reclaim_batch\n  stock.reclaim outcome=ok\n    evalsha", tree)
+}
+
+// Consume hands each batch to its handler under one stock.consume_batch
+// root span, linked to the span of Consume's caller: the handler's own
+// spans and the acknowledgement are its children.
+func TestSpanTree_consumeBatch(t *testing.T) {
+	srv := redistest.New(t, redistest.Options{})
+	rdb := srv.Client()
+	rec := otelxtest.New(t)
+	require.NoError(t, otelx.InstrumentRedis(rdb, rec.Providers()))
+	inv := stock.New(rdb, stock.WithTracerProvider(rec.TracerProvider), stock.WithMeterProvider(rec.MeterProvider))
+	t.Cleanup(func() { _ = inv.Close() })
+	require.NoError(t, inv.Create(t.Context(), "sku", 5))
+	tracer := rec.TracerProvider.Tracer("caller")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ctx, consumer := tracer.Start(ctx, "journal consumer")
+	err := inv.Consume(ctx, stock.Consumer{Group: "db", Name: "c1", SKUs: []string{"sku"}, Poll: 10 * time.Millisecond},
+		func(ctx context.Context, es []stock.JournalEntry) error {
+			_, span := tracer.Start(ctx, "db write")
+			span.End()
+			cancel()
+			return nil
+		})
+	require.ErrorIs(t, err, context.Canceled)
+	consumer.End()
+
+	require.Equal(t, "stock.consume_batch outcome=ok link=journal consumer\n  db write\n  xack\n",
+		rec.Tree(t, "stock.consume_batch"), rec.Trees())
 }

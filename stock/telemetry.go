@@ -118,6 +118,29 @@ func (t *telemetry) reclaimRound(ctx context.Context) (context.Context, func()) 
 	return ctx, func() { otelx.End(span, "", nil) }
 }
 
+// consumeBatch starts the span of one batch of journal entries that
+// Consume hands to its handler: a stock.consume_batch root span per batch
+// (Consume runs for as long as its caller lets it, so its batches do not
+// pile up in one endless trace), linked to the span of Consume's caller,
+// with the handler's spans and the acknowledgement under it.
+func (t *telemetry) consumeBatch(ctx context.Context) (context.Context, func(error)) {
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithNewRoot()}
+	if caller := trace.SpanContextFromContext(ctx); caller.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: caller}))
+	}
+	if t.label != "" {
+		opts = append(opts, trace.WithAttributes(attribute.String(otelx.AttrLabel, t.label)))
+	}
+	ctx, span := t.tracer.Start(ctx, "stock.consume_batch", opts...)
+	return ctx, func(err error) {
+		outcome := "ok"
+		if err != nil {
+			outcome = "error"
+		}
+		otelx.End(span, outcome, err)
+	}
+}
+
 // unitsSold counts the units of items as sold by op when the call applied
 // the operation (a replay sold nothing new).
 func (t *telemetry) unitsSold(ctx context.Context, op string, items []Item, res Result, err error) {
