@@ -10,7 +10,14 @@
 //
 // Each runs against the Redis or Cluster named by REDIS_URL, or, with it
 // unset, an embedded in-process Redis (miniredis), and exports telemetry
-// only when the standard OTEL_* variables ask for it (otelx/setup).
+// only when the standard OTEL_* variables ask for it (otelx/setup). Console
+// telemetry goes to stderr, since stdout is a program's report. With
+// OTEL_METRICS_EXPORTER=prometheus a served example answers GET /metrics
+// on its own server (no key needed, like the probes), unless
+// OTEL_EXPORTER_PROMETHEUS_HOST or _PORT give the exporter a listener of
+// its own; a simulated sale needs the latter (and -linger to stay up for
+// the last scrape). grafana/redkit.json is a dashboard over these metrics,
+// checked against a real Prometheus by flashsale's TestPrometheus_flashSale.
 //
 // Served (-serve, or idservice's -addr), each is fit to expose: every route
 // needs an API key with a scope (internal/auth: hashed bearer keys behind
