@@ -187,9 +187,12 @@
 // Journals grow until trimmed: Checkpoint appends an entry carrying the
 // levels, and Trim deletes the entries before the last checkpoint, except
 // those a consumer group (Consume) has not yet acknowledged. Per-buyer
-// counters live as long as the buyer holds units of the SKU. A transfer
-// between buckets keeps an out-record until it finishes. SKU hashes live until deleted by
-// the operator. Nothing else is kept.
+// counters live as long as the buyer holds units of the SKU, and no
+// longer than the sale: CloseSKU (ending the sale for good) deletes them all,
+// since they only judge the limit of new orders, and what a closed SKU
+// still does (confirm, cancel or expire a hold, refund, write off) needs
+// none. A transfer between buckets keeps an out-record until it finishes.
+// SKU hashes live until deleted by the operator. Nothing else is kept.
 //
 // # What survives which fault
 //

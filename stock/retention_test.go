@@ -1,6 +1,8 @@
 package stock_test
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,4 +86,60 @@ func TestInventory_clusterConcurrentSafe(t *testing.T) {
 		require.NoError(t, err)
 		audited(t, inv, g+"/x", g+"/y")
 	}
+}
+
+// Ending a sale (CloseSKU) drops the per-buyer counters, which only judge
+// the limit of new orders, on every bucket; holds taken before still
+// confirm, cancel and expire, refunds still work, none of them brings a
+// counter back, and the books stay balanced.
+func TestRetention_closeSKUDropsBuyerCounters(t *testing.T) {
+	inv, rdb, prefix := newInventory(t, stock.WithReclaimInterval(0))
+	ctx := t.Context()
+	require.NoError(t, inv.Create(ctx, "sale", 100, stock.WithBuyerLimit(3)))
+	require.NoError(t, inv.Create(ctx, "hot", 100, stock.WithBuyerLimit(3), stock.WithBuckets(2)))
+	for i := range 10 {
+		b := "u" + strconv.Itoa(i)
+		for _, sku := range []string{"sale", "hot"} {
+			_, err := inv.Deduct(ctx, order("d-"+sku+b, b, sku, 1))
+			require.NoError(t, err)
+		}
+	}
+	_, err := inv.Reserve(ctx, order("h-held", "u1", "sale", 2), time.Hour)
+	require.NoError(t, err)
+	_, err = inv.Reserve(ctx, order("h-conf", "u2", "sale", 2), time.Hour)
+	require.NoError(t, err)
+	_, err = inv.Reserve(ctx, order("h-exp", "u3", "sale", 1), time.Second)
+	require.NoError(t, err)
+	buyers := func() []string {
+		var ks []string
+		for _, k := range keysUnder(t, rdb, prefix) {
+			if strings.Contains(k, ":buyers:") {
+				ks = append(ks, k)
+			}
+		}
+		return ks
+	}
+	require.Len(t, buyers(), 3) // sale, and both buckets of hot
+
+	require.NoError(t, inv.CloseSKU(ctx, "sale"))
+	require.NoError(t, inv.CloseSKU(ctx, "hot"))
+	require.Empty(t, buyers(), "a closed SKU keeps its per-buyer counters")
+
+	_, err = inv.Deduct(ctx, order("late", "u9", "sale", 1))
+	require.ErrorIs(t, err, stock.ErrClosed)
+	_, err = inv.Cancel(ctx, order("h-held", "u1", "sale", 2))
+	require.NoError(t, err)
+	_, err = inv.Confirm(ctx, order("h-conf", "u2", "sale", 2))
+	require.NoError(t, err)
+	time.Sleep(1100 * time.Millisecond) // h-exp's deadline passes
+	_, err = inv.Reclaim(ctx, "sale")
+	require.NoError(t, err)
+	_, err = inv.Refund(ctx, order("d-saleu4", "u4", "sale", 1))
+	require.NoError(t, err)
+	_, err = inv.Refund(ctx, order("d-hotu5", "u5", "hot", 1))
+	require.NoError(t, err)
+	require.Empty(t, buyers(), "a counter came back after the close")
+	require.Equal(t, stock.Levels{Available: 89, Reserved: 0, Sold: 12, Refunded: 1}, level(t, inv, "sale"))
+	audited(t, inv, "sale", "hot")
+	require.NoError(t, inv.CloseSKU(ctx, "sale")) // closing again is a no-op
 }

@@ -277,9 +277,13 @@ func (inv *Inventory) adjust(ctx context.Context, kind, opID, sku string, qty in
 	return res, nil
 }
 
-// CloseSKU stops sales, reservations and restocks of sku for good. Holds
-// already taken can still be confirmed or cancelled, and write-offs still
-// work. Closing a closed SKU returns nil.
+// CloseSKU ends the sale of sku for good: it stops sales, reservations and
+// restocks, and deletes the SKU's per-buyer counters (WithBuyerLimit), which
+// only judge the limit of new orders, so an ended sale does not keep a field
+// per buyer who bought. Holds already taken can still be confirmed, cancelled
+// or expire, sold orders refunded and write-offs made; none of them brings a
+// counter back. Closing a closed SKU returns nil (and deletes counters a
+// closed SKU may still have).
 func (inv *Inventory) CloseSKU(ctx context.Context, sku string) error {
 	_, err := inv.tel.observe(ctx, "close_sku", func(ctx context.Context) (Result, error) {
 		return Result{}, inv.closeSKU(ctx, sku)
@@ -298,7 +302,7 @@ func (inv *Inventory) closeSKU(ctx context.Context, sku string) error {
 	}
 	for _, t := range tags {
 		err = retry.Do(ctx, inv.cfg.retry, func(ctx context.Context, _ int) error {
-			return closeScript.Run(ctx, inv.rdb, []string{inv.skuKey(t, sku), inv.journalKey(t, sku)}, sku).Err()
+			return closeScript.Run(ctx, inv.rdb, []string{inv.skuKey(t, sku), inv.journalKey(t, sku), inv.buyersKey(t, sku)}, sku).Err()
 		})
 		if err != nil {
 			return fmt.Errorf("stock: close %s: %w", sku, err)
