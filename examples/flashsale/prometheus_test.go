@@ -368,3 +368,32 @@ func contendForALock(t *testing.T, srv *redistest.Server) (stop func()) {
 	t.Cleanup(stop)
 	return stop
 }
+
+// With OTEL_METRICS_EXPORTER=prometheus and no host or port of its own,
+// the served flash sale answers GET /metrics on its own server, without a
+// key, and the series carry no SKU, order or buyer.
+func TestRun_serve_sharedMetrics(t *testing.T) {
+	noKeys(t)
+	t.Setenv(redisconn.Env, "")
+	t.Setenv("OTEL_TRACES_EXPORTER", "none")
+	t.Setenv("OTEL_METRICS_EXPORTER", "prometheus")
+	t.Setenv("OTEL_EXPORTER_PROMETHEUS_HOST", "")
+	t.Setenv("OTEL_EXPORTER_PROMETHEUS_PORT", "")
+	svc := exampletest.Serve(t, run, "-serve", "127.0.0.1:0")
+	admin := exampletest.NewClient(t, svc.URL).As(svc.AdminKey)
+	admin.Do("POST", "/skus", "", `{"sku":"secret-sku","stock":3}`).Want(t, http.StatusCreated, "")
+	admin.Do("POST", "/skus/secret-sku/orders", "secret-order", `{"qty":1}`).Want(t, http.StatusOK, "")
+
+	m := exampletest.NewClient(t, svc.URL).Get("/metrics")
+	if m.Status != http.StatusOK {
+		t.Fatalf("GET /metrics: %d\n%s", m.Status, m.Body)
+	}
+	for _, want := range []string{`redkit_stock_operation_duration_seconds_bucket{`, `redkit_operation="deduct"`, `redkit_stock_units_sold_total{`} {
+		if !strings.Contains(m.Body, want) {
+			t.Errorf("GET /metrics lacks %s:\n%s", want, m.Body)
+		}
+	}
+	if strings.Contains(m.Body, "secret") {
+		t.Errorf("GET /metrics names a SKU, order or buyer:\n%s", m.Body)
+	}
+}
