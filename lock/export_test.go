@@ -66,3 +66,6 @@ func (c *Client) Waiters(m *Mutex) int {
 	}
 	return 0
 }
+
+// ScriptSource returns the source Redis runs for the mutex's release script.
+func (m *Mutex) ReleaseSource() string { return m.r.kind.release.Source() }

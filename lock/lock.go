@@ -9,6 +9,7 @@ import (
 	"fmt"
 	mathrand "math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,8 +37,49 @@ var (
 )
 
 // newLockScript returns a lock script with the shared functions of
-// scripts/common.lua prepended.
-func newLockScript(src string) *script.Script { return script.New(commonLua + src) }
+// scripts/common.lua it calls prepended, and only those: Redis runs the
+// whole chunk on every call, and each function defined is a closure built
+// per call.
+func newLockScript(src string) *script.Script { return script.New(withCommon(src)) }
+
+// withCommon prepends to src the functions of scripts/common.lua that src
+// calls, directly or through another such function, in their order there.
+func withCommon(src string) string {
+	var names, defs []string
+	for _, block := range strings.Split(commonLua, "\n\n") {
+		_, rest, ok := strings.Cut(block, "local function ")
+		if !ok {
+			continue
+		}
+		name, _, _ := strings.Cut(rest, "(")
+		names, defs = append(names, name), append(defs, block)
+	}
+	need := make([]bool, len(names))
+	for changed := true; changed; {
+		changed = false
+		for i, name := range names {
+			if need[i] {
+				continue
+			}
+			used := strings.Contains(src, name+"(")
+			for j := range names {
+				used = used || need[j] && strings.Contains(defs[j], name+"(") && j != i
+			}
+			if used {
+				need[i], changed = true, true
+			}
+		}
+	}
+	var b strings.Builder
+	for i, def := range defs {
+		if need[i] {
+			b.WriteString(def)
+			b.WriteString("\n\n")
+		}
+	}
+	b.WriteString(src)
+	return b.String()
+}
 
 // keyVersion is the layout version of the package's keys (the v<N> in
 // them); doc.go says what changed in each and how to upgrade.

@@ -22,10 +22,11 @@ import (
 // again (itself with go-redis's retries, or through the lock's own retry
 // loop with MaxRetries -1), and the second send gets its reply.
 func lossyClient(t *testing.T, px *redistest.Proxy, sendsOnce bool) (*redis.Client, func()) {
-	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 300 * time.Millisecond})
+	o := &redis.Options{Addr: px.Addr(), ReadTimeout: 300 * time.Millisecond}
 	if sendsOnce {
-		rdb = redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 300 * time.Millisecond, MaxRetries: -1})
+		o.MaxRetries = -1
 	}
+	rdb := redis.NewClient(o)
 	t.Cleanup(func() { _ = rdb.Close() })
 	dropFirst := func() {
 		before := px.Dropped()
