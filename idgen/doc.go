@@ -41,6 +41,18 @@
 // within the caller's deadline; the next successful fetch ends the outage. A
 // process restart skips what the old process held.
 //
+// Deadlines. The caller's ctx, WithFetchTimeout and the lease's own bounds
+// (TTL/3 per renewal) hold whatever the client's options: go-redis bounds a
+// socket read by the client's ReadTimeout, not by ctx, unless the client has
+// ContextTimeoutEnabled, so a frozen server (a stopped process, a lost reply)
+// would otherwise hold a call for ReadTimeout, or for ever with ReadTimeout
+// -1. Each Redis call runs in a goroutine of its own, and the caller gives it
+// up when its ctx ends. The call goes on until Redis answers or go-redis
+// gives up; what it reserves is then skipped (never handed out, so a lost
+// call only skips values, never repeats one), a node it leased is released
+// at once, and a renewal is simply tried again. Close (Segment's, Snowflake's)
+// cancels what it waits for and does not wait for such a call.
+//
 // Counters going backwards. Every fetch (and every Sequence call) passes the
 // highest value that generator has reserved; a counter found below it (the
 // key was deleted, restored from an old backup, lost in a failover, or set
@@ -49,7 +61,8 @@
 // older value than one another call returned while it was in flight; when
 // the key was lost in between, the value it gets may be one this Sequence
 // already returned: it is refused and the counter moved up again, above
-// every value returned. A Segment has one fetch in flight at a time. So one
+// every value returned. A Segment waits for one fetch at a time (one it gave
+// up on may still be running, but its range is never handed out). So one
 // Segment or Sequence never repeats itself, whatever happens to the key.
 //
 // Redis restart. The counter survives a restart only as far as persistence
@@ -88,7 +101,8 @@
 // time comes from Go's monotonic clock, so wall-clock steps in a running
 // process cause no duplicate and no stall. A clock that goes backwards inside
 // the process (possible only with a custom WithClock) makes Next wait until it
-// has caught up, never repeat an ID. Static nodes (NewSnowflake) have no guard
+// has caught up, never repeat an ID; ctx bounds that wait (the value given up
+// is skipped). Static nodes (NewSnowflake) have no guard
 // against a restart on a clock that went backwards; leased nodes do.
 //
 // Leased nodes. NewLeasedSnowflake takes a free node ID (0..1023) of the
@@ -101,7 +115,8 @@
 // else fails with ErrClockBehind, so a restart on a clock that went backwards
 // never reissues IDs. Free nodes whose high-water is below the caller's clock
 // are preferred, so waiting only happens when no such node is free; among
-// them one is picked at random, not the lowest.
+// them one is picked uniformly at random, not the lowest nor the first after
+// a random start.
 //
 // Losing the node table. The table lives in Redis: FLUSHALL, a deleted key, a
 // restart without persistence or a failover without its latest writes can
@@ -114,8 +129,9 @@
 //
 //   - A process that leases a node between the loss and that renewal (one
 //     starting, or a generator leasing anew) may take a node still in use.
-//     The node is picked at random, so with k such nodes in use it takes one
-//     with a chance of k in the number of free nodes. If it does, both issue
+//     The node is picked uniformly at random among the free nodes, so with k
+//     such nodes in use it takes one with a chance of k in the number of free
+//     nodes, wherever they lie in the table. If it does, both issue
 //     IDs on the node, and IDs drawn in the same millisecond with the same
 //     sequence number are equal, until the running generator's renewal finds
 //     the node taken: it then stops at once and leases another node (at most

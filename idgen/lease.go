@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	_ "embed"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -138,8 +139,17 @@ func (l *nodeLease) acquire(ctx context.Context) (*tenure, error) {
 func (l *nodeLease) acquireNode(ctx context.Context) (*tenure, error) {
 	owner := newOwner()
 	sent := l.s.nowMs()
-	res, err := acquireScript.Run(ctx, l.rdb, []string{l.key},
-		owner, l.ttl.Milliseconds(), sent, leaseRetention.Milliseconds(), firstNode()).Int64Slice()
+	res, _, err := bounded(ctx, func(ctx context.Context) ([]int64, error) {
+		return acquireScript.Run(ctx, l.rdb, []string{l.key},
+			owner, l.ttl.Milliseconds(), sent, leaseRetention.Milliseconds(), nodePick()).Int64Slice()
+	}, func(res []int64, err error) {
+		// A node leased after the caller gave up is given back at once.
+		if err == nil && len(res) == 2 && res[0] >= 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+			defer cancel()
+			_, _, _ = l.runRenew(ctx, owner, res[0], 0, 0, 0)
+		}
+	})
 	if err != nil {
 		return nil, fmt.Errorf("idgen: lease node: %w", err)
 	}
@@ -211,28 +221,42 @@ func (l *nodeLease) renew(ctx context.Context, ttl time.Duration, ms, until int6
 	if ttl > 0 && ms < until {
 		rewrite = 1
 	}
-	n, err := renewScript.Run(ctx, l.rdb, []string{l.key},
-		owner, ttl.Milliseconds(), ms, leaseRetention.Milliseconds(), node, rewrite).Int64()
+	n, _, err := l.runRenew(ctx, owner, node, ttl, ms, rewrite)
 	if n == 2 {
 		return l.s.nowMs() < until, err
 	}
 	return n == 1, err
 }
 
-// firstNode returns where the acquire script starts looking for a free node:
-// random, so that processes starting while the table misses the entries of
-// running holders (a FLUSHALL, a restart without persistence) do not all
-// take the lowest free node, which such a holder may still be using.
-func firstNode() int64 {
-	var b [2]byte
+// runRenew runs lease_renew.lua for owner and node, bounded by ctx whatever
+// the client's options. A renewal or release abandoned by ctx needs no
+// follow-up: it is retried, or the lease expires by itself.
+func (l *nodeLease) runRenew(ctx context.Context, owner string, node int64, ttl time.Duration, ms int64, rewrite int) (int64, bool, error) {
+	return bounded(ctx, func(ctx context.Context) (int64, error) {
+		return renewScript.Run(ctx, l.rdb, []string{l.key},
+			owner, ttl.Milliseconds(), ms, leaseRetention.Milliseconds(), node, rewrite).Int64()
+	}, nil)
+}
+
+// releaseTimeout bounds a release: the lease expires by itself after that.
+const releaseTimeout = 2 * time.Second
+
+// nodePick returns the random number, 0..2^48-1, by which the acquire script
+// picks one of the candidate free nodes uniformly: processes starting while
+// the table misses the entries of running holders (a FLUSHALL, a restart
+// from an older snapshot) take a node such a holder still uses with a chance
+// of k in the number of free nodes for k such holders. 48 bits keep the
+// modulo's bias below 2^-38 and the number exact in Lua's doubles.
+func nodePick() int64 {
+	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return (int64(b[0])<<8 | int64(b[1])) & MaxNode
+	return int64(binary.BigEndian.Uint64(b[:]) >> 16)
 }
 
 // release gives the node back, recording lastMs (the highest timestamp
 // issued on it, 0 if none) as its high-water mark.
 func (l *nodeLease) release(lastMs int64) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
 	ctx, span := l.tel.start(ctx, "idgen.lease.release")
 	_, err := l.renew(ctx, 0, max(lastMs, 0), 0)

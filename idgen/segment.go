@@ -211,7 +211,17 @@ func (s *Segment) fetch(fc *fetchCall, step, floor int64, cause trace.SpanContex
 	ctx, cancel := context.WithTimeout(s.life, s.cfg.fetchTimeout)
 	start := time.Now()
 	ctx, span := s.tel.startFetch(ctx, cause)
-	last, err := s.c.reserve(ctx, step, floor)
+	last, _, err := bounded(ctx, func(ctx context.Context) (int64, error) {
+		return s.c.reserve(ctx, step, floor)
+	}, func(last int64, err error) {
+		// The range came after the fetch gave up on it: it is skipped, and
+		// later fetches stay above it. Close does not wait for this call.
+		if err == nil {
+			s.mu.Lock()
+			s.floor = max(s.floor, last)
+			s.mu.Unlock()
+		}
+	})
 	s.tel.endFetch(ctx, span, start, step, err)
 	cancel()
 
@@ -230,7 +240,7 @@ func (s *Segment) fetch(fc *fetchCall, step, floor int64, cause trace.SpanContex
 		return
 	}
 	s.lastErr, s.backoff, s.retryAt = nil, 0, 0
-	s.floor = last
+	s.floor = max(s.floor, last)
 	if s.closed {
 		return
 	}

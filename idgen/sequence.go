@@ -14,7 +14,11 @@ import (
 // returned before it was requested. Use it for fencing tokens and anything
 // that needs strict global order; use Segment when uniqueness is enough.
 //
-// A Sequence is safe for concurrent use and holds no goroutine.
+// A Sequence is safe for concurrent use and holds no goroutine of its own:
+// a Next whose ctx ends while Redis has not answered returns at once, and
+// its round trip goes on in a goroutine until Redis answers or the client's
+// ReadTimeout ends it (the value it gets is skipped). Close the client to end
+// such calls at once.
 type Sequence struct {
 	c *counter
 
@@ -58,7 +62,23 @@ func (s *Sequence) Next(ctx context.Context) (ID, error) {
 	floor := s.start(-1)
 	s.mu.Unlock()
 	for {
-		v, err := s.c.reserve(ctx, 1, floor)
+		sent := floor
+		v, abandoned, err := bounded(ctx, func(ctx context.Context) (int64, error) {
+			return s.c.reserve(ctx, 1, sent)
+		}, func(v int64, err error) {
+			// Abandoned: v is skipped, never returned, yet no later call
+			// may go below it.
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.finish(sent)
+			if err == nil {
+				s.floor = max(s.floor, v)
+			}
+			s.prune()
+		})
+		if abandoned {
+			return 0, err // the late function ends the registration
+		}
 		s.mu.Lock()
 		if err != nil {
 			s.finish(floor)

@@ -96,9 +96,11 @@ func (s *Snowflake) nowMs() int64 {
 }
 
 // Next returns a new ID. It waits only when this millisecond's 4,096 IDs are
-// spent (until the next millisecond). A leased generator returns ErrLeaseLost
+// spent (until the next millisecond), or for a WithClock clock that went
+// backwards to catch up; ctx bounds that wait, and the value given up is
+// skipped, never handed out again. A leased generator returns ErrLeaseLost
 // while it holds no valid lease, and ErrClosed after Close.
-func (s *Snowflake) Next(_ context.Context) (ID, error) {
+func (s *Snowflake) Next(ctx context.Context) (ID, error) {
 	t := s.t.Load()
 	now := s.nowMs()
 	var v int64
@@ -117,7 +119,9 @@ func (s *Snowflake) Next(_ context.Context) (ID, error) {
 	ms := v >> stepBits
 	if ms > now {
 		// The sequence of this millisecond is spent: v belongs to a later one.
-		s.sleepUntil(ms)
+		if err := s.sleepUntil(ctx, ms); err != nil {
+			return 0, err
+		}
 	}
 	if ms >= t.until.Load() {
 		return 0, t.err
@@ -133,17 +137,34 @@ func (s *Snowflake) Next(_ context.Context) (ID, error) {
 // starts: Go's timers wake an idle process no sooner than 1ms later on Linux
 // (epoll's resolution), which would lose up to a fifth of the layout's
 // throughput. No lock is held meanwhile, so no other caller waits on this one.
-func (s *Snowflake) sleepUntil(ms int64) {
+// It returns early, with an error wrapping ctx's, when ctx ends: a clock
+// stepped back by WithClock can be behind by any amount.
+func (s *Snowflake) sleepUntil(ctx context.Context, ms int64) error {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		ahead := time.Duration(ms-s.baseMs)*time.Millisecond - s.now().Sub(s.base)
 		if ahead <= 0 {
-			return
+			return nil
 		}
-		if ahead > sleepMin {
-			time.Sleep(ahead - sleepMin)
+		if ahead <= sleepMin {
+			runtime.Gosched()
 			continue
 		}
-		runtime.Gosched()
+		if timer == nil {
+			timer = time.NewTimer(ahead - sleepMin)
+		} else {
+			timer.Reset(ahead - sleepMin)
+		}
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			return fmt.Errorf("idgen: waiting for the clock: %w", ctx.Err())
+		}
 	}
 }
 

@@ -8,6 +8,7 @@
 -- Reply:   last, the highest value of the range
 --          error "IDGEN_EXHAUSTED" when last would pass 2^53-1
 --          error "IDGEN_NOTINT" when the key holds anything but an integer within ±(2^53-1)
+--          written as Redis writes integers
 local max = 9007199254740991
 local step = tonumber(ARGV[1])
 local floor = tonumber(ARGV[2])
@@ -21,7 +22,10 @@ local cur = 0
 local raw = redis.call('GET', KEYS[1])
 if raw then
   cur = tonumber(raw)
-  if not cur or cur % 1 ~= 0 or cur < -max or cur > max or not string.match(raw, '^%-?%d+$') then
+  -- Only the form INCRBY accepts (no sign on zero, no leading zero, no "+"):
+  -- "-0" or "007" would pass tonumber and then fail INCRBY with Redis's own error.
+  local canonical = raw == '0' or string.match(raw, '^%-?[1-9]%d*$')
+  if not cur or cur % 1 ~= 0 or cur < -max or cur > max or not canonical then
     return redis.error_reply('IDGEN_NOTINT counter does not hold an integer')
   end
 end

@@ -1,0 +1,384 @@
+package idgen_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redkit-go/redkit/idgen"
+	"github.com/redkit-go/redkit/redistest"
+)
+
+// id.go, Generator.Next: "ctx bounds any wait for Redis or for the clock."
+// doc.go: "A clock that goes backwards inside the process (possible only with
+// a custom WithClock) makes Next wait until it has caught up". Snowflake.Next
+// ignores its ctx: the wait is unbounded by the caller's deadline.
+func TestSnowflake_clockBackwards_ctxDeadline(t *testing.T) {
+	var offset atomic.Int64
+	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	sf, err := idgen.NewSnowflake(1, idgen.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sf.Close()
+	if _, err := sf.Next(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	offset.Store(int64(-2 * time.Second)) // the custom clock steps back 2s
+	const deadline = 100 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	start := time.Now()
+	_, err = sf.Next(ctx)
+	took := time.Since(start)
+	t.Logf("Next after a 2s backwards step with a %v deadline: err=%v after %v", deadline, err, took)
+	if limit := deadline + 500*time.Millisecond; took > limit {
+		t.Fatalf("Generator.Next \"ctx bounds any wait for Redis or for the clock\": Snowflake.Next with a %v deadline "+
+			"waited %v for a WithClock clock that stepped back 2s (ctx is ignored)", deadline, took.Round(time.Millisecond))
+	}
+}
+
+// id.go, Generator.Next: "ctx bounds any wait for Redis or for the clock."
+// Sequence.Next is one round trip per value; with Redis frozen (SIGSTOP) and
+// a caller's deadline of 200ms, Next must return by about that deadline.
+// Client on go-redis defaults.
+func TestSequence_Next_ctxDeadline_frozenRedis(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	rdb := s.Client()
+	seq, err := idgen.NewSequence(rdb, "frozen-seq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := seq.Next(t.Context()); err != nil { // probe cached, script loaded
+		t.Fatal(err)
+	}
+	if err := s.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Resume() })
+	const deadline = 200 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	start := time.Now()
+	_, err = seq.Next(ctx)
+	took := time.Since(start)
+	t.Logf("Sequence.Next on a frozen Redis: %v after %v (ctx deadline %v)", err, took, deadline)
+	if err == nil {
+		t.Fatal("a frozen Redis answered")
+	}
+	if limit := deadline + time.Second; took > limit {
+		t.Fatalf("Generator.Next \"ctx bounds any wait for Redis or for the clock\": Sequence.Next with a %v "+
+			"deadline returned only after %v (Redis frozen by SIGSTOP, go-redis defaults, ReadTimeout %v)",
+			deadline, took.Round(time.Millisecond), rdb.Options().ReadTimeout)
+	}
+}
+
+// NewLeasedSnowflake: "it waits (up to WithMaxClockWait, bounded by ctx)";
+// Generator: ctx bounds any wait for Redis. With Redis frozen, a start with
+// a 200ms deadline must give up by about then.
+func TestNewLeasedSnowflake_ctxDeadline_frozenRedis(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	rdb := s.Client()
+	warm, err := idgen.NewLeasedSnowflake(t.Context(), rdb, "frozen-sf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Resume() })
+	const deadline = 200 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	start := time.Now()
+	sf, err := idgen.NewLeasedSnowflake(ctx, rdb, "frozen-sf")
+	took := time.Since(start)
+	t.Logf("NewLeasedSnowflake on a frozen Redis: %v after %v", err, took)
+	if sf != nil {
+		_ = sf.Close()
+	}
+	_ = s.Resume()
+	_ = warm.Close()
+	if limit := deadline + time.Second; took > limit {
+		t.Fatalf("NewLeasedSnowflake/Generator \"ctx bounds any wait for Redis\": NewLeasedSnowflake with a %v "+
+			"deadline returned only after %v (Redis frozen by SIGSTOP, go-redis defaults, ReadTimeout %v)",
+			deadline, took.Round(time.Millisecond), rdb.Options().ReadTimeout)
+	}
+}
+
+// options.go: "WithFetchTimeout bounds one Segment range fetch, including the
+// replica acknowledgement." doc.go: "When the runway is spent, Next returns
+// ErrUnavailable (wrapping the cause) within the caller's deadline".
+//
+// Real fault: the Redis process is frozen (SIGSTOP), as in a long GC pause or
+// a frozen VM. A client on go-redis defaults; the fetch timeout is 200ms. A
+// caller without its own deadline relies on the fetch timeout to bound Next.
+func TestSegment_fetchTimeout_frozenRedis(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	rdb := s.Client() // go-redis defaults
+	const fetchTimeout = 200 * time.Millisecond
+	seg, err := idgen.NewSegment(rdb, "frozen", idgen.WithFetchTimeout(fetchTimeout),
+		idgen.WithReplicaAckTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Warm up: the client has a connection and knows the script.
+	if _, err := seg.Next(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := seg.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seg, err = idgen.NewSegment(rdb, "frozen", idgen.WithFetchTimeout(fetchTimeout),
+		idgen.WithReplicaAckTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Resume() })
+
+	start := time.Now()
+	_, err = seg.Next(context.Background()) // no runway: the first range must be fetched
+	took := time.Since(start)
+	t.Logf("Next on a frozen Redis: %v after %v (fetch timeout %v)", err, took, fetchTimeout)
+	if err == nil || !errors.Is(err, idgen.ErrUnavailable) {
+		t.Fatalf("want ErrUnavailable, got %v", err)
+	}
+	_ = seg.Close()
+
+	// Close of a Segment whose fetch waits on the frozen server: it cancels
+	// the fetch instead of waiting for go-redis's ReadTimeout (or a minute of
+	// fetch timeout).
+	slow, err := idgen.NewSegment(rdb, "frozen", idgen.WithFetchTimeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	_, err = slow.Next(short) // the caller gives up; the fetch goes on
+	cancel()
+	if !errors.Is(err, idgen.ErrUnavailable) {
+		t.Fatalf("want ErrUnavailable, got %v", err)
+	}
+	closeStart := time.Now()
+	if err := slow.Close(); err != nil {
+		t.Fatal(err)
+	}
+	closeTook := time.Since(closeStart)
+	t.Logf("Close with a fetch in flight took %v", closeTook)
+	if closeTook > time.Second {
+		t.Fatalf("Segment.Close \"cancels and waits for\" the fetch: it took %v on a frozen Redis "+
+			"(ReadTimeout %v): the fetch was not cancelled", closeTook.Round(time.Millisecond), rdb.Options().ReadTimeout)
+	}
+	if limit := fetchTimeout + time.Second; took > limit {
+		t.Fatalf("options.go \"WithFetchTimeout bounds one Segment range fetch\": with WithFetchTimeout(%v) "+
+			"and Redis frozen (SIGSTOP), Segment.Next(context.Background()) returned ErrUnavailable only after %v "+
+			"(more than %v); the fetch's context deadline does not reach go-redis's socket read (ReadTimeout %v applies)",
+			fetchTimeout, took.Round(time.Millisecond), limit, rdb.Options().ReadTimeout)
+	}
+}
+
+// doc.go, "Losing the node table": "A process that leases a node between the
+// loss and that renewal ... may take a node still in use. The node is picked
+// at random, so with k such nodes in use it takes one with a chance of k in
+// the number of free nodes." (README: "picked at random: k in the free nodes
+// for k such holders"; "among them one is picked at random, not the lowest").
+//
+// Real fault: Redis without AOF restarts from its last RDB snapshot, losing
+// the latest lease (a holder that is still running). lease_acquire.lua takes
+// the FIRST free node after a random start, so a node's chance is the length
+// of the run of leased nodes before it, plus one, in 1,024, not 1 in the
+// number of free nodes.
+func TestLeasedSnowflake_partialTableLoss_pickUniform(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	rdb := s.Client()
+	ctx := t.Context()
+	const service = "pick"
+	ttl := idgen.WithLeaseTTL(time.Hour) // no renewal during the test
+	held := map[int64]*idgen.Snowflake{}
+	t.Cleanup(func() {
+		for _, sf := range held {
+			_ = sf.Close()
+		}
+	})
+	for i := 0; i < 1024; i++ {
+		sf, err := idgen.NewLeasedSnowflake(ctx, rdb, service, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held[sf.Node()] = sf
+	}
+	// Free nodes: 0..99 and X=700; 100..699 and 701..1023 stay leased.
+	const x = 700
+	free := []int64{x}
+	for n := int64(0); n < 100; n++ {
+		free = append(free, n)
+	}
+	for _, n := range free {
+		if err := held[n].Close(); err != nil {
+			t.Fatal(err)
+		}
+		delete(held, n)
+	}
+	if err := rdb.Save(ctx).Err(); err != nil { // the last snapshot before the crash
+		t.Fatal(err)
+	}
+	// The holder H takes X after the snapshot (its lease is the write lost):
+	// lease free nodes until X comes, then give the others back (those
+	// releases are lost too, and the snapshot has them free).
+	var h *idgen.Snowflake
+	var others []*idgen.Snowflake
+	for h == nil {
+		if len(others) > len(free) {
+			t.Fatal("never took X")
+		}
+		sf, err := idgen.NewLeasedSnowflake(ctx, rdb, service, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sf.Node() == x {
+			h = sf
+		} else {
+			others = append(others, sf)
+		}
+	}
+	for _, sf := range others {
+		if err := sf.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held[x] = h
+	if _, err := h.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// New processes start before H's next renewal (TTL/3 = 20 minutes).
+	const trials = 200
+	took := 0
+	for i := 0; i < trials; i++ {
+		c, cancel := context.WithTimeout(ctx, 10*time.Second)
+		sf, err := idgen.NewLeasedSnowflake(c, rdb, service, ttl)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sf.Node() == x {
+			took++
+		}
+		if err := sf.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k, nfree := 1, len(free)
+	expect := float64(trials) * float64(k) / float64(nfree)
+	t.Logf("%d of %d new processes took node %d, still used by a running holder; the doc's chance k/free = %d/%d predicts about %.1f",
+		took, trials, x, k, nfree, expect)
+	if took > 15 { // P(Binomial(200, 1/101) > 15) < 1e-9
+		t.Fatalf("doc.go \"The node is picked at random, so with k such nodes in use it takes one with a chance of k in "+
+			"the number of free nodes\": after a restart from RDB lost one running holder's lease (k=1, %d free nodes), "+
+			"%d of %d new processes took that holder's node %d (expected about %.1f); the first free node after a random "+
+			"start is taken, so the node after 600 leased nodes is picked with chance 601/1024",
+			nfree, took, trials, x, expect)
+	}
+}
+
+// doc.go: "The error window lasts until a renewal gets through ... both
+// happen in the background, retried every 200ms at most, and Next recovers by
+// itself." lease.go bounds a renewal attempt by TTL/3.
+//
+// Real fault: renewal replies are lost (the proxy drops replies) until the
+// lease lapses, then the network is fine again. The client is on go-redis defaults. The stuck
+// renewal holds the renewal goroutine for the client's ReadTimeout, not
+// TTL/3, so Next stays in ErrLeaseLost for seconds after Redis answers again.
+func TestLeasedSnowflake_lostRenewalReply_recoversSoon(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	px := redistest.NewProxy(t, s.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: px.Addr()}) // go-redis defaults
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := t.Context()
+	const ttl = time.Second
+	sf, err := idgen.NewLeasedSnowflake(ctx, rdb, "stall", idgen.WithLeaseTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sf.Close()
+	if _, err := sf.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Every reply is lost until the lease lapses (Next fails closed once
+	// TTL - TTL/10 has passed since the last renewal that got through), then
+	// Redis answers again: Next must recover soon after.
+	n := px.Dropped()
+	px.DropReplies(true)
+	var firstLost, recovered time.Time
+	for deadline := time.Now().Add(10 * time.Second); firstLost.IsZero(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the lease never lapsed while every reply was lost")
+		}
+		if _, err := sf.Next(ctx); errors.Is(err, idgen.ErrLeaseLost) {
+			firstLost = time.Now()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	px.DropReplies(false)
+	if px.Dropped() == n {
+		t.Fatal("no renewal reply was dropped")
+	}
+	healed := time.Now()
+	for time.Since(healed) < 20*time.Second && recovered.IsZero() {
+		if _, err := sf.Next(ctx); err == nil {
+			recovered = time.Now()
+		} else if !errors.Is(err, idgen.ErrLeaseLost) {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if recovered.IsZero() {
+		t.Fatal("never recovered")
+	}
+	down := recovered.Sub(firstLost)
+	since := recovered.Sub(healed)
+	t.Logf("ErrLeaseLost from %v before the heal to %v after it (down %v); ReadTimeout %v, TTL %v, lease: %+v",
+		healed.Sub(firstLost).Round(time.Millisecond), since.Round(time.Millisecond), down.Round(time.Millisecond),
+		rdb.Options().ReadTimeout, ttl, sf.Lease())
+	// A renewal attempt bounded by TTL/3 (333ms), then retries every 200ms:
+	// recovery within about a second of Redis answering again.
+	if limit := ttl; since > limit {
+		t.Fatalf("doc.go \"The error window lasts until a renewal gets through ... retried every 200ms at most, "+
+			"and Next recovers by itself\": after lost renewal replies (TTL %v), Redis answered again from t=0 but "+
+			"Next returned ErrLeaseLost until t=%v (down %v): the renewal attempt blocked for go-redis's ReadTimeout %v, "+
+			"not TTL/3", ttl, since.Round(time.Millisecond), down.Round(time.Millisecond), rdb.Options().ReadTimeout)
+	}
+}
+
+// Redis writes "-0" and "007" back as they were SET, but INCRBY refuses
+// them: the counter must be refused as not an integer by idgen itself, with
+// nothing written, not by INCRBY's raw error.
+func TestSequence_Next_nonCanonicalInteger_notAnInteger(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	rdb := s.Client()
+	for i, raw := range []string{"-0", "007", "+1"} {
+		name := fmt.Sprintf("noncanon%d", i)
+		key := "redkit:idgen:v1:{" + name + "}:seq:" + name
+		require.NoError(t, rdb.Set(t.Context(), key, raw, 0).Err())
+		seq, err := idgen.NewSequence(rdb, name)
+		require.NoError(t, err)
+		_, err = seq.Next(t.Context())
+		require.ErrorContains(t, err, "idgen: counter key does not hold an integer", "counter %q", raw)
+		require.NotContains(t, err.Error(), "ERR value is not an integer", "counter %q", raw)
+		require.Equal(t, raw, rdb.Get(t.Context(), key).Val(), "counter %q changed", raw)
+	}
+}
