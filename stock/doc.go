@@ -144,6 +144,7 @@
 //	redkit.stock.units.sold          {unit}     counter    redkit.operation (deduct, confirm)
 //	redkit.stock.reclaim.holds       {hold}     counter    expired holds the reclaimer returned
 //	redkit.stock.reclaim.lag         s          histogram  how late the oldest hold of a batch was
+//	redkit.stock.journal.overrun     {group}    counter    groups that lost unacknowledged entries to Trim
 //
 // redkit.operation is the operation's name as in the span; redkit.outcome
 // is ok (applied), replayed (answered from the idempotency record), a
@@ -186,7 +187,15 @@
 //
 // Journals grow until trimmed: Checkpoint appends an entry carrying the
 // levels, and Trim deletes the entries before the last checkpoint, except
-// those a consumer group (Consume) has not yet acknowledged. Per-buyer
+// those a consumer group (Consume) has not yet acknowledged and that are
+// younger than the holdback (WithJournalHoldback, default 7 days). So an
+// abandoned group holds back the trim for the holdback at most; after
+// that, each Trim that deletes entries a group had not read or acknowledged
+// counts the group in redkit.stock.journal.overrun, and the group's
+// consumers, back, skip those entries. A consumer name stays in its group
+// until a running Consume of the group finds it idle for ForgetIdle
+// (default 1h) with nothing pending and removes it; a consumer whose
+// entries are pending stays until another takes them over (MinIdle). Per-buyer
 // counters live as long as the buyer holds units of the SKU, and no
 // longer than the sale: CloseSKU (ending the sale for good) deletes them all,
 // since they only judge the limit of new orders, and what a closed SKU

@@ -1,6 +1,9 @@
 package stock
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // TransferOutForTest moves qty units out of bucket from toward bucket to and
 // stops there, as a caller that crashed in the middle of a refill would.
@@ -29,3 +32,7 @@ func (inv *Inventory) TransferInOnlyForTest(ctx context.Context, sku string, fro
 		[]any{"in", sku, "t-crashed", qty, from, 1})
 	return err
 }
+
+// SetJournalHoldbackForTest sets the journal holdback below the minimum
+// WithJournalHoldback allows.
+func (inv *Inventory) SetJournalHoldbackForTest(d time.Duration) { inv.cfg.holdback = d }

@@ -139,7 +139,11 @@ func (inv *Inventory) Checkpoint(ctx context.Context, sku string) (_ string, err
 
 // Trim deletes the journal entries of sku (of every bucket) that are older
 // than its last checkpoint, except those a consumer group (see Consume) has
-// not yet read or acknowledged. It returns how many entries it deleted.
+// not yet read or acknowledged and that are younger than the holdback
+// (WithJournalHoldback, default 7 days): an abandoned group holds back the
+// trim for that long at most. It returns how many entries it deleted; a
+// group that lost entries it had not acknowledged is counted in the
+// redkit.stock.journal.overrun counter.
 func (inv *Inventory) Trim(ctx context.Context, sku string) (_ int64, err error) {
 	ctx, done := inv.tel.begin(ctx, "trim")
 	defer func() { done(err) }()
@@ -153,11 +157,15 @@ func (inv *Inventory) Trim(ctx context.Context, sku string) (_ int64, err error)
 	}
 	var total int64
 	for _, t := range tags {
-		n, err := trimScript.Run(ctx, inv.rdb, []string{inv.skuKey(t, sku), inv.journalKey(t, sku)}).Int64()
+		v, err := trimScript.Run(ctx, inv.rdb, []string{inv.skuKey(t, sku), inv.journalKey(t, sku)},
+			strconv.FormatInt(inv.cfg.holdback.Milliseconds(), 10)).Slice()
 		if err != nil {
 			return total, fmt.Errorf("stock: trim %s: %w", sku, err)
 		}
-		total += n
+		total += num(v, 0)
+		if n := num(v, 1); n > 0 {
+			inv.tel.overrun.Add(ctx, n, inv.tel.attrs("trim", "overrun"))
+		}
 	}
 	return total, nil
 }
@@ -179,6 +187,13 @@ type Consumer struct {
 	// Poll is the wait between rounds when no journal had anything new
 	// (default 100ms).
 	Poll time.Duration
+	// ForgetIdle is how long another consumer of the group may stay idle,
+	// with no entry pending, before this one removes it from the group
+	// (default 1h): consumer names used once (a host name, a pod name) do
+	// not stay in the group for good. A consumer removed while still
+	// running is added back at its next read; one with entries pending is
+	// never removed (its entries are taken over after MinIdle first).
+	ForgetIdle time.Duration
 }
 
 // Consume reads the journals of c.SKUs and calls handle with each batch of
@@ -203,6 +218,9 @@ func (inv *Inventory) Consume(ctx context.Context, c Consumer, handle func(ctx c
 	}
 	if c.Poll <= 0 {
 		c.Poll = 100 * time.Millisecond
+	}
+	if c.ForgetIdle <= 0 {
+		c.ForgetIdle = time.Hour
 	}
 	for _, sku := range c.SKUs {
 		if _, err := inv.checkSKU(sku); err != nil {
@@ -254,11 +272,21 @@ func (inv *Inventory) Consume(ctx context.Context, c Consumer, handle func(ctx c
 		if len(msgs) == 0 {
 			return nil
 		}
-		entries := make([]JournalEntry, len(msgs))
+		entries := make([]JournalEntry, 0, len(msgs))
 		ids := make([]string, len(msgs))
 		for i, m := range msgs {
-			entries[i], ids[i] = parseEntry(m), m.ID
-			entries[i].Bucket = bucketOf[stream]
+			ids[i] = m.ID
+			if len(m.Values) == 0 {
+				// Trimmed while pending (older than the holdback): nothing
+				// to hand over, only to acknowledge.
+				continue
+			}
+			e := parseEntry(m)
+			e.Bucket = bucketOf[stream]
+			entries = append(entries, e)
+		}
+		if len(entries) == 0 {
+			return inv.rdb.XAck(context.WithoutCancel(ctx), stream, c.Group, ids...).Err()
 		}
 		bctx, done := inv.tel.consumeBatch(ctx)
 		if err := handle(bctx, entries); err != nil {
@@ -297,6 +325,22 @@ func (inv *Inventory) Consume(ctx context.Context, c Consumer, handle func(ctx c
 			}
 		}
 	}
+	// forget removes the group's idle consumers, every ForgetIdle/2 at most.
+	var forgotAt time.Time
+	forget := func() error {
+		if time.Since(forgotAt) < c.ForgetIdle/2 {
+			return nil
+		}
+		forgotAt = time.Now()
+		for _, s := range streams {
+			err := forgetScript.Run(ctx, inv.rdb, []string{s}, c.Group, c.Name,
+				strconv.FormatInt(max(c.ForgetIdle.Milliseconds(), 1), 10)).Err()
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	for {
 		still := waiting[:0]
 		for _, sku := range waiting {
@@ -329,6 +373,9 @@ func (inv *Inventory) Consume(ctx context.Context, c Consumer, handle func(ctx c
 		}
 		if busy {
 			continue
+		}
+		if err := forget(); err != nil {
+			return consumeErr(ctx, err)
 		}
 		t := time.NewTimer(c.Poll)
 		select {

@@ -30,12 +30,15 @@ type config struct {
 	label     string
 	// reclaimEvery is the reclaimer's period; 0 disables it.
 	reclaimEvery time.Duration
-	err          error // the first invalid option, returned by every call
+	// holdback bounds how long a consumer group keeps journal entries
+	// from Trim.
+	holdback time.Duration
+	err      error // the first invalid option, returned by every call
 }
 
 func newConfig(opts []Option) config {
 	c := config{prefix: keys.DefaultPrefix, window: 24 * time.Hour, retry: retry.DefaultPolicy(),
-		reclaimEvery: time.Second}
+		reclaimEvery: time.Second, holdback: 7 * 24 * time.Hour}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&c)
@@ -45,6 +48,9 @@ func newConfig(opts []Option) config {
 		c.err = err
 	}
 	if err := valid.Duration("idempotency window", c.window, valid.IdemWindowMin, valid.IdemWindowMax); err != nil && c.err == nil {
+		c.err = err
+	}
+	if err := valid.Duration("journal holdback", c.holdback, holdbackMin, holdbackMax); err != nil && c.err == nil {
 		c.err = err
 	}
 	if c.retry.Attempts < 1 {
@@ -98,6 +104,23 @@ func WithReplicaAck(n int, timeout time.Duration) Option {
 // expired holds of their SKUs first, and Confirm after the deadline fails.
 func WithReclaimInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.reclaimEvery = max(d, 0) })
+}
+
+// Bounds of WithJournalHoldback.
+const (
+	holdbackMin = time.Hour
+	holdbackMax = 365 * 24 * time.Hour
+)
+
+// WithJournalHoldback bounds how long a consumer group (Consume) can hold
+// back Trim (default 7 days, allowed 1h–365d): Trim keeps the entries a
+// group has not read or acknowledged only while they are younger than d,
+// by the Redis server's clock. A group that lags further, abandoned or
+// broken, loses its entries older than d behind the last checkpoint; each
+// Trim that deletes entries a group had not acknowledged counts that group
+// in the redkit.stock.journal.overrun counter.
+func WithJournalHoldback(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.holdback = d })
 }
 
 // SKUOption configures a SKU at Create.

@@ -34,6 +34,7 @@ var (
 	reclaimScript    = load("reclaim.lua")
 	xferScript       = load("xfer.lua")
 	claimScript      = load("claim.lua")
+	forgetScript     = load("forget.lua")
 )
 
 // Scripts returns the Lua source of every script the package runs, by file

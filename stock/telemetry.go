@@ -51,6 +51,7 @@ type telemetry struct {
 	lag       metric.Float64Histogram
 	reclaimed metric.Int64Counter
 	sold      metric.Int64Counter
+	overrun   metric.Int64Counter
 }
 
 func newTelemetry(c config) *telemetry {
@@ -66,6 +67,8 @@ func newTelemetry(c config) *telemetry {
 		"How long past its deadline the oldest expired hold of a reclaimer batch was.")
 	t.sold, _ = m.Int64Counter("redkit.stock.units.sold", metric.WithUnit("{unit}"),
 		metric.WithDescription("Units sold by Deduct and Confirm (first applications only; refunds not subtracted), by operation."))
+	t.overrun, _ = m.Int64Counter("redkit.stock.journal.overrun", metric.WithUnit("{group}"),
+		metric.WithDescription("Consumer groups that lost journal entries they had not acknowledged to Trim, because the entries were older than the holdback (WithJournalHoldback)."))
 	t.reclaimed, _ = m.Int64Counter("redkit.stock.reclaim.holds", metric.WithUnit("{hold}"),
 		metric.WithDescription("Expired holds returned to available by the reclaimer."))
 	return t
