@@ -5,10 +5,10 @@
 -- Reply        array, element i: 1 extended, 0 expired (no key), 2 held by another owner
 local res = {}
 for i = 1, #KEYS do
-  local cur, mine = redkit_lock_get(KEYS[i], ARGV[2 * i - 1])
+  local cur = redis.call('GET', KEYS[i])
   if not cur then
     res[i] = 0
-  elseif not mine then
+  elseif string.sub(cur, 1, 32) ~= ARGV[2 * i - 1] then
     res[i] = 2
   else
     redis.call('PEXPIRE', KEYS[i], ARGV[2 * i])

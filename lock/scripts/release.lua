@@ -11,13 +11,16 @@
 --          lost the acquisition, so an earlier send cannot have released it
 -- Whether a re-sent release had already taken effect is decided in Go
 -- (doc.go, "Retries are safe"); nothing is written per release.
+-- Written out without common.lua's functions (see acquire.lua).
 local cur = redis.call('GET', KEYS[1])
 if cur and string.sub(cur, 1, 32) == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  if redkit_marked(cur) then redis.call(ARGV[3], ARGV[2], 'r') end
+  if string.byte(cur, 33) == 33 then redis.call(ARGV[3], ARGV[2], 'r') end -- marked
   return 1
 end
 local status = 0
 if cur then status = 2 end
-if redkit_lost(KEYS[2], ARGV[4]) then status = status + 3 end
+if ARGV[4] ~= '0' and (tonumber(redis.call('GET', KEYS[2]) or '0') or 0) < tonumber(ARGV[4]) then
+  status = status + 3 -- as redkit_lost in common.lua
+end
 return status
