@@ -42,8 +42,10 @@ var (
 // per call.
 func newLockScript(src string) *script.Script { return script.New(withCommon(src)) }
 
-// withCommon prepends to src the functions of scripts/common.lua that src
-// calls, directly or through another such function, in their order there.
+// withCommon adds to src the functions of scripts/common.lua that src
+// calls, directly or through another such function, in their order there:
+// at the line "-- @common" when src has one (a fast path above it runs
+// without building them), else at the top.
 func withCommon(src string) string {
 	var names, defs []string
 	for _, block := range strings.Split(commonLua, "\n\n") {
@@ -71,13 +73,20 @@ func withCommon(src string) string {
 		}
 	}
 	var b strings.Builder
+	head, tail, marked := strings.Cut(src, "\n-- @common\n")
+	if marked {
+		b.WriteString(head)
+		b.WriteString("\n")
+	} else {
+		tail = src
+	}
 	for i, def := range defs {
 		if need[i] {
 			b.WriteString(def)
 			b.WriteString("\n\n")
 		}
 	}
-	b.WriteString(src)
+	b.WriteString(tail)
 	return b.String()
 }
 

@@ -21,12 +21,19 @@
 -- gone silent (crashed) the sets disappear by themselves, even if nobody
 -- touches the name again.
 local owner, ttl = ARGV[1], ARGV[2]
-local cur, mine = redkit_lock_get(KEYS[1], owner)
-if mine then
+local cur = redis.call('GET', KEYS[1])
+local queued = redis.call('EXISTS', KEYS[3]) == 1
+if not cur and not queued then
+  -- Free and nobody waits: the fast path, before common.lua's functions.
+  local token = redis.call('INCR', KEYS[2])
+  redis.call('SET', KEYS[1], owner .. ':' .. string.format('%d', token), 'PX', ttl)
+  return {1, token}
+end
+-- @common
+if cur and string.sub(cur, 1, 32) == owner then
   redis.call('PEXPIRE', KEYS[1], ttl)
   return {1, redkit_token(cur)}
 end
-local queued = redis.call('EXISTS', KEYS[3]) == 1
 local now, t
 if queued then
   now, t = redkit_now()

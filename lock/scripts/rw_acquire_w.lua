@@ -12,7 +12,19 @@
 --          {0, wait}   held by a writer or by readers; wait = ms until the
 --                      first of them expires
 local owner, ttl = ARGV[1], ARGV[2]
-local cur, mine = redkit_lock_get(KEYS[1], owner)
+local cur = redis.call('GET', KEYS[1])
+local readers = not cur and redis.call('EXISTS', KEYS[2]) == 1
+local mark = redis.call('GET', KEYS[3])
+if not cur and not readers and not mark then
+  -- Free and nobody waits: the fast path, before common.lua's functions.
+  local token = redis.call('INCR', KEYS[4])
+  local sep = ':'
+  if ARGV[3] == '2' then sep = '!' end
+  redis.call('SET', KEYS[1], owner .. sep .. string.format('%d', token), 'PX', ttl)
+  return {1, token}
+end
+-- @common
+local mine = cur and string.sub(cur, 1, 32) == owner
 if mine then
   redis.call('PEXPIRE', KEYS[1], ttl)
   return {1, redkit_token(cur)}
@@ -21,12 +33,11 @@ local now
 local wait = -1
 if cur then
   wait = redis.call('PTTL', KEYS[1])
-elseif redis.call('EXISTS', KEYS[2]) == 1 then
+elseif readers then
   now = redkit_now()
   local first = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. redkit_int(now), '+inf', 'WITHSCORES', 'LIMIT', '0', '1')
   if #first > 0 then wait = tonumber(first[2]) - now end
 end
-local mark = redis.call('GET', KEYS[3])
 if wait >= 0 then
   if ARGV[3] ~= '0' then
     if cur then redkit_mark(KEYS[1], cur) end

@@ -10,8 +10,16 @@
 --          waiting), 2 held by another writer, 3 and 5 the same with the
 --          acquisition lost by Redis
 local owner = ARGV[1]
-local cur, mine = redkit_lock_get(KEYS[1], owner)
+local cur = redis.call('GET', KEYS[1])
+local mine = cur and string.sub(cur, 1, 32) == owner
 local marked = redis.call('GET', KEYS[3]) == owner
+if mine and not marked then
+  -- The fast path, before common.lua's functions.
+  redis.call('DEL', KEYS[1])
+  if string.byte(cur, 33) == 33 then redis.call(ARGV[3], ARGV[2], 'r') end -- marked
+  return 1
+end
+-- @common
 local status = 0
 if not mine then
   if cur then status = 2 end
