@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -381,4 +382,79 @@ func TestSequence_Next_nonCanonicalInteger_notAnInteger(t *testing.T) {
 		require.NotContains(t, err.Error(), "ERR value is not an integer", "counter %q", raw)
 		require.Equal(t, raw, rdb.Get(t.Context(), key).Val(), "counter %q changed", raw)
 	}
+}
+
+// runWithin runs f in a goroutine of its own (f must not call t.FailNow) and
+// fails the test when it has not returned within limit: a call that ignores
+// its ctx on a server frozen for good (a client with ReadTimeout -1) would
+// otherwise hang the test. unfreeze then runs before waiting for f.
+func runWithin(t *testing.T, limit time.Duration, unfreeze func(), f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(limit):
+		unfreeze()
+		<-done
+		t.Fatalf("no return within %v while Redis was frozen: the call's ctx was ignored", limit)
+	}
+}
+
+// A start that gives up on a frozen Redis (ctx ended, the acquire script
+// still queued) must not keep the node it is then granted: the late reply's
+// node is released at once, so only the running holder holds a node.
+func TestNewLeasedSnowflake_ctxEnded_lateNodeReleased(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	rdb := s.Client(func(o *redis.Options) { o.ReadTimeout = -1 }) // no read timeout at all
+	const service = "late-node"
+	warm, err := idgen.NewLeasedSnowflake(t.Context(), rdb, service)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = warm.Close() })
+	require.NoError(t, s.Pause())
+	t.Cleanup(func() { _ = s.Resume() })
+	var sf *idgen.Snowflake
+	runWithin(t, 10*time.Second, func() { _ = s.Resume() }, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		sf, err = idgen.NewLeasedSnowflake(ctx, rdb, service)
+	})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Nil(t, sf)
+	require.NoError(t, s.Resume())
+	key := "redkit:idgen:v1:{" + service + "}:nodes:" + service
+	held := func() []string {
+		var owners []string
+		for node, v := range s.Client().HGetAll(t.Context(), key).Val() {
+			if !strings.HasPrefix(v, "|") { // "owner|expires|hw|start"; released: no owner
+				owners = append(owners, node)
+			}
+		}
+		return owners
+	}
+	require.Eventually(t, func() bool { return len(held()) == 1 }, 10*time.Second, 5*time.Millisecond,
+		"the abandoned start's node stays leased: nodes held %v (only node %d is in use)", held(), warm.Node())
+	require.Equal(t, []string{fmt.Sprint(warm.Node())}, held())
+}
+
+// Close of a leased Snowflake on a frozen Redis returns once its release
+// gives up, without waiting for a reply that the client (ReadTimeout -1)
+// would wait for for ever; the lease then expires by itself.
+func TestLeasedSnowflake_Close_frozenRedis_returns(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	rdb := s.Client(func(o *redis.Options) { o.ReadTimeout = -1 })
+	sf, err := idgen.NewLeasedSnowflake(t.Context(), rdb, "frozen-close")
+	require.NoError(t, err)
+	_, err = sf.Next(t.Context())
+	require.NoError(t, err)
+	require.NoError(t, s.Pause())
+	t.Cleanup(func() { _ = s.Resume() })
+	runWithin(t, 30*time.Second, func() { _ = s.Resume() }, func() { err = sf.Close() })
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, "the lease expires by itself")
+	_, err = sf.Next(t.Context())
+	require.ErrorIs(t, err, idgen.ErrClosed)
 }
