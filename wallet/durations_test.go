@@ -30,12 +30,22 @@ func TestLedger_operationDurations(t *testing.T) {
 	_, err = led.Debit(ctx, wallet.Tx{ID: "d2", Account: "a", Amount: -1})
 	require.ErrorIs(t, err, wallet.ErrInvalid)
 
+	_, _, err = led.Entries(ctx, "a", "", 10)
+	require.NoError(t, err)
+	_, err = led.TrialBalance(ctx, "a", "b")
+	require.NoError(t, err)
+	_, _, err = led.Entries(ctx, "nobody", "", 10)
+	require.ErrorIs(t, err, wallet.ErrAccountNotFound)
+
 	require.Equal(t, map[string]uint64{
-		"open ok":                  2,
-		"credit ok":                1,
-		"credit replayed":          1,
-		"debit insufficient_funds": 1,
-		"debit invalid":            1,
-		"transfer ok":              1,
+		"entries ok":                1,
+		"entries account_not_found": 1,
+		"trial_balance ok":          1,
+		"open ok":                   2,
+		"credit ok":                 1,
+		"credit replayed":           1,
+		"debit insufficient_funds":  1,
+		"debit invalid":             1,
+		"transfer ok":               1,
 	}, rec.Durations(t, "redkit.wallet.operation.duration"))
 }

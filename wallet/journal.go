@@ -51,7 +51,9 @@ var cursorRE = regexp.MustCompile(`^[0-9]{1,20}-[0-9]{1,20}$`)
 // ("" when this page reached the end). An empty cursor starts at the oldest
 // retained entry. Entries older than the last checkpoint may have been
 // trimmed. Errors: ErrInvalid, ErrAccountNotFound.
-func (l *Ledger) Entries(ctx context.Context, account, cursor string, limit int) ([]Entry, string, error) {
+func (l *Ledger) Entries(ctx context.Context, account, cursor string, limit int) (_ []Entry, _ string, err error) {
+	ctx, op := l.tel.start(ctx, "entries")
+	defer func() { op.end(err, false) }()
 	if err := l.check(valid.Name("account", account)); err != nil {
 		return nil, "", err
 	}
@@ -68,7 +70,7 @@ func (l *Ledger) Entries(ctx context.Context, account, cursor string, limit int)
 	g := keys.Group(account)
 	var msgs []redis.XMessage
 	var exists int64
-	err := retry.Read(ctx, l.cfg.policy, func(ctx context.Context, _ int) error {
+	err = retry.Read(ctx, l.cfg.policy, func(ctx context.Context, _ int) error {
 		var ex *redis.IntCmd
 		var xr *redis.XMessageSliceCmd
 		_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -405,7 +407,9 @@ func (t Trial) Balanced() bool { return t.Posted == t.Credits-t.Debits+t.NetTran
 // account in one command (accounts are read one after another, so postings
 // made meanwhile may fall between them: call it on a quiet set for an
 // exact figure). Errors: ErrInvalid, ErrAccountNotFound.
-func (l *Ledger) TrialBalance(ctx context.Context, accounts ...string) (Trial, error) {
+func (l *Ledger) TrialBalance(ctx context.Context, accounts ...string) (_ Trial, err error) {
+	ctx, op := l.tel.start(ctx, "trial_balance")
+	defer func() { op.end(err, false) }()
 	var t Trial
 	for _, a := range accounts {
 		if err := l.check(valid.Name("account", a)); err != nil {
