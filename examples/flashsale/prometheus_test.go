@@ -397,3 +397,41 @@ func TestRun_serve_sharedMetrics(t *testing.T) {
 		t.Errorf("GET /metrics names a SKU, order or buyer:\n%s", m.Body)
 	}
 }
+
+// With the console exporters the program's standard output stays its
+// report: spans and metrics go to standard error.
+func TestRun_consoleTelemetryOnStderr(t *testing.T) {
+	t.Setenv(redisconn.Env, "")
+	t.Setenv("OTEL_TRACES_EXPORTER", "console")
+	t.Setenv("OTEL_METRICS_EXPORTER", "console")
+	capture := func(f **os.File) (restore func() string) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := *f
+		*f = w
+		var b strings.Builder
+		done := make(chan struct{})
+		go func() { _, _ = io.Copy(&b, r); close(done) }()
+		return func() string {
+			*f = old
+			_ = w.Close()
+			<-done
+			return b.String()
+		}
+	}
+	stdout, stderr := capture(&os.Stdout), capture(&os.Stderr)
+	var report strings.Builder
+	err := run(t.Context(), []string{"-stock", "20", "-buyers", "40", "-concurrency", "4"}, &report, io.Discard)
+	toStderr, toStdout := stderr(), stdout()
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if toStdout != "" {
+		t.Errorf("telemetry on standard output (%d bytes): %.300s", len(toStdout), toStdout)
+	}
+	if !strings.Contains(toStderr, `"Name":"stock.deduct"`) {
+		t.Errorf("no stock.deduct span on standard error: %.300s", toStderr)
+	}
+}
