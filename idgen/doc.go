@@ -19,7 +19,8 @@
 //     Unique across processes, increasing within one Segment, not ordered
 //     across processes; values of a range left unused when a process stops
 //     are skipped. Create one per name and keep it: creating is free (no
-//     goroutine exists while no range fetch is in flight); Close it when done.
+//     goroutine exists while no range fetch is in flight, but for a Redis
+//     call given up at its deadline, see Deadlines); Close it when done.
 //   - Snowflake: time-ordered IDs in bwmarrin/snowflake's default layout (41
 //     bits of ms since 2010-11-04, 10 bits of node, 12 of sequence), 4,096 per
 //     ms per node, no Redis round trip per ID. NewLeasedSnowflake leases the

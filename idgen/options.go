@@ -137,7 +137,8 @@ func WithMinStep(n int64) Option { return optionFunc(func(c *config) { c.minStep
 func WithMaxStep(n int64) Option { return optionFunc(func(c *config) { c.maxStep = n }) }
 
 // WithFetchTimeout bounds one Segment range fetch, including the replica
-// acknowledgement. Default 2s; 1ms..1m.
+// acknowledgement, whatever the client's ReadTimeout (a fetch that runs out
+// skips its range). Default 2s; 1ms..1m.
 func WithFetchTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.fetchTimeout = d })
 }

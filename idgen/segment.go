@@ -26,7 +26,10 @@ import (
 // buffer), sized so it lasts about 10 seconds at the rate observed on the
 // current one, between WithMinStep and WithMaxStep (growing at once, shrinking
 // at most by half per range). A goroutine exists only while a fetch is in
-// flight; Close cancels and waits for it.
+// flight; Close cancels and waits for it. The fetch gives up on its Redis
+// call at its deadline or at Close, whatever the client's ReadTimeout: that
+// call then runs on until Redis answers or go-redis gives up, and its range
+// is skipped.
 //
 // Faults: while Redis is unreachable a Segment serves what it holds (its
 // runway, see Runway); once that is spent Next returns an error wrapping
