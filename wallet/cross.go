@@ -60,8 +60,9 @@ func (l *Ledger) crossTransfer(ctx context.Context, t Transfer, opts []CallOptio
 	res.Replayed = status(r, 1) == "1"
 	switch status(r, 0) {
 	case "conflict":
-		return res, &ConflictError{ID: t.ID, Field: status(r, 2)}
+		return res, withAck(&ConflictError{ID: t.ID, Field: status(r, 2)}, beginAck)
 	case "pending":
+
 		if beginAck != nil {
 			return res, fmt.Errorf("transfer %s: %w", t.ID, inFlight(beginAck))
 		}

@@ -75,7 +75,10 @@ func (l *Ledger) Entries(ctx context.Context, account, cursor string, limit int)
 		var xr *redis.XMessageSliceCmd
 		_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			ex = p.Exists(ctx, l.accountKey(g, account))
-			xr = p.XRangeN(ctx, l.journalKey(g, account), start, "+", int64(limit))
+			// One entry more than the page: a page that ends at the
+			// journal's newest entry then returns no cursor.
+			xr = p.XRangeN(ctx, l.journalKey(g, account), start, "+", int64(limit)+1)
+
 			return nil
 		})
 		if err != nil {
@@ -90,15 +93,17 @@ func (l *Ledger) Entries(ctx context.Context, account, cursor string, limit int)
 	if exists == 0 {
 		return nil, "", fmt.Errorf("entries %s: %w", account, ErrAccountNotFound)
 	}
+	next := ""
+	if len(msgs) > limit {
+		msgs = msgs[:limit]
+		next = msgs[limit-1].ID
+	}
 	out := make([]Entry, len(msgs))
 	for i, m := range msgs {
 		out[i] = decodeEntry(m)
 	}
-	next := ""
-	if len(out) == limit {
-		next = out[len(out)-1].ID
-	}
 	return out, next, nil
+
 }
 
 func decodeEntry(m redis.XMessage) Entry {
