@@ -5,7 +5,6 @@ import (
 
 	"github.com/redkit-go/redkit/internal/retry"
 	"github.com/redkit-go/redkit/internal/script"
-	"github.com/redkit-go/redkit/otelx"
 )
 
 // BatchResult is the outcome of one order of DeductBatch: what Deduct would
@@ -25,14 +24,14 @@ type BatchResult struct {
 // With WithReplicaAck set, the orders are sent one by one through Deduct's
 // path instead, so each write waits for its replicas.
 func (inv *Inventory) DeductBatch(ctx context.Context, orders []Order, opts ...CallOption) []BatchResult {
-	ctx, span := otelx.Start(ctx, inv.tel.tracer, "stock.deduct_batch", inv.cfg.label)
+	ctx, done := inv.tel.begin(ctx, "deduct_batch")
 	out := inv.deductBatch(ctx, orders, opts)
 	for i, r := range out {
 		outcome, _ := outcomeOf(r.Result, r.Err)
 		inv.tel.count(ctx, "deduct", outcome)
 		inv.tel.unitsSold(ctx, "deduct", orders[i].Items, r.Result, r.Err)
 	}
-	otelx.End(span, "", nil)
+	done(nil)
 	return out
 }
 

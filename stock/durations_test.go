@@ -37,6 +37,9 @@ func TestInventory_operationDurations(t *testing.T) {
 	require.NoError(t, err)
 	_, err = inv.Audit(ctx, "sku")
 	require.NoError(t, err)
+	for _, r := range inv.DeductBatch(ctx, []stock.Order{order("o4", "b1", "sku", 1)}) {
+		require.ErrorIs(t, r.Err, stock.ErrSoldOut)
+	}
 
 	require.Equal(t, map[string]uint64{
 		"create ok":       1,
@@ -48,6 +51,7 @@ func TestInventory_operationDurations(t *testing.T) {
 		"level not_found": 1,
 		"reclaim ok":      1,
 		"audit ok":        1,
+		"deduct_batch ok": 1,
 	}, rec.Durations(t, "redkit.stock.operation.duration"))
 }
 
