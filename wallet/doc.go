@@ -235,7 +235,8 @@
 // One span per public call, "wallet.<operation>" (wallet.open,
 // wallet.credit, wallet.debit, wallet.transfer, wallet.transfer_batch,
 // wallet.hold, wallet.capture, wallet.void, wallet.close_account,
-// wallet.checkpoint, wallet.verify, wallet.entries, wallet.trial_balance,
+// wallet.checkpoint, wallet.verify, wallet.balance, wallet.entries,
+// wallet.trial_balance,
 // wallet.recover), a child of the
 // caller's span, with redkit.outcome and redkit.replayed; refusals are
 // outcomes, not span errors. Metrics:

@@ -34,10 +34,13 @@ func TestLedger_operationDurations(t *testing.T) {
 	require.NoError(t, err)
 	_, err = led.TrialBalance(ctx, "a", "b")
 	require.NoError(t, err)
+	_, err = led.Balance(ctx, "a")
+	require.NoError(t, err)
 	_, _, err = led.Entries(ctx, "nobody", "", 10)
 	require.ErrorIs(t, err, wallet.ErrAccountNotFound)
 
 	require.Equal(t, map[string]uint64{
+		"balance ok":                1,
 		"entries ok":                1,
 		"entries account_not_found": 1,
 		"trial_balance ok":          1,

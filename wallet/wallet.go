@@ -372,7 +372,9 @@ func decodeBalance(f []string) Balance {
 // Balance returns an account's current balance, or ErrAccountNotFound.
 // Holds whose expiry has passed on the server's clock are released first,
 // so Held never counts an expired hold.
-func (l *Ledger) Balance(ctx context.Context, account string) (Balance, error) {
+func (l *Ledger) Balance(ctx context.Context, account string) (_ Balance, err error) {
+	ctx, op := l.tel.start(ctx, "balance")
+	defer func() { op.end(err, false) }()
 	if err := l.check(valid.Name("account", account)); err != nil {
 		return Balance{}, err
 	}
