@@ -74,7 +74,8 @@ func (l *Ledger) TransferBatch(ctx context.Context, ts []Transfer, opts ...CallO
 			v, err = l.writeSwept(ctx, []string{t.From}, call.Script, call.Keys, call.Args...)
 		}
 		res := &out[i].Result
-		out[i].Result, out[i].Err = l.posting("transfer", t.ID, v, err, res, t.From, t.To)
+		canon, nonce := transferMarker(call)
+		out[i].Result, out[i].Err = l.posting("transfer", t.ID, v, err, res, t.From, t.To, canon, nonce)
 		l.tel.count(ctx, "transfer", out[i].Err, out[i].Result.Replayed)
 	}
 	for _, r := range out {

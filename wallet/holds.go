@@ -59,7 +59,7 @@ func (l *Ledger) Hold(ctx context.Context, r HoldReq, opts ...CallOption) (res R
 	v, err := l.writeSwept(ctx, []string{r.Account}, holdScript, append(l.accountKeys(r.Account), fenceKeys...),
 		append([]any{r.ID, strconv.FormatInt(r.Amount, 10), r.TTL.Milliseconds(), r.Memo, retry.Nonce(),
 			l.cfg.window.Milliseconds()}, fenceArgs...)...)
-	res, err = l.posting("hold", r.ID, v, err, &res, r.Account, "")
+	res, err = l.posting("hold", r.ID, v, err, &res, r.Account, "", "", "")
 	if reply := strs(v); res.EntryID != "" && len(reply) == 12 {
 		exp, _ := strconv.ParseInt(reply[10], 10, 64)
 		now, _ := strconv.ParseInt(reply[11], 10, 64)
@@ -108,7 +108,7 @@ func (l *Ledger) resolve(ctx context.Context, kind, account, holdID string, amou
 	v, err := l.write(ctx, resolveScript, append(l.accountKeys(account), fenceKeys...),
 		append([]any{holdID, kind, strconv.FormatInt(amount, 10), retry.Nonce(),
 			l.cfg.window.Milliseconds()}, fenceArgs...)...)
-	return l.posting(kind, holdID, v, err, &res, account, "")
+	return l.posting(kind, holdID, v, err, &res, account, "", "", "")
 }
 
 // reclaimer releases expired holds of the accounts on which this Ledger

@@ -12,6 +12,8 @@ import (
 var (
 	//go:embed scripts/lib.lua
 	libLua string
+	//go:embed scripts/fast.lua
+	fastLua string
 	//go:embed scripts/open.lua
 	openLua string
 	//go:embed scripts/post.lua
@@ -42,8 +44,8 @@ var (
 
 var (
 	openScript       = newScript(openLua)
-	postScript       = newScript(postLua)
-	transferScript   = newScript(transferLua)
+	postScript       = newFastScript(postLua)
+	transferScript   = newFastScript(transferLua)
 	closeScript      = newScript(closeLua)
 	checkpointScript = newScript(checkpointLua)
 	holdScript       = newScript(holdLua)
@@ -62,3 +64,12 @@ var (
 func PostingScriptSource() string { return postScript.Source() }
 
 func newScript(body string) *script.Script { return script.New(lock.FenceLua + "\n" + libLua + body) }
+
+// newFastScript builds post.lua and transfer.lua: lock.FenceLua, lib.lua
+// wrapped in the function redkit_lib (its closures are made only on the
+// rarer paths that call it), fast.lua, then the body.
+func newFastScript(body string) *script.Script {
+	return script.New(lock.FenceLua + "\nlocal function redkit_lib()\n" + libLua +
+		"\nreturn {account = account, marker = marker, conflict = conflict, replay = replay, reply = reply, " +
+		"sweep_due = sweep_due}\nend\n" + fastLua + body)
+}

@@ -219,20 +219,29 @@ func (l *Ledger) post(ctx context.Context, kind string, tx Tx, opts []CallOption
 		return res, err
 	}
 	ak := l.accountKeys(tx.Account)
+	amount := strconv.FormatInt(tx.Amount, 10)
+	c := canonical(kind, tx.Account, "", amount, tx.Currency, tx.Memo)
+	nonce := retry.Nonce()
 	v, err := l.writeSwept(ctx, []string{tx.Account}, postScript,
 		append([]string{ak[0], ak[1], l.txKey(g, tx.ID), ak[2], ak[3]}, fenceKeys...),
-		append([]any{tx.ID, kind, tx.Account, strconv.FormatInt(tx.Amount, 10), tx.Currency, tx.Memo,
-			retry.Nonce(), l.cfg.window.Milliseconds()}, fenceArgs...)...)
-	return l.posting(kind, tx.ID, v, err, &res, tx.Account, "")
+		append([]any{tx.ID, kind, tx.Account, amount, tx.Currency, tx.Memo,
+			nonce, l.cfg.window.Milliseconds(), c}, fenceArgs...)...)
+	return l.posting(kind, tx.ID, v, err, &res, tx.Account, "", c, nonce)
 }
 
 // posting finishes a posting call: a transport failure, or the decoded
-// reply joined with a replica acknowledgement shortfall.
-func (l *Ledger) posting(kind, id string, v any, err error, res *Result, from, to string) (Result, error) {
+// reply joined with a replica acknowledgement shortfall. canon and nonce
+// are the call's canonical description and nonce, against which a stored
+// marker is judged.
+func (l *Ledger) posting(kind, id string, v any, err error, res *Result, from, to, canon, nonce string) (Result, error) {
 	if v == nil {
 		return *res, fmt.Errorf("%s %s: %w", kind, id, err)
 	}
-	out, derr := decodePosting(kind, id, strs(v), res, from, to)
+	r := strs(v)
+	if status(r, 0) == "marker" {
+		r = judgeMarker(r, canon, nonce, kind == "transfer")
+	}
+	out, derr := decodePosting(kind, id, r, res, from, to)
 	if derr == nil && err != nil {
 		return out, fmt.Errorf("%s %s: %w", kind, id, err)
 	}
@@ -282,7 +291,8 @@ func (l *Ledger) Transfer(ctx context.Context, t Transfer, opts ...CallOption) (
 		return res, err
 	}
 	v, err := l.writeSwept(ctx, []string{t.From}, call.Script, call.Keys, call.Args...)
-	return l.posting("transfer", t.ID, v, err, &res, t.From, t.To)
+	canon, nonce := transferMarker(call)
+	return l.posting("transfer", t.ID, v, err, &res, t.From, t.To, canon, nonce)
 }
 
 // transferCall validates a transfer and builds its script call, with a
@@ -304,12 +314,23 @@ func (l *Ledger) transferCall(t Transfer, opts []CallOption) (script.Call, error
 		return script.Call{}, err
 	}
 	fk, tk := l.accountKeys(t.From), l.accountKeys(t.To)
+	amount := strconv.FormatInt(t.Amount, 10)
+	c := canonical("transfer", t.From, t.To, amount, "", t.Memo)
+	nonce := retry.Nonce()
 	return script.Call{
 		Script: transferScript,
 		Keys:   append([]string{fk[0], fk[1], tk[0], tk[1], l.txKey(g, t.ID), fk[2], fk[3], tk[2], tk[3]}, fenceKeys...),
-		Args: append([]any{t.ID, t.From, t.To, strconv.FormatInt(t.Amount, 10), t.Memo, retry.Nonce(),
-			l.cfg.window.Milliseconds()}, fenceArgs...),
+		Args: append([]any{t.ID, t.From, t.To, amount, t.Memo, nonce,
+			l.cfg.window.Milliseconds(), c}, fenceArgs...),
 	}, nil
+}
+
+// transferMarker returns the canonical description and the nonce a
+// transferCall carries (ARGV[8] and ARGV[6] of transfer.lua).
+func transferMarker(call script.Call) (canon, nonce string) {
+	canon, _ = call.Args[7].(string)
+	nonce, _ = call.Args[5].(string)
+	return canon, nonce
 }
 
 // decodePosting reads the reply of post.lua or transfer.lua:

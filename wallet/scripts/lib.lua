@@ -39,6 +39,13 @@ local function str(x)
   return string.format('%.0f', tonumber(x))
 end
 
+-- fmt formats an integer-valued number exactly, like str, but takes the
+-- cheaper tostring (%.14g) where that is exact.
+local function fmt(x)
+  if x < 1e14 and x > -1e14 then return tostring(x) end
+  return string.format('%.0f', x)
+end
+
 -- now_ms is the server's clock in milliseconds.
 local function now_ms()
   local t = redis.call('TIME')
@@ -171,27 +178,43 @@ local function hold_put(holds_key, idx_key, id, h, next_ms)
   redis.call('ZADD', idx_key, str(next_ms), id)
 end
 
--- sweep releases the account's holds whose expiry has passed (journal kind
--- "hold_expire") and forgets decided holds whose window has passed, at most
--- limit of them; a.held follows. Returns how many entries it handled.
-local function sweep(ak, jk, hk, ik, a, now, window, limit)
-  if not a then return 0 end
-  local due = redis.call('ZRANGEBYSCORE', ik, '-inf', str(now), 'LIMIT', '0', str(limit))
+-- sweep_due releases the account's holds listed in due (hold index
+-- entries due at now) whose expiry has passed (journal kind "hold_expire")
+-- and forgets the decided ones, for an account whose posted and held
+-- balances are given. Returns the held balance after.
+local function sweep_due(ak, jk, hk, ik, posted, held, due, now, window)
   for _, id in ipairs(due) do
     local h = hold_get(hk, id)
     if h and h.s == 'open' then
       local n = tonumber(h.n)
       redis.call('HINCRBY', ak, 'held', '-' .. h.n)
-      a.held = a.held - n
-      local e = journal(ak, jk, id, 'hold_expire', '0', '-' .. h.n, a.posted, a.held, '', h.m)
-      h.s, h.rt, h.re, h.rp, h.rh = 'expired', str(now), e, str(a.posted), str(a.held)
+      held = held - n
+      local e = journal(ak, jk, id, 'hold_expire', '0', '-' .. h.n, posted, held, '', h.m)
+      h.s, h.rt, h.re, h.rp, h.rh = 'expired', str(now), e, str(posted), str(held)
       hold_put(hk, ik, id, h, now + tonumber(window))
     else
       redis.call('HDEL', hk, id)
       redis.call('ZREM', ik, id)
     end
   end
-  return #due
+  return held
+end
+
+-- sweep_held is sweep_due for the index entries due at now, at most limit
+-- of them. Returns the held balance after, and how many entries it handled.
+local function sweep_held(ak, jk, hk, ik, posted, held, now, window, limit)
+  local due = redis.call('ZRANGEBYSCORE', ik, '-inf', fmt(now), 'LIMIT', '0', tostring(limit))
+  if #due == 0 then return held, 0 end
+  return sweep_due(ak, jk, hk, ik, posted, held, due, now, window), #due
+end
+
+-- sweep is sweep_held for an account read by account(); a.held follows.
+-- Returns how many entries it handled.
+local function sweep(ak, jk, hk, ik, a, now, window, limit)
+  if not a then return 0 end
+  local held, handled = sweep_held(ak, jk, hk, ik, a.posted, a.held, now, window, limit)
+  a.held = held
+  return handled
 end
 
 -- held_over reports whether holding n more would take a.held past MAX,

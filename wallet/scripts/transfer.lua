@@ -1,5 +1,5 @@
 -- transfer: move an amount between two accounts of one slot group,
--- idempotent by transaction ID. Runs after lib.lua.
+-- idempotent by transaction ID. Runs after fast.lua (and lib.lua as redkit_lib).
 --
 -- KEYS[1] source account hash   <prefix>:wallet:v2:{<group>}:acct:<from>
 -- KEYS[2] source journal        <prefix>:wallet:v2:{<group>}:journal:<from>
@@ -17,7 +17,12 @@
 -- ARGV[5] memo, "" for none
 -- ARGV[6] call nonce
 -- ARGV[7] idempotency window in milliseconds
--- Optional fence: KEYS[10] fence key, ARGV[8] fencing token (see post.lua).
+-- ARGV[8] canonical description ("transfer", from, to, amount, "", memo;
+--         see post.lua), stored in the marker
+-- Optional fence: KEYS[10] fence key, ARGV[9] fencing token (see post.lua).
+--
+-- The marker is a string as in post.lua, an accepted transfer's followed by
+-- \n<to_entry>\n<to_posted>\n<to_held>.
 --
 -- Reply: {status, replayed, field, time_ms, from_entry_id, from currency,
 -- overdraft, posted, held, closed, to_entry_id, to currency, overdraft,
@@ -26,60 +31,87 @@
 -- "not_found" (source), "to_not_found", "closed" (source), "to_closed",
 -- "currency" (the accounts' currencies differ), "insufficient"; or
 -- "conflict" with field (kind, from, to, amount, memo); "stale_fence";
--- "again" (see post.lua).
+-- "again" (see post.lua); a refusal is just {status, "0"}. Or
+-- {"marker", value, currency, overdraft, to_currency, to_overdraft} when
+-- the tx ID has a string marker (judged by the Go side, see post.lua).
 -- Error reply "ERR wallet: invalid: ...": nothing was written.
 
-local tx, from, to, amount_s, memo, nonce, window =
-  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
-local n = amount(amount_s)
-if not n then return invalid('amount ' .. tostring(amount_s)) end
+local tx, from, to, amount_s, memo, nonce, window, canon =
+  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
+local n = tonumber(amount_s)
+if not n or n < 1 or n > MAX or n % 1 ~= 0 or fmt(n) ~= amount_s then
+  return invalid('amount ' .. tostring(amount_s))
+end
 if from == to or KEYS[1] == KEYS[3] then return invalid('same account on both sides') end
+if type(canon) ~= 'string' then return invalid('canonical description') end
 
-local a = account(KEYS[1])
-local b = account(KEYS[3])
-local m = marker(KEYS[5])
-if m then
-  local f = conflict(m, 'transfer', from, to, amount_s, '', memo)
-  if f then return reply('conflict', false, f) end
-  return replay(m, nonce, a, b)
+local mv = redis.pcall('GET', KEYS[5])
+if mv then
+  if type(mv) == 'table' then
+    -- A hash (WRONGTYPE): an older marker or a transfer across groups.
+    local L = redkit_lib()
+    local a, b = L.account(KEYS[1]), L.account(KEYS[3])
+    local m = L.marker(KEYS[5])
+    local f = L.conflict(m, 'transfer', from, to, amount_s, '', memo)
+    if f then return L.reply('conflict', false, f) end
+    return L.replay(m, nonce, a, b)
+  end
+  local va = redis.call('HMGET', KEYS[1], 'cur', 'od')
+  local vb = redis.call('HMGET', KEYS[3], 'cur', 'od')
+  return {'marker', mv, va[1] or '', va[2] or '0', vb[1] or '', vb[2] or '0'}
 end
 
-if a and b then
-  if b.posted + n > MAX then return invalid('destination balance would exceed 9007199254740991') end
-  -- a.held counts transfers across groups still in flight from a, whose
-  -- last step adds to a.tout and must not fail then.
-  if a.tout + a.held + n > TOTAL_MAX or b.tin + n > TOTAL_MAX then
+local va = redis.call('HMGET', KEYS[1], 'cur', 'od', 'posted', 'held', 'closed', 'tout')
+local vb = redis.call('HMGET', KEYS[3], 'cur', 'od', 'posted', 'held', 'closed', 'tin')
+local pa, ha = tonumber(va[3]) or 0, tonumber(va[4]) or 0
+local pb, hb = tonumber(vb[3]) or 0, tonumber(vb[4]) or 0
+if va[1] and vb[1] then
+  if pb + n > MAX then return invalid('destination balance would exceed 9007199254740991') end
+  -- ha counts transfers across groups still in flight from a, whose
+  -- last step adds to a's tout and must not fail then.
+  if (tonumber(va[6]) or 0) + ha + n > TOTAL_MAX or (tonumber(vb[6]) or 0) + n > TOTAL_MAX then
     return invalid('transfer total would exceed 9e18')
   end
 end
 
-if not fence_ok(10, 8) then return reply('stale_fence', false) end
+if KEYS[10] and not redkit_fence(KEYS[10], ARGV[9]) then return {'stale_fence', '0'} end
 local now = now_ms()
-sweep(KEYS[1], KEYS[2], KEYS[6], KEYS[7], a, now, window, SWEEP_LIMIT)
-sweep(KEYS[3], KEYS[4], KEYS[8], KEYS[9], b, now, window, SWEEP_LIMIT)
-local status = status_of(a, '', nil)
-if status == 'ok' then
-  local sb = status_of(b, '', nil)
-  if sb ~= 'ok' then status = 'to_' .. sb end
+local now_s = fmt(now)
+if va[1] then ha = sweep_fast(KEYS[1], KEYS[2], KEYS[6], KEYS[7], pa, ha, now_s, now, window) end
+if vb[1] then hb = sweep_fast(KEYS[3], KEYS[4], KEYS[8], KEYS[9], pb, hb, now_s, now, window) end
+local status = 'ok'
+if not va[1] then status = 'not_found'
+elseif va[5] == '1' then status = 'closed'
+elseif not vb[1] then status = 'to_not_found'
+elseif vb[5] == '1' then status = 'to_closed'
+elseif va[1] ~= vb[1] then status = 'currency'
+elseif pa - ha - n < -(tonumber(va[2]) or 0) then
+  if due_left(KEYS[7], now_s) then return {'again', '0'} end
+  status = 'insufficient'
 end
-if status == 'ok' and a.cur ~= b.cur then status = 'currency' end
-if status == 'ok' then status = status_of(a, '', n) end
-if status == 'insufficient' and due_left(KEYS[7], now) then return reply('again', false) end
-local fields = {'k', 'transfer', 'a', from, 'b', to, 'n', amount_s, 'c', '', 'm', memo,
-                'nonce', nonce, 's', status, 't', str(now)}
 if status ~= 'ok' then
-  remember(KEYS[5], window, fields)
-  return reply(status, false)
+  redis.call('SET', KEYS[5], canon .. '\n' .. status .. '\n' .. nonce .. '\n' .. now_s, 'PX', window)
+  return {status, '0'}
 end
 
-local pa = redis.call('HINCRBY', KEYS[1], 'posted', '-' .. amount_s)
-redis.call('HINCRBY', KEYS[1], 'tout', amount_s)
-local pb = redis.call('HINCRBY', KEYS[3], 'posted', amount_s)
-redis.call('HINCRBY', KEYS[3], 'tin', amount_s)
-local ea = journal(KEYS[1], KEYS[2], tx, 'transfer_out', '-' .. amount_s, '0', pa, a.held, to, memo)
-local eb = journal(KEYS[3], KEYS[4], tx, 'transfer_in', amount_s, '0', pb, b.held, from, memo)
-for _, x in ipairs({'e', ea, 'p', str(pa), 'h', str(a.held), 'e2', eb, 'p2', str(pb), 'h2', str(b.held)}) do
-  fields[#fields + 1] = x
+pa, pb = pa - n, pb + n
+local pas, has, pbs, hbs = fmt(pa), fmt(ha), fmt(pb), fmt(hb)
+local ea, eb
+if memo == '' then
+  ea = redis.call('XADD', KEYS[2], '*', 'tx', tx, 'kind', 'transfer_out', 'delta', '-' .. amount_s, 'hdelta', '0',
+                  'posted', pas, 'held', has, 'peer', to)
+  eb = redis.call('XADD', KEYS[4], '*', 'tx', tx, 'kind', 'transfer_in', 'delta', amount_s, 'hdelta', '0',
+                  'posted', pbs, 'held', hbs, 'peer', from)
+else
+  ea = redis.call('XADD', KEYS[2], '*', 'tx', tx, 'kind', 'transfer_out', 'delta', '-' .. amount_s, 'hdelta', '0',
+                  'posted', pas, 'held', has, 'peer', to, 'memo', memo)
+  eb = redis.call('XADD', KEYS[4], '*', 'tx', tx, 'kind', 'transfer_in', 'delta', amount_s, 'hdelta', '0',
+                  'posted', pbs, 'held', hbs, 'peer', from, 'memo', memo)
 end
-remember(KEYS[5], window, fields)
-return reply('ok', false, '', str(now), ea, balance_reply(a, pa, a.held), eb, balance_reply(b, pb, b.held))
+redis.call('HSET', KEYS[1], 'posted', pas, 'last', ea)
+redis.call('HINCRBY', KEYS[1], 'tout', amount_s)
+redis.call('HSET', KEYS[3], 'posted', pbs, 'last', eb)
+redis.call('HINCRBY', KEYS[3], 'tin', amount_s)
+redis.call('SET', KEYS[5], canon .. '\nok\n' .. nonce .. '\n' .. now_s .. '\n' .. ea .. '\n' .. pas .. '\n' .. has ..
+           '\n' .. eb .. '\n' .. pbs .. '\n' .. hbs, 'PX', window)
+return {'ok', '0', '', now_s, ea, va[1], va[2] or '0', pas, has, '0', eb, vb[1], vb[2] or '0', pbs, hbs, '0'}

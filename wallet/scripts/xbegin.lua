@@ -28,7 +28,11 @@
 --   "stale_fence", or "again" (see post.lua).
 --   For pending/posted/voided: {status, replayed, '', currency, reason,
 --   time_ms, entry, posted, held, overdraft, to_entry, to_currency,
---   to_overdraft, to_posted, to_held, begin_ms} (see xfinish.lua).
+--   to_overdraft, to_posted, to_held, begin_ms, begin_nonce} (see
+--   xfinish.lua). begin_nonce, the nonce of the call that recorded the
+--   transfer, names this transfer apart from any other under the same ID
+--   (one begun after this one was finished and forgotten): the later steps
+--   carry it and act only on records that hold it.
 -- Error reply "ERR wallet: invalid: ...": nothing was written.
 
 local tx, from, to, amount_s, memo, nonce, window, dest_full =
@@ -39,11 +43,14 @@ if not n then return invalid('amount ' .. tostring(amount_s)) end
 local function state(m, replayed)
   return {m.s, replayed and '1' or '0', '', m.cur or '', m.r or '', m.t or '', m.e3 or '',
           m.p or '', m.h or '', m.od or '', m.e2 or '', m.cur2 or '', m.od2 or '', m.p2 or '', m.h2 or '',
-          m.t0 or ''}
+          m.t0 or '', m.nonce or ''}
 end
 
 local a = account(KEYS[1])
-local raw = redis.call('HGETALL', KEYS[3])
+local raw = redis.pcall('HGETALL', KEYS[3])
+-- WRONGTYPE: the ID names a posting or a same-group transfer, whose
+-- marker is a string (post.lua): another kind of transaction.
+if raw.err then return {'conflict', '0', 'kind'} end
 if #raw > 0 then
   local m = {}
   for i = 1, #raw, 2 do m[raw[i]] = raw[i + 1] end
@@ -81,4 +88,4 @@ local e = journal(KEYS[1], KEYS[2], tx, 'transfer_hold', '0', amount_s, a.posted
 for _, x in ipairs({'s', 'pending', 'cur', a.cur, 'od', str(a.od), 'e1', e}) do fields[#fields + 1] = x end
 redis.call('HSET', KEYS[3], unpack(fields))
 redis.call('ZADD', KEYS[6], str(now), tx)
-return {'pending', '0', '', a.cur, '', '', '', '', '', str(a.od), '', '', '', '', '', str(now)}
+return {'pending', '0', '', a.cur, '', '', '', '', '', str(a.od), '', '', '', '', '', str(now), nonce}

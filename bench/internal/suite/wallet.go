@@ -113,11 +113,11 @@ func rbWalletDebit(ctx context.Context, env *Env, d time.Duration) (Sample, erro
 		return Sample{}, err
 	}
 	// Key layout and arguments as documented in the script's header.
-	sp := keys.Space{Prefix: p, Module: "wallet", Version: 1}
+	sp := keys.Space{Prefix: p, Module: "wallet", Version: 2}
 	args := []string{"EVALSHA", sha, "5",
 		sp.Key("hot", "acct", "hot"), sp.Key("hot", "journal", "hot"), sp.Key("hot", "tx", "__rand_int__"),
 		sp.Key("hot", "holds", "hot"), sp.Key("hot", "hidx", "hot"),
-		"__rand_int__", "debit", "hot", "1", "", "", "rb-nonce", "86400000"}
+		"__rand_int__", "debit", "hot", "1", "", "", "rb-nonce", "86400000", "5:debit3:hot0:1:10:0:"}
 	s, err := redisBenchmark(ctx, env, d, args...)
 	if err != nil {
 		return s, err

@@ -1,0 +1,38 @@
+-- fast: what post.lua and transfer.lua need on their common path. The Go
+-- side builds them as lock.FenceLua, this chunk, then lib.lua wrapped in
+-- the function redkit_lib (so its closures are only made on the paths that
+-- use them: markers kept as hashes, holds due), then the body.
+
+local MAX = 9007199254740991
+local TOTAL_MAX = 9.0e18
+local SWEEP_LIMIT = 64
+
+-- fmt formats an integer-valued number exactly: tostring (%.14g) where
+-- that is exact, else %.0f.
+local function fmt(x)
+  if x < 1e14 and x > -1e14 then return tostring(x) end
+  return string.format('%.0f', x)
+end
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function invalid(msg)
+  return redis.error_reply('ERR wallet: invalid: ' .. msg)
+end
+
+-- sweep_fast releases the account's due holds (lib.lua's sweep_held) and
+-- returns the held balance after; nothing due costs one command and no
+-- closure.
+local function sweep_fast(ak, jk, hk, ik, posted, held, now_s, now, window)
+  local due = redis.call('ZRANGEBYSCORE', ik, '-inf', now_s, 'LIMIT', '0', '64')
+  if #due == 0 then return held end
+  return redkit_lib().sweep_due(ak, jk, hk, ik, posted, held, due, now, window)
+end
+
+-- due_left: lib.lua's.
+local function due_left(ik, now_s)
+  return #redis.call('ZRANGEBYSCORE', ik, '-inf', now_s, 'LIMIT', '0', '1') > 0
+end
