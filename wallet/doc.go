@@ -236,10 +236,9 @@
 // wallet.credit, wallet.debit, wallet.transfer, wallet.transfer_batch,
 // wallet.hold, wallet.capture, wallet.void, wallet.close_account,
 // wallet.checkpoint, wallet.verify, wallet.balance, wallet.entries,
-// wallet.trial_balance,
-// wallet.recover), a child of the
-// caller's span, with redkit.outcome and redkit.replayed; refusals are
-// outcomes, not span errors. Metrics:
+// wallet.trial_balance; wallet.recover, also one per round of the
+// background recovery), a child of the caller's span, with redkit.outcome
+// and redkit.replayed; refusals are outcomes, not span errors. Metrics:
 //
 //	redkit.wallet.operation.duration  s           histogram  redkit.operation, redkit.outcome
 //	redkit.wallet.operations          {operation} counter    redkit.operation, redkit.outcome
