@@ -41,7 +41,14 @@
 //     context ends even when Redis cannot be reached. Err gives the reason.
 //   - The watchdog renews every lease at TTL/3 (WithWatchdog(false) turns it
 //     off; WithMaxHold bounds the total hold). Release stops the renewals
-//     first.
+//     first, without waiting for one in flight (an extend that arrives after
+//     the release finds nothing to extend), and is bounded by
+//     WithReleaseTimeout as closely as go-redis honours context deadlines:
+//     with ContextTimeoutEnabled false (go-redis's default) a command
+//     already sent waits for its reply up to the client's ReadTimeout
+//     whatever the deadline, so against a Redis that does not answer a
+//     Release can take up to about one ReadTimeout (3s by default) longer
+//     than the release timeout; with it on, the release timeout bounds it.
 //   - Retries are safe. The scripts are idempotent by owner ID: an acquire
 //     re-sent after a lost reply recognises its own owner ID and succeeds
 //     with the same token. A release writes nothing to remember itself; a
@@ -110,14 +117,19 @@
 //     Permits are not fenced.
 //   - Redlock (NewRedlock): a mutex over N independent masters that holds
 //     when a majority granted it in time. An acquire, a renewal and a
-//     release are decided by the answers in hand: they return as soon as a
-//     majority answered alike, and a master that has not answered within 5%
-//     of the TTL counts as failed (what it grants late is given back when
-//     the acquire failed). So a silent minority costs nothing when the
-//     others agree and at most 5% of the TTL otherwise, and a lease keeps
-//     at least 95% of its TTL, less the drift allowance, as validity. No
-//     fence, polling only; read its caveats before choosing it over a
-//     fenced Mutex on one primary.
+//     release are decided by the answers in hand: they return as soon as
+//     the answers of a majority decide them, and a master that has not
+//     answered within 5% of the TTL counts as failed (what it grants late
+//     is given back when the acquire failed). So a silent minority costs
+//     nothing when the others agree and at most 5% of the TTL otherwise,
+//     and a lease keeps at least 95% of its TTL, less the drift allowance,
+//     as validity. Each acquire attempt has an owner ID of its own, so
+//     what a failed attempt gives back, late, never touches the lock of a
+//     later attempt of the same Acquire. A release needs a majority's
+//     answers (else Release returns the error); on every master that failed
+//     or has not answered it is sent again in the background until that
+//     master answers. No fence, polling only; read its caveats before
+//     choosing it over a fenced Mutex on one primary.
 //
 // All hand out the same *Lease, with the same lifecycle.
 //
@@ -223,6 +235,23 @@
 //     gives back what it got (TestRedlock_silentMinority_noQuorum). Two
 //     masters down: an error, nothing held (TestRedlock_quorum); a majority
 //     that lost the lock ends the lease (TestRedlock_leaseLostWithMajority).
+//     One master paused at the release: Release returns as soon as the two
+//     others released it, not when the paused master's call ends
+//     (TestRedlock_Release_silentMinority_decidedByMajority).
+//   - Redlock, the replies of two masters of three lost: the acquire, which
+//     ran there, returns ErrUnknownOutcome (a bare error only when no
+//     master's part may have run) and what it got is given back once they
+//     answer (TestRedlock_TryAcquire_lostReplies_unknownOutcome). A waiting
+//     Acquire whose earlier attempts' give-backs are still being retried on
+//     a master keeps the lock a later attempt took there
+//     (TestRedlock_Acquire_staleGiveBackSparesLaterAttempt). A release that
+//     reaches one master of three is no majority: Release returns the error
+//     and the other two get the release as soon as they are reachable again
+//     (TestRedlock_Release_majorityUnreachable).
+//   - Redis paused while the watchdog's renewal is in flight: Release does
+//     not wait for the renewal; it gives up after WithReleaseTimeout with
+//     ErrUnknownOutcome and the release is retried once Redis answers
+//     (TestLease_Release_renewalInFlight_boundedByReleaseTimeout).
 //   - Releases nobody waited for publish nothing; a waiter is woken by the
 //     release it marked, and a second waiter refused before that release,
 //     in this process or another, is woken in turn, long before the

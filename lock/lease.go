@@ -29,17 +29,17 @@ type Lease struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	mu       sync.Mutex
-	until    time.Time
-	renewErr error
-	renewing int // extends in flight
-	deadline *time.Timer
+	mu        sync.Mutex
+	until     time.Time
+	renewErr  error
+	renewing  int  // extends in flight
+	releasing bool // Release has begun: it, not a renewal's answer, ends the lease
+	deadline  *time.Timer
 
 	// Watchdog state, guarded by the Client's renewer.
-	next     time.Time     // when the next renewal is due
-	index    int           // position in the renewer's heap; -1 when not queued
-	inflight chan struct{} // closed when the renewal in flight has returned
-	stopped  bool          // never renew again
+	next    time.Time // when the next renewal is due
+	index   int       // position in the renewer's heap; -1 when not queued
+	stopped bool      // never renew again
 
 	endOnce     sync.Once
 	releaseOnce sync.Once
@@ -146,17 +146,21 @@ func (l *Lease) renewed(start time.Time, ttl time.Duration, status int64, err er
 			l.until = u
 		}
 	}
+	// A renewal answered after the release left may find the lock that
+	// release deleted: the release's outcome, not this one, ends the lease.
+	releasing := l.releasing
 	l.mu.Unlock()
+	cause := ErrLeaseExpired
 	switch status {
 	case 1:
 		return nil
 	case 2:
-		l.finish(ErrLeaseTaken)
-		return ErrLeaseTaken
-	default:
-		l.finish(ErrLeaseExpired)
-		return ErrLeaseExpired
+		cause = ErrLeaseTaken
 	}
+	if !releasing {
+		l.finish(cause)
+	}
+	return cause
 }
 
 // Extend renews the lease once by the mutex's TTL, for use with the watchdog
@@ -176,8 +180,10 @@ func (l *Lease) Extend(ctx context.Context) error {
 	return nil
 }
 
-// stopRenewal stops the watchdog's renewals of l and waits for one in
-// flight.
+// stopRenewal stops the watchdog's renewals of l. A renewal already in
+// flight is not waited for (it is bounded by the lease's Until, and a
+// release must not wait that long): an extend never re-creates a lock, so
+// one that reaches Redis after the release finds nothing to extend.
 func (l *Lease) stopRenewal() { l.r.c.renewer.remove(l) }
 
 // end stops the lease's background work and cancels its context with cause
@@ -200,8 +206,13 @@ func (l *Lease) end(cause error) {
 // in the background until Redis answers, the Client closes or the lock has
 // expired). It runs detached from ctx's
 // cancellation (keeping its values), bounded by WithReleaseTimeout, so a
-// deferred Release works after the request's context has ended. Later calls
-// return the first call's result.
+// deferred Release works after the request's context has ended; it does not
+// wait for a renewal in flight. Later calls return the first call's result.
+//
+// A Redlock lease is released when a majority of masters answered and one
+// released it; a master that failed or has not answered gets the release
+// again in the background, and when the masters that answered are no
+// majority Release returns the error.
 func (l *Lease) Release(ctx context.Context) error {
 	if l == nil {
 		return ErrNotAcquired
@@ -220,6 +231,9 @@ func (l *Lease) release(ctx context.Context) (err error) {
 			otelx.End(span, outcome, err)
 		}
 	}()
+	l.mu.Lock()
+	l.releasing = true
+	l.mu.Unlock()
 	l.stopRenewal()
 	// Still valid as the release leaves: the lock is then this lease's in
 	// Redis (Until allows for clock drift), so a send that finds it gone or
@@ -235,8 +249,11 @@ func (l *Lease) release(ctx context.Context) (err error) {
 	case err != nil:
 		// The release may not have run (its replies lost, and the re-sends
 		// with them): keep trying, so the lock is not left held by nobody
-		// until its TTL once Redis answers again.
-		l.r.withdrawLater(ctx, l.owner)
+		// until its TTL once Redis answers again. A Redlock release has
+		// done so already, on each master that did not answer.
+		if l.r.peers == nil {
+			l.r.withdrawLater(ctx, l.owner)
+		}
 		err = fmt.Errorf("lock: release %s: %w", l.r.name, err)
 		l.end(ErrReleased)
 	case status == 1:

@@ -14,16 +14,19 @@ import (
 )
 
 // Redlock is a lock over N independent Redis masters (no replication
-// between them), after the Redlock algorithm: an acquire tries every master
-// in parallel with one owner ID and holds the lock when a majority
+// between them), after the Redlock algorithm: an acquire attempt tries every
+// master in parallel with one owner ID (a new one per attempt) and holds the
+// lock when a majority
 // (N/2+1) granted it while time is left on the TTL; otherwise it releases
 // whatever it got. Renewals and releases go to every master the same way,
 // and a renewal that no longer reaches a majority ends the lease. Each call
-// is decided by the answers in hand: it returns once a majority answered
-// alike, and counts a master that has not answered within 5% of the TTL as
-// failed, so a silent minority (a partition, a paused host) does not hold
-// up the others. A call to such a master goes on in the background until
-// go-redis gives up on it; Close waits for those calls.
+// is decided by the answers in hand: it returns once the answers of a
+// majority decide it, and counts a master that has not answered within 5%
+// of the TTL as failed, so a silent minority (a partition, a paused host)
+// does not hold up the others. A call to such a master goes on in the
+// background until go-redis gives up on it; Close waits for those calls. A
+// release that failed or went unanswered on a master is retried there in
+// the background, like Lease.Release's, until that master answers.
 //
 // Caveats, stated plainly:
 //
@@ -217,7 +220,13 @@ func (r *resource) peerCtx(ctx context.Context) (context.Context, context.Cancel
 	return context.WithTimeout(ctx, peerTimeout(r.cfg.ttl))
 }
 
-func (r *resource) attemptQuorum(ctx context.Context, owner string) (*Lease, time.Duration, error) {
+// attemptQuorum makes one acquire attempt on every master. It takes a new
+// owner ID rather than the caller's: what a failed attempt may have got is
+// given back, on a master that does not answer in the background, by a
+// release for that attempt's owner ID, which must never match the lock of
+// a later attempt of the same Acquire on that master.
+func (r *resource) attemptQuorum(ctx context.Context, _ string) (*Lease, time.Duration, error) {
+	owner := newOwner()
 	start := time.Now()
 	q := r.quorum()
 	answers, settle := r.gather(ctx, func(p *resource) peerAnswer {
@@ -243,12 +252,12 @@ func (r *resource) attemptQuorum(ctx context.Context, owner string) (*Lease, tim
 		wait time.Duration
 		errs []error
 	)
-	for _, o := range answers {
+	for i, o := range answers {
 		switch {
 		case o.ok:
 			got++
 		case o.err != nil:
-			errs = append(errs, o.err)
+			errs = append(errs, r.peerErr(i, o.err))
 		case wait == 0 || time.Duration(o.n)*time.Millisecond < wait:
 			wait = time.Duration(o.n) * time.Millisecond
 		}
@@ -295,23 +304,75 @@ func (r *resource) extendQuorum(ctx context.Context, owner string, ttl time.Dura
 	return r.tally(answers, q)
 }
 
-// releaseQuorum: 1 when any master released (or had released) it, else as
-// extendQuorum with a quorum of one. It waits for every master up to
-// peerTimeout; a release still running after that goes on in the
-// background, bounded by the release timeout.
+// releaseQuorum decides a release by a majority: relReleased when a
+// majority answered and one of them released the lock, relTaken when none
+// released it and one has another owner, relFree when none released it;
+// an error when the masters that answered are no majority (the lock may
+// still be this owner's on a majority). It returns as soon as the answers
+// decide it, waiting up to peerTimeout for the rest. A master whose
+// release failed, or that answers after that with a failure, gets the
+// release again in the background until it answers; one that has not
+// answered yet goes on, bounded by the release timeout.
 func (r *resource) releaseQuorum(ctx context.Context, owner string) (int64, error) {
+	q, n := r.quorum(), len(r.peers)
 	answers, settle := r.gather(ctx, func(p *resource) peerAnswer {
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.releaseTimeout)
 		defer cancel()
-		n, _, err := p.release(pctx, owner, 0)
-		return peerAnswer{n: n, err: err}
-	}, func([]peerAnswer) bool { return false })
-	settle(nil)
-	return r.tally(answers, 1)
+		s, _, err := p.release(pctx, owner, 0)
+		return peerAnswer{n: s, err: err}
+	}, func(as []peerAnswer) bool {
+		var ok, failed int
+		for _, a := range as {
+			switch {
+			case !a.answered:
+			case a.err == nil:
+				ok++
+			default:
+				failed++
+			}
+		}
+		return ok > n-q || n-failed <= n-q
+	})
+	retryLater := func(p *resource, a peerAnswer) {
+		if a.err != nil {
+			p.withdrawLater(ctx, owner)
+		}
+	}
+	settle(retryLater)
+	var (
+		ok, released, taken int
+		errs                []error
+	)
+	for i, a := range answers {
+		switch {
+		case a.err != nil:
+			errs = append(errs, r.peerErr(i, a.err))
+			if a.answered {
+				retryLater(r.peers[i], a)
+			}
+		case a.n == relReleased:
+			ok++
+			released++
+		case a.n == relTaken:
+			ok++
+			taken++
+		default:
+			ok++
+		}
+	}
+	switch {
+	case ok <= n-q:
+		return 0, fmt.Errorf("lock: redlock %s: %d of %d masters failed: %w", r.name, len(errs), n, errors.Join(errs...))
+	case released > 0:
+		return relReleased, nil
+	case taken > 0:
+		return relTaken, nil
+	}
+	return relFree, nil
 }
 
-// decides reports whether the answers so far settle a renewal or release
-// needing need successes: need succeeded, or too many failed.
+// decides reports whether the answers so far settle a renewal needing need
+// successes: need succeeded, or too many failed.
 func decides(as []peerAnswer, need int) bool {
 	var done, not int
 	for _, a := range as {
@@ -332,10 +393,10 @@ func (r *resource) tally(answers []peerAnswer, need int) (int64, error) {
 		errs           []error
 	)
 	taken := false
-	for _, a := range answers {
+	for i, a := range answers {
 		switch {
 		case a.err != nil:
-			errs = append(errs, a.err)
+			errs = append(errs, r.peerErr(i, a.err))
 		case a.n == 1:
 			done++
 		default:
@@ -354,4 +415,19 @@ func (r *resource) tally(answers []peerAnswer, need int) (int64, error) {
 	default:
 		return 0, fmt.Errorf("lock: redlock %s: %w", r.name, errors.Join(errs...))
 	}
+}
+
+// peerErr marks the failure of master i's call with ErrUnknownOutcome when
+// the call may have run there: no answer in time, or a failure that its
+// client's policy says may have run (it is already marked when its own
+// retries said so). Joined, the masters' failures of a call without a
+// majority then match ErrUnknownOutcome when any of them may have run.
+func (r *resource) peerErr(i int, err error) error {
+	if errors.Is(err, ErrUnknownOutcome) {
+		return err
+	}
+	if errors.Is(err, errNoAnswer) || r.peers[i].policy.MayHaveRun(err) {
+		return errors.Join(ErrUnknownOutcome, err)
+	}
+	return err
 }

@@ -68,6 +68,16 @@ func TestRedlock_leaseLostWithMajority(t *testing.T) {
 	ctx := t.Context()
 	l, err := rl.Mutex("fragile").TryAcquire(ctx)
 	require.NoError(t, err)
+	// The acquire returns once two masters granted it; the third's grant,
+	// if it lands after the flush, would keep a majority.
+	eventually(t, func() bool {
+		for _, c := range clients {
+			if keys, _ := c.Keys(ctx, "*redlock:fragile").Result(); len(keys) == 0 {
+				return false
+			}
+		}
+		return true
+	}, "the lock on every master")
 	require.NoError(t, clients[0].FlushAll(ctx).Err())
 	require.NoError(t, clients[1].FlushAll(ctx).Err())
 	select {

@@ -56,18 +56,14 @@ func (r *renewer) add(l *Lease) {
 	}
 }
 
-// remove stops renewing l and waits for a renewal of l in flight.
+// remove stops renewing l; a renewal of l in flight is not waited for.
 func (r *renewer) remove(l *Lease) {
 	r.mu.Lock()
 	l.stopped = true
 	if l.index >= 0 {
 		heap.Remove(&r.queue, l.index)
 	}
-	inflight := l.inflight
 	r.mu.Unlock()
-	if inflight != nil {
-		<-inflight
-	}
 }
 
 // close stops the goroutine and waits for it.
@@ -111,7 +107,6 @@ func (r *renewer) loop() {
 		var batch []*Lease
 		for len(r.queue) > 0 && !r.queue[0].next.After(now.Add(interval(r.queue[0])/2)) {
 			l := heap.Pop(&r.queue).(*Lease)
-			l.inflight = make(chan struct{})
 			batch = append(batch, l)
 		}
 		r.mu.Unlock()
@@ -121,8 +116,6 @@ func (r *renewer) loop() {
 		r.mu.Lock()
 		now = time.Now()
 		for _, l := range batch {
-			close(l.inflight)
-			l.inflight = nil
 			if l.stopped || l.ctx.Err() != nil || !retry[l] && l.next.IsZero() {
 				continue
 			}
