@@ -62,7 +62,6 @@ func (l *Ledger) crossTransfer(ctx context.Context, t Transfer, opts []CallOptio
 	case "conflict":
 		return res, withAck(&ConflictError{ID: t.ID, Field: status(r, 2)}, beginAck)
 	case "pending":
-
 		if beginAck != nil {
 			return res, fmt.Errorf("transfer %s: %w", t.ID, inFlight(beginAck))
 		}
@@ -156,7 +155,7 @@ func (l *Ledger) settle(ctx context.Context, t Transfer, r []string, stop int) (
 	v, ackErr := l.write(ctx, xcreditScript,
 		[]string{tk[0], tk[1], l.inboundKey(t), tk[2], tk[3]},
 		t.ID, t.From, t.To, strconv.FormatInt(t.Amount, 10), status(r, 3), t.Memo, l.cfg.window.Milliseconds(),
-		status(r, 15))
+		status(r, 15), status(r, 16))
 	if v == nil {
 		return nil, nil, ackErr
 	}
@@ -172,12 +171,12 @@ func (l *Ledger) settle(ctx context.Context, t Transfer, r []string, stop int) (
 	}
 	fk := l.accountKeys(t.From)
 	v, err = l.write(ctx, xfinishScript, []string{fk[0], fk[1], l.txKey(keys.Group(t.From), t.ID)},
-		t.ID, c[0], c[1], c[2], c[3], c[4], c[5])
+		t.ID, c[0], c[1], c[2], c[3], c[4], c[5], status(r, 16))
 	if v == nil {
 		return nil, nil, err
 	}
 	if r = strs(v); status(r, 0) == "missing" {
-		return nil, nil, fmt.Errorf("record of %s vanished: finished and forgotten by another call or Recover", t.ID)
+		return nil, nil, fmt.Errorf("record of %s vanished (or is a later transfer's under the same ID): finished and forgotten by another call or Recover", t.ID)
 	}
 	return r, errors.Join(ackErr, err), nil
 }
@@ -297,8 +296,8 @@ func (l *Ledger) recoverOne(ctx context.Context, group, indexKey, id string) err
 	}
 	amount, _ := strconv.ParseInt(rec["n"], 10, 64)
 	t := Transfer{ID: id, From: rec["a"], To: rec["b"], Amount: amount, Memo: rec["m"]}
-	state := make([]string, 16)
-	state[0], state[1], state[3], state[15] = rec["s"], "0", rec["cur"], rec["t0"]
+	state := make([]string, 17)
+	state[0], state[1], state[3], state[15], state[16] = rec["s"], "0", rec["cur"], rec["t0"], rec["nonce"]
 	if state[0] == "pending" {
 		// The record was read, not written, here: make sure the replicas
 		// have it (and the hold) before crediting the destination for it.

@@ -163,6 +163,14 @@
 // forgotten meanwhile. Such a transfer is voided, never credited twice.
 // Run Recover well within the window.
 //
+// Each step after the first carries the transfer's identity (its begin
+// time and the nonce of the call that recorded it), and the records at
+// both ends keep it: a transfer begun under an ID reused after the window
+// is credited afresh, never answered from the destination's record of the
+// earlier transfer (still kept for its second window), and a call of the
+// earlier transfer stalled until then finishes nothing of the new one (it
+// ends in ErrUnknownOutcome; its own transfer was finished meanwhile).
+//
 // # Retention: the idempotency window
 //
 // A transaction marker expires after the idempotency window

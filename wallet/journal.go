@@ -78,7 +78,6 @@ func (l *Ledger) Entries(ctx context.Context, account, cursor string, limit int)
 			// One entry more than the page: a page that ends at the
 			// journal's newest entry then returns no cursor.
 			xr = p.XRangeN(ctx, l.journalKey(g, account), start, "+", int64(limit)+1)
-
 			return nil
 		})
 		if err != nil {
@@ -103,7 +102,6 @@ func (l *Ledger) Entries(ctx context.Context, account, cursor string, limit int)
 		out[i] = decodeEntry(m)
 	}
 	return out, next, nil
-
 }
 
 func decodeEntry(m redis.XMessage) Entry {

@@ -17,11 +17,23 @@
 -- ARGV[6] memo
 -- ARGV[7] idempotency window in milliseconds
 -- ARGV[8] server time (ms) at which the source recorded the transfer
+-- ARGV[9] begin nonce: the nonce under which the source recorded it
 --
 -- Reply: {status, entry, currency, overdraft, posted, held}: status
 -- "credited", or a refusal ("to_not_found", "to_closed", "currency",
 -- "to_overflow", "late"), the same on every call. The record has no
 -- expiry until the transfer is finished; then it is kept for two windows.
+--
+-- The record carries the transfer's begin time and nonce (t0, bn) and
+-- answers only calls that carry the same: after the window the same ID
+-- names a new transfer, which may find the record of an earlier one still
+-- kept. A record of a transfer that began earlier than this call's belongs
+-- to one that finished (its source record, without which this one could
+-- not have begun, is forgotten only after it finished): this transfer is
+-- judged afresh and its record replaces that one. A record of a transfer
+-- that began later means this call is stale (stalled past a window while
+-- its transfer was finished by another call): it is answered "late"
+-- without writing, and xfinish then finds no record of it.
 --
 -- "late": there is no record and the transfer began a window or more
 -- ago. A record that existed was kept for two windows after the transfer
@@ -32,26 +44,39 @@
 -- and finds nothing left to do in the second. (The second window covers
 -- a clock on the destination's node that runs ahead of the source's.)
 
-local tx, from, to, amount_s, cur, memo, window, begin_ms =
-  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
+local tx, from, to, amount_s, cur, memo, window, begin_ms, bn =
+  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
 local n = amount(amount_s)
 if not n then return invalid('amount ' .. tostring(amount_s)) end
-local r = redis.call('HMGET', KEYS[3], 's', 'e', 'cur', 'od', 'p', 'h', 'a', 'n')
+local t0 = tonumber(begin_ms)
+if not t0 or type(bn) ~= 'string' or bn == '' then return invalid('begin time and nonce') end
+local r = redis.call('HMGET', KEYS[3], 's', 'e', 'cur', 'od', 'p', 'h', 'a', 'n', 't0', 'bn')
+local replaced = false
 if r[1] then
-  if r[7] ~= from or r[8] ~= amount_s then return invalid('transaction ID used for another transfer') end
-  return {r[1], r[2] or '', r[3] or '', r[4] or '', r[5] or '', r[6] or ''}
+  local same = r[10] == bn
+  if not r[10] then
+    -- A record written before records carried their transfer's identity.
+    if r[7] ~= from or r[8] ~= amount_s then return invalid('transaction ID used for another transfer') end
+    same = true
+  end
+  if same then return {r[1], r[2] or '', r[3] or '', r[4] or '', r[5] or '', r[6] or ''} end
+  if (tonumber(r[9]) or 0) >= t0 then return {'late', '', '', '', '', ''} end
+  replaced = true
 end
 local b = account(KEYS[1])
 local now = now_ms()
 local status = 'credited'
-if not tonumber(begin_ms) or now - tonumber(begin_ms) >= tonumber(window) then status = 'late'
+if now - t0 >= tonumber(window) then status = 'late'
 elseif not b then status = 'to_not_found'
 elseif b.closed then status = 'to_closed'
 elseif b.cur ~= cur then status = 'currency'
 elseif b.posted + n > MAX or b.tin + n > TOTAL_MAX then status = 'to_overflow'
 end
+-- The record of an earlier transfer goes (with its expiry: this one's
+-- record keeps none until this transfer is finished).
+if replaced then redis.call('DEL', KEYS[3]) end
 if status ~= 'credited' then
-  redis.call('HSET', KEYS[3], 's', status, 'a', from, 'n', amount_s)
+  redis.call('HSET', KEYS[3], 's', status, 'a', from, 'n', amount_s, 't0', begin_ms, 'bn', bn)
   if status == 'late' then redis.call('PEXPIRE', KEYS[3], str(2 * tonumber(window))) end
   return {status, '', '', '', '', ''}
 end
@@ -61,5 +86,5 @@ redis.call('HINCRBY', KEYS[1], 'tin', amount_s)
 local e = journal(KEYS[1], KEYS[2], tx, 'transfer_in', amount_s, '0', posted, b.held, from, memo)
 local reply = {'credited', e, b.cur, str(b.od), str(posted), str(b.held)}
 redis.call('HSET', KEYS[3], 's', 'credited', 'e', e, 'cur', b.cur, 'od', str(b.od), 'p', str(posted),
-           'h', str(b.held), 'a', from, 'n', amount_s)
+           'h', str(b.held), 'a', from, 'n', amount_s, 't0', begin_ms, 'bn', bn)
 return reply

@@ -9,6 +9,9 @@
 -- ARGV[2] destination outcome: "credited" or its refusal
 -- ARGV[3..7] the destination's entry ID, currency, overdraft, posted, held
 --         after the credit ("" when refused), kept for replies
+-- ARGV[8] begin nonce (see xbegin.lua): a record under another nonce is
+--         another transfer's, begun under the same ID after this one was
+--         finished and forgotten, and is left alone ("missing")
 --
 -- Reply: {state, replayed(unused), '', currency, reason, time_ms, entry,
 -- posted, held, overdraft, to_entry, to_currency, to_overdraft, to_posted,
@@ -22,9 +25,9 @@ local raw = redis.call('HGETALL', KEYS[3])
 for i = 1, #raw, 2 do m[raw[i]] = raw[i + 1] end
 local function state()
   return {m.s, '0', '', m.cur or '', m.r or '', m.t or '', m.e3 or '', m.p or '', m.h or '', m.od or '',
-          m.e2 or '', m.cur2 or '', m.od2 or '', m.p2 or '', m.h2 or '', m.t0 or ''}
+          m.e2 or '', m.cur2 or '', m.od2 or '', m.p2 or '', m.h2 or '', m.t0 or '', m.nonce or ''}
 end
-if not m.s then return {'missing', '0', ''} end
+if not m.s or m.nonce ~= ARGV[8] then return {'missing', '0', ''} end
 if m.s ~= 'pending' then return state() end
 local a = account(KEYS[1])
 if not a then return invalid('source account of ' .. tx .. ' is missing') end
