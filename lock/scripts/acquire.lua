@@ -24,6 +24,10 @@ if cur then
   end
   return {0, redis.call('PTTL', KEYS[1])}
 end
+-- Lua numbers are doubles: past 2^53-1 two tokens could be equal.
+if (tonumber(redis.call('GET', KEYS[2])) or 0) >= 9007199254740991 then
+  return redis.error_reply('ERR redkit lock: the fence counter is at 2^53-1, the largest exact token; no token is left')
+end
 local token = redis.call('INCR', KEYS[2])
 local sep = ':'
 if ARGV[3] == '2' then sep = '!' end

@@ -23,6 +23,10 @@
 local owner, ttl = ARGV[1], ARGV[2]
 local cur = redis.call('GET', KEYS[1])
 local queued = redis.call('EXISTS', KEYS[3]) == 1
+-- Lua numbers are doubles: past 2^53-1 two tokens could be equal.
+if not cur and (tonumber(redis.call('GET', KEYS[2])) or 0) >= 9007199254740991 then
+  return redis.error_reply('ERR redkit lock: the fence counter is at 2^53-1, the largest exact token; no token is left')
+end
 if not cur and not queued then
   -- Free and nobody waits: the fast path, before common.lua's functions.
   local token = redis.call('INCR', KEYS[2])

@@ -10,6 +10,16 @@
 --          {0, wait}  a writer holds it or waits for it; wait = ms until
 --                     the writer (or its mark) expires
 local owner, ttl = ARGV[1], ARGV[2]
+if redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3]) == 0 then
+  -- No reader, no writer, none waiting: the fast path, before common.lua's
+  -- functions.
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('ZADD', KEYS[1], string.format('%d', now + tonumber(ttl)), owner)
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  return {1, 0}
+end
+-- @common
 local now = redkit_now()
 local held = redis.call('ZSCORE', KEYS[1], owner)
 if not held or tonumber(held) <= now then

@@ -50,6 +50,10 @@ if wait >= 0 then
   end
   return {0, wait}
 end
+-- Lua numbers are doubles: past 2^53-1 two tokens could be equal.
+if (tonumber(redis.call('GET', KEYS[4])) or 0) >= 9007199254740991 then
+  return redis.error_reply('ERR redkit lock: the fence counter is at 2^53-1, the largest exact token; no token is left')
+end
 local mode = ARGV[3]
 if mark == owner then
   redis.call('DEL', KEYS[3])

@@ -11,6 +11,15 @@
 --                     (a re-sent acquire): its expiry is set again
 --          {0, wait}  every permit is held; wait = ms until the first expires
 local owner, ttl = ARGV[1], ARGV[2]
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  -- No permit held: the fast path, before common.lua's functions.
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('ZADD', KEYS[1], string.format('%d', now + tonumber(ttl)), owner)
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  return {1, 0}
+end
+-- @common
 local now = redkit_now()
 local held = redis.call('ZSCORE', KEYS[1], owner)
 if not held or tonumber(held) <= now then
