@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/redkit-go/redkit/internal/keys"
 	"github.com/redkit-go/redkit/internal/script"
@@ -44,7 +45,8 @@ type nodeLease struct {
 	margin  time.Duration // Next stops this long before the lease could expire
 	cfg     config
 	tel     *leaseTelemetry
-	life    context.Context // cancelled by close: ends renewal and any wait
+	cause   trace.SpanContext // the span of the acquire that leased the node, linked from renewals
+	life    context.Context   // cancelled by close: ends renewal and any wait
 	cancel  context.CancelFunc
 	done    chan struct{}
 
@@ -131,6 +133,7 @@ func newOwner() string {
 // acquire leases a node and waits until the clock has passed its high-water mark.
 func (l *nodeLease) acquire(ctx context.Context) (*tenure, error) {
 	ctx, span := l.tel.start(ctx, "idgen.lease.acquire")
+	l.cause = span.SpanContext()
 	t, err := l.acquireNode(ctx)
 	l.tel.end(ctx, span, "acquire", false, err)
 	return t, err
@@ -293,6 +296,9 @@ func (l *nodeLease) step(interval, retry time.Duration) time.Duration {
 	ctx, cancel := context.WithTimeout(l.life, interval)
 	defer cancel()
 	ctx, span := l.tel.start(ctx, "idgen.lease.renew")
+	if l.cause.IsValid() {
+		span.AddLink(trace.Link{SpanContext: l.cause}) // background work: linked to the lease's acquire
+	}
 	sent := l.s.nowMs()
 	ok, err := l.renew(ctx, l.ttl, sent, t.until.Load())
 	switch {

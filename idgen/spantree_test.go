@@ -56,3 +56,25 @@ idgen.fetch outcome=ok link=refill request
   evalsha
 `, got, "all traces:\n%s", trees)
 }
+
+// A leased Snowflake's renewals are background work: one
+// idgen.lease.renew root span per renewal, linked to the
+// idgen.lease.acquire span that leased the node.
+func TestSpanTree_leaseRenewalLinksToAcquire(t *testing.T) {
+	srv := redistest.New(t, redistest.Options{})
+	rec := otelxtest.New(t)
+	ctx, start := rec.TracerProvider.Tracer("caller").Start(t.Context(), "start-up")
+	sf, err := idgen.NewLeasedSnowflake(ctx, srv.Client(), "tree", idgen.WithLeaseTTL(time.Second),
+		idgen.WithTracerProvider(rec.TracerProvider), idgen.WithMeterProvider(rec.MeterProvider))
+	require.NoError(t, err)
+	start.End()
+	require.Eventually(t, func() bool { return strings.Contains(rec.Trees(), "idgen.lease.renew") }, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, sf.Close())
+
+	require.Equal(t, "start-up\n  idgen.lease.acquire outcome=ok\n", rec.Tree(t, "start-up"))
+	for _, line := range strings.Split(rec.Trees(), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "idgen.lease.renew") {
+			require.Equal(t, "idgen.lease.renew outcome=ok link=idgen.lease.acquire", line, rec.Trees())
+		}
+	}
+}
