@@ -193,7 +193,8 @@
 // range fetch runs in the background, ahead of need: idgen.fetch is a root
 // span of its own, one per range, linked to the span of the Next that
 // asked for it. Lease operations are idgen.lease.acquire, .renew (one per
-// watchdog round) and .release. Metrics, per fetch or lease event:
+// renewal, in the background: a root span linked to the acquire that
+// leased the node) and .release. Metrics, per fetch or lease event:
 //
 //	redkit.idgen.range.fetches              {fetch}     counter    redkit.outcome: ok, error
 //	redkit.idgen.range.fetch.duration       s           histogram  redkit.outcome
