@@ -324,7 +324,8 @@
 //
 // Spans lock.acquire (one per Acquire or TryAcquire, however long it
 // waits), lock.release and lock.renew (one per watchdog round, for all the
-// leases it renews). Metrics:
+// leases it renews: background work, a root span linked to each lease's
+// lock.acquire). Metrics:
 //
 //	redkit.lock.operation.duration  s          histogram  redkit.operation (acquire, release, renew), redkit.outcome
 //	redkit.lock.wait.duration       s          histogram  redkit.outcome: ok, not_acquired, error
