@@ -117,12 +117,16 @@
 // that applied an order and lost the reply learns it was applied, even
 // after its successor wrote); the fence is judged only for an operation not
 // decided yet, before its first write. On a SKU split into buckets each
-// bucket has its own fence key ({g#k}), and a fenced call first records its
-// token in every bucket's key (keeping a higher one), then runs: a token
-// accepted through any bucket was recorded in all of them before, so a
-// lower token is stale through every bucket. WithReplicaAck(n, timeout) pipelines WAIT with every write on
-// the connection to the primary that owns the SKU (the right node on a
-// Cluster); fewer acknowledgements return ErrReplicaAck alongside a valid
+// bucket has its own fence key ({g#k}); the group's own key ({g}) is the
+// authority: a fenced call first checks and records its token there, then
+// in every other bucket's key (keeping a higher one), and is refused
+// (ErrStaleFence) if any of them holds a higher token, before the operation
+// is sent. Every token accepted in the group went through {g}, so a lower
+// token is stale through every bucket of every SKU of the group.
+// WithReplicaAck(n, timeout) pipelines WAIT with every write (CloseSKU, the
+// claim of an ID in {g} and the fence records of a SKU split into buckets
+// included) on the connection to the primary that owns its key (the right
+// node on a Cluster); fewer acknowledgements return ErrReplicaAck alongside a valid
 // Result, because the write did happen. DeductBatch sends many orders in one
 // pipeline with the same guarantees per order.
 //

@@ -2,7 +2,6 @@ package stock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -36,9 +35,11 @@ type callConfig struct {
 // with ErrStaleFence, writing nothing, when it is lower. A call that repeats
 // an operation already decided gets the stored decision first, whatever its
 // token. An accepted token is recorded even if the operation itself is then
-// refused. On a SKU split into buckets the token is recorded in every
-// bucket's fence key (tag {<group>#k}) before the call runs, so a token
-// accepted through one bucket makes lower tokens stale through all.
+// refused. On a SKU split into buckets the token is checked and recorded
+// in the group's own fence key first, then in every bucket's (tag
+// {<group>#k}), before the call runs; a higher token in any of them refuses
+// the call, so a token accepted anywhere in the group makes lower tokens
+// stale through every bucket.
 func WithFence(f lock.Fence) CallOption {
 	return callOptionFunc(func(c *callConfig) { c.fence = &f })
 }
@@ -101,20 +102,27 @@ func (inv *Inventory) withFence(c callConfig, g string, s *script.Script, keys [
 
 // raiseFences records the call's fence token in the fence key of every
 // bucket of a SKU split into b buckets, before the operation runs in one of
-// them. Each bucket has its own fence key (a script can only touch the keys
-// of its own bucket's hash tag), so a token is made visible everywhere first:
-// once an operation was accepted through any bucket, its token is already
-// recorded in every bucket, and a lower token is stale through each of them.
-// A bucket holding a higher token keeps it (lock.CheckFence writes nothing
-// then); the operation's own script judges the token in its bucket, after
-// its replay check. Nothing of the operation has been sent when this fails.
+// them. The slot group's own key ({g}, bucket 0's, also the key of every SKU
+// of the group without buckets) is the authority: it is checked and raised
+// first, and every accepted token of the group passed through it, so a
+// token lower than one seen anywhere in the group is refused there. Each
+// other bucket has its own fence key (a script can only touch the keys of
+// its own bucket's hash tag), raised next; a stale answer from any of them
+// refuses the call too (ErrStaleFence), before the operation is sent. A
+// bucket holding a higher token keeps it (lock.CheckFence writes nothing
+// then); the operation's own script judges the token in its bucket again,
+// after its replay check. With WithReplicaAck each raise is acknowledged
+// like a write. Nothing of the operation has been sent when this fails.
 func (inv *Inventory) raiseFences(ctx context.Context, c callConfig, g string, b int) error {
 	if c.fence == nil || b <= 1 {
 		return nil
 	}
 	for k := range b {
-		err := lock.CheckFence(ctx, inv.rdb, lock.FenceKey(inv.cfg.prefix, bucketTag(g, k), c.fence.Name), *c.fence)
-		if err != nil && !errors.Is(err, lock.ErrStaleFence) {
+		key := lock.FenceKey(inv.cfg.prefix, bucketTag(g, k), c.fence.Name)
+		if err := lock.CheckFence(ctx, inv.rdb, key, *c.fence); err != nil {
+			return err
+		}
+		if _, err := script.Acked(ctx, inv.rdb, inv.cfg.ack, key); err != nil {
 			return err
 		}
 	}

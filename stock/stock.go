@@ -300,13 +300,25 @@ func (inv *Inventory) closeSKU(ctx context.Context, sku string) error {
 	if err != nil {
 		return fmt.Errorf("stock: close %s: %w", sku, err)
 	}
+	// Closing is a write like any other: with WithReplicaAck each bucket's
+	// close waits for its replicas, and one they did not acknowledge is
+	// reported (ErrReplicaAck) after the remaining buckets are closed.
+	var ackErr error
 	for _, t := range tags {
 		err = retry.Do(ctx, inv.cfg.retry, func(ctx context.Context, _ int) error {
-			return closeScript.Run(ctx, inv.rdb, []string{inv.skuKey(t, sku), inv.journalKey(t, sku), inv.buyersKey(t, sku)}, sku).Err()
+			_, _, err := script.RunAck(ctx, inv.rdb, inv.cfg.ack, closeScript,
+				[]string{inv.skuKey(t, sku), inv.journalKey(t, sku), inv.buyersKey(t, sku)}, sku)
+			if errors.Is(err, script.ErrReplicaAck) {
+				ackErr, err = errors.Join(ackErr, err), nil
+			}
+			return err
 		})
 		if err != nil {
 			return fmt.Errorf("stock: close %s: %w", sku, err)
 		}
+	}
+	if ackErr != nil {
+		return fmt.Errorf("stock: close %s: %w", sku, ackErr)
 	}
 	return nil
 }
