@@ -79,15 +79,14 @@ if code == 'overflow' then return {code, 0, '', 0} end
 local l = ''
 if code == 'ok' then
   a, supply = a + sign * q, supply + sign * q
-  redis.call('HSET', KEYS[2], 'available', fmt(a), 'supply', fmt(supply), field, fmt(total + q))
-  local la, lr, ls, lf, lsup = fmt(a), fmt(r), fmt(s), fmt(f), fmt(supply)
-  redis.call('XADD', KEYS[3], '*', 'op', id, 'kind', kind, 'sku', sku,
-    'd_avail', fmt(sign * q), 'd_supply', fmt(sign * q),
-    'avail', la, 'res', lr, 'sold', ls, 'ref', lf, 'supply', lsup)
-  l = la .. ' ' .. lr .. ' ' .. ls .. ' ' .. lf
+  -- Levels that do not change are written back as read.
+  local la, lsup, d = fmt(a), fmt(supply), fmt(sign * q)
+  redis.call('HSET', KEYS[2], 'available', la, 'supply', lsup, field, fmt(total + q))
+  redis.call('XADD', KEYS[3], '*', 'op', id, 'kind', kind, 'sku', sku, 'd_avail', d, 'd_supply', d,
+    'avail', la, 'res', h[2], 'sold', h[3], 'ref', h[4], 'supply', lsup)
+  l = la .. ' ' .. h[2] .. ' ' .. h[3] .. ' ' .. h[4]
 end
 redis.call('HSET', KEYS[1], 'k', kind, 'b', '', 'i', desc, 'n', nonce, 'r', code, 'd', '', 'l', l)
 redis.call('PEXPIRE', KEYS[1], fmt(window))
-local reply = {code, 0, '', 0}
-for v in string.gmatch(l, '%S+') do reply[#reply + 1] = tonumber(v) end
-return reply
+if code == 'ok' then return {code, 0, '', 0, a, r, s, f} end
+return {code, 0, '', 0}

@@ -63,11 +63,8 @@ local function int(v, lo)
   if x and x == floor(x) and x >= lo and x <= MAX then return x end
   return nil
 end
--- Integers below 10^14 print exactly with tostring (%.14g), the cheap path.
-local function fmt(x)
-  if x < 1e14 and x > -1e14 then return tostring(x) end
-  return string.format('%d', x)
-end
+local format = string.format
+local function fmt(x) return format('%d', x) end
 local function fence_ok() return true end -- fenced calls check here (fence.go), after any replay
 
 if n < 1 or n ~= floor(n) or (#ARGV ~= 5 + 2 * n and #ARGV ~= 6 + 2 * n) then
@@ -81,20 +78,24 @@ local kind = (ttl > 0) and 'reserve' or 'deduct'
 -- The canonical description of the order ("sku qty ..."), compared on every
 -- retry. A quantity the caller already sent in canonical decimal (this
 -- package always does) is used as sent.
-local skus, qtys, qstr = {}, {}, {}
-local desc
-for i = 1, n do
-  local sku, qs = ARGV[4 + 2 * i], ARGV[5 + 2 * i]
-  local q = int(qs, 1)
-  if not q then return {'invalid', 0, 'quantity of item ' .. i, 0} end
-  if fmt(q) ~= qs then qs = fmt(q) end
-  skus[i], qtys[i], qstr[i] = sku, q, qs
-  if i == 1 then
-    desc = sku .. ' ' .. qs
-  else
+-- Per item: SKU, quantity and its canonical decimal (tables only for
+-- orders of several items or the general path).
+local skus, qtys, qstr
+local sku1, q1, qs1 = ARGV[6], int(ARGV[7], 1), ARGV[7]
+if not q1 then return {'invalid', 0, 'quantity of item 1', 0} end
+if format('%d', q1) ~= qs1 then qs1 = format('%d', q1) end
+local desc = sku1 .. ' ' .. qs1
+if n > 1 then
+  skus, qtys, qstr = {sku1}, {q1}, {qs1}
+  for i = 2, n do
+    local sku, qs = ARGV[4 + 2 * i], ARGV[5 + 2 * i]
+    local q = int(qs, 1)
+    if not q then return {'invalid', 0, 'quantity of item ' .. i, 0} end
+    if format('%d', q) ~= qs then qs = format('%d', q) end
     for k = 1, i - 1 do
       if skus[k] == sku then return {'invalid', 0, 'duplicate sku', 0} end
     end
+    skus[i], qtys[i], qstr[i] = sku, q, qs
     desc = desc .. ' ' .. sku .. ' ' .. qs
   end
 end
@@ -124,6 +125,47 @@ end
 -- whatever lease wrote since.
 if not fence_ok() then return {'stale_fence', 0, '', 0} end
 
+local pre
+if n == 1 and kind == 'deduct' then
+  -- The common case: one item sold now, on a SKU not split into buckets
+  -- with nothing reserved (so no hold can have expired). The same
+  -- decisions as the general path below, without its tables; the levels
+  -- that do not change are written back as read.
+  local h = redis.call('HMGET', KEYS[2], 'available', 'reserved', 'sold', 'refunded', 'closed', 'limit',
+    'supply', 'buckets', 'bucket')
+  if h[1] and (not h[8] or h[8] == '1') and tonumber(h[2]) == 0 then
+    local q, qs = q1, qs1
+    local a, s, limit = tonumber(h[1]), tonumber(h[3]), tonumber(h[6])
+    local code = 'ok'
+    if h[5] == '1' then
+      code = 'closed'
+    elseif limit > 0 and tonumber(redis.call('HGET', KEYS[3], buyer) or '0') + q > limit then
+      code = 'limit'
+    elseif a < q then
+      code = 'sold_out'
+    elseif s + q > MAX then
+      return {'overflow', 0, '1', 0}
+    end
+    if code ~= 'ok' then
+      redis.call('HSET', KEYS[1], 'k', 'deduct', 'b', buyer, 'i', desc, 'n', nonce, 'r', code, 'd', '1', 'l', '')
+      redis.call('PEXPIRE', KEYS[1], fmt(window))
+      return {code, 0, '1', 0}
+    end
+    a, s = a - q, s + q
+    local la, ls = fmt(a), fmt(s)
+    redis.call('HSET', KEYS[2], 'available', la, 'sold', ls)
+    if limit > 0 then redis.call('HINCRBY', KEYS[3], buyer, qs) end
+    redis.call('XADD', KEYS[4], '*', 'op', id, 'kind', 'deduct', 'sku', sku1, 'buyer', buyer,
+      'd_avail', '-' .. qs, 'd_sold', qs, 'avail', la, 'res', h[2], 'sold', ls, 'ref', h[4], 'supply', h[7])
+    redis.call('HSET', KEYS[1], 'k', 'deduct', 'b', buyer, 'i', desc, 'n', nonce, 'r', 'ok', 'd', '',
+      'l', la .. ' ' .. h[2] .. ' ' .. ls .. ' ' .. h[4])
+    redis.call('PEXPIRE', KEYS[1], fmt(window))
+    return {'ok', 0, '', 0, a, 0, s, tonumber(h[4])}
+  end
+  pre = h -- read once: the general path starts from it
+end
+if n == 1 then skus, qtys, qstr = {sku1}, {q1}, {qs1} end
+
 -- The server clock is read only when a deadline matters: a reservation, or
 -- reserved units whose holds may have expired.
 local now
@@ -143,8 +185,8 @@ local swept = false
 local code, detail = 'ok', ''
 for i = 1, n do
   local j = 1 + 4 * (i - 1)
-  local h = redis.call('HMGET', KEYS[j + 1], 'available', 'reserved', 'sold', 'refunded', 'closed', 'limit',
-    'supply', 'buckets', 'bucket')
+  local h = (i == 1 and pre) or redis.call('HMGET', KEYS[j + 1], 'available', 'reserved', 'sold', 'refunded',
+    'closed', 'limit', 'supply', 'buckets', 'bucket')
   if not h[1] then
     code, detail = 'not_found', i
     break
@@ -299,6 +341,6 @@ if kind == 'reserve' then
 else
   redis.call('HSET', KEYS[1], 'k', kind, 'b', buyer, 'i', desc, 'n', nonce, 'r', code, 'd', detail,
     'l', levels or '')
-  redis.call('PEXPIRE', KEYS[1], ARGV[4])
+  redis.call('PEXPIRE', KEYS[1], fmt(window))
 end
 return reply

@@ -36,7 +36,8 @@ local MAX = 9007199254740991
 local n = (#KEYS - 1) / 4
 local id, buyer, nonce, action = ARGV[1], ARGV[2], ARGV[3], ARGV[5]
 local window = tonumber(ARGV[4])
-local function fmt(x) return string.format('%d', x) end
+local format = string.format
+local function fmt(x) return format('%d', x) end
 local function fence_ok() return true end -- fenced calls check here (fence.go), after any replay
 local function int(v, lo, hi)
   local x = tonumber(v)
@@ -51,14 +52,17 @@ if #ARGV ~= nargs then return {'invalid', 0, 'argument count', 0} end
 if action ~= 'confirm' and action ~= 'cancel' and action ~= 'refund' then return {'invalid', 0, 'action', 0} end
 if not int(window, 1, MAX) then return {'invalid', 0, 'window', 0} end
 
--- A SKU split into buckets is served by the buyer's home bucket only.
-local route = redis.call('HMGET', KEYS[2], 'buckets', 'bucket')
-local buckets = tonumber(route[1] or '1')
+-- A SKU split into buckets is served by the buyer's home bucket only. The
+-- first SKU's levels are read here too, once (nothing is written before
+-- they are used).
+local SKU_FIELDS = {'available', 'reserved', 'sold', 'refunded', 'limit', 'supply', 'buckets', 'bucket'}
+local route = redis.call('HMGET', KEYS[2], unpack(SKU_FIELDS))
+local buckets = tonumber(route[7] or '1')
 if buckets > 1 then
   if n > 1 then return {'invalid', 0, 'a SKU split into buckets must be alone in its order', 0} end
   local hash = 0
   for c = 1, #buyer do hash = (hash * 31 + string.byte(buyer, c)) % 4294967296 end
-  if hash % buckets ~= tonumber(route[2]) then return {'buckets', 0, tostring(buckets), 0} end
+  if hash % buckets ~= tonumber(route[8]) then return {'buckets', 0, tostring(buckets), 0} end
 end
 
 local skus, qtys, desc = {}, {}, {}
@@ -67,7 +71,7 @@ for i = 1, n do
   if not qtys[i] then return {'invalid', 0, 'quantity of item ' .. i, 0} end
   desc[i] = skus[i] .. ' ' .. fmt(qtys[i])
 end
-desc = table.concat(desc, ' ')
+desc = (n == 1) and desc[1] or table.concat(desc, ' ')
 
 local m = redis.call('HMGET', KEYS[1], 'k', 'b', 'i', 'r', 's', 'dl', 'c', 'cn', 'cl', 'xn', 'xl', 'fn', 'fl',
   'ck', 'cb', 'ci')
@@ -79,12 +83,18 @@ if not m[1] and m[14] then
   if action == 'cancel' and m[14] ~= 'reserve' then return {'conflict', 0, 'kind', 0} end
 end
 local kind, mb, mi, code, state, dl = m[1], m[2], m[3], m[4], m[5], tonumber(m[6] or '0')
-local prefix = {confirm = 'c', cancel = 'x', refund = 'f'}
-local an, al = m[({confirm = 8, cancel = 10, refund = 12})[action]], m[({confirm = 9, cancel = 11, refund = 13})[action]]
+-- The action's own fields: its nonce and the levels it left (prefix c, x, f).
+local p, an, al = 'c', m[8], m[9]
+if action == 'cancel' then p, an, al = 'x', m[10], m[11]
+elseif action == 'refund' then p, an, al = 'f', m[12], m[13] end
 
+-- A reply with levels as stored ("a r s f ..."): replays only; a fresh
+-- result builds its reply from numbers.
 local function reply(c, replayed, detail, l)
   local out = {c, replayed, detail, dl}
-  for v in string.gmatch(l or '', '%S+') do out[#out + 1] = tonumber(v) end
+  if l and l ~= '' then
+    for v in string.gmatch(l, '%S+') do out[#out + 1] = tonumber(v) end
+  end
   return out
 end
 
@@ -149,18 +159,15 @@ end
 -- Not a replay: the action is judged now, so the fence is too.
 if not fence_ok() then return reply('stale_fence', 0, '') end
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-
 -- Read every SKU and hold before the first write.
 local st = {}
 local expired = false
 for i = 1, n do
   local j = 1 + 4 * (i - 1)
-  local h = redis.call('HMGET', KEYS[j + 1], 'available', 'reserved', 'sold', 'refunded', 'limit', 'supply')
+  local h = (i == 1) and route or redis.call('HMGET', KEYS[j + 1], unpack(SKU_FIELDS))
   if not h[1] then return reply('invalid', 0, 'sku ' .. skus[i] .. ' vanished') end
   local s = {a = tonumber(h[1]), r = tonumber(h[2]), s = tonumber(h[3]), f = tonumber(h[4]),
-             limit = tonumber(h[5]), supply = h[6]}
+             limit = tonumber(h[5]), supply = h[6], ref = h[4]}
   st[i] = s
   if state == 'held' then
     s.member = fmt(qtys[i]) .. ' ' .. buyer .. ' ' .. id
@@ -168,7 +175,11 @@ for i = 1, n do
     if not s.held then expired = true end
   end
 end
-if action == 'confirm' and now >= dl then expired = true end
+if action == 'confirm' then
+  -- Only a confirm depends on the server's clock (the deadline).
+  local t = redis.call('TIME')
+  if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) >= dl then expired = true end
+end
 if action == 'confirm' and not expired then
   for i = 1, n do
     if st[i].s + take[i] > MAX then return reply('invalid', 0, 'overflow') end
@@ -192,13 +203,14 @@ if action == 'refund' then
     local j, s, q = 1 + 4 * (i - 1), st[i], sold[i]
     if q > 0 then
       s.a, s.f = s.a + q, s.f + q
-      redis.call('HSET', KEYS[j + 1], 'available', fmt(s.a), 'refunded', fmt(s.f))
-      if s.limit > 0 and redis.call('HINCRBY', KEYS[j + 2], buyer, fmt(-q)) <= 0 then
+      local la, lf, qs = fmt(s.a), fmt(s.f), fmt(q)
+      redis.call('HSET', KEYS[j + 1], 'available', la, 'refunded', lf)
+      if s.limit > 0 and redis.call('HINCRBY', KEYS[j + 2], buyer, '-' .. qs) <= 0 then
         redis.call('HDEL', KEYS[j + 2], buyer)
       end
       redis.call('XADD', KEYS[j + 3], '*', 'op', id, 'kind', 'refund', 'sku', skus[i], 'buyer', buyer,
-        'd_avail', fmt(q), 'd_ref', fmt(q), 'avail', fmt(s.a), 'res', fmt(s.r), 'sold', fmt(s.s),
-        'ref', fmt(s.f), 'supply', s.supply)
+        'd_avail', qs, 'd_ref', qs, 'avail', la, 'res', fmt(s.r), 'sold', fmt(s.s),
+        'ref', lf, 'supply', s.supply)
     end
     levels[i] = fmt(s.a) .. ' ' .. fmt(s.r) .. ' ' .. fmt(s.s) .. ' ' .. fmt(s.f)
   end
@@ -216,27 +228,39 @@ else
       if sell then sold = take[i] end
       local back = q - sold
       s.r, s.s, s.a = s.r - q, s.s + sold, s.a + back
+      local la, lr, ls = fmt(s.a), fmt(s.r), fmt(s.s)
       redis.call('ZREM', KEYS[j + 4], s.member)
-      redis.call('HSET', KEYS[j + 1], 'available', fmt(s.a), 'reserved', fmt(s.r), 'sold', fmt(s.s))
+      if sold > 0 then
+        redis.call('HSET', KEYS[j + 1], 'available', la, 'reserved', lr, 'sold', ls)
+      else
+        redis.call('HSET', KEYS[j + 1], 'available', la, 'reserved', lr)
+      end
       if s.limit > 0 and back > 0 and redis.call('HINCRBY', KEYS[j + 2], buyer, fmt(-back)) <= 0 then
         redis.call('HDEL', KEYS[j + 2], buyer)
       end
       redis.call('XADD', KEYS[j + 3], '*', 'op', id, 'kind', entryKind, 'sku', skus[i], 'buyer', buyer,
-        'd_avail', fmt(back), 'd_res', fmt(-q), 'd_sold', fmt(sold), 'avail', fmt(s.a), 'res', fmt(s.r),
-        'sold', fmt(s.s), 'ref', fmt(s.f), 'supply', s.supply)
+        'd_avail', fmt(back), 'd_res', fmt(-q), 'd_sold', fmt(sold), 'avail', la, 'res', lr,
+        'sold', ls, 'ref', s.ref, 'supply', s.supply)
     end
     levels[i] = fmt(s.a) .. ' ' .. fmt(s.r) .. ' ' .. fmt(s.s) .. ' ' .. fmt(s.f)
   end
 end
 
-local l = table.concat(levels, ' ')
-local p = prefix[action]
-if outcome == 'ok' then
-  redis.call('HSET', KEYS[1], 's', newState, p .. 'n', nonce, p .. 'l', l)
-  if action == 'confirm' then redis.call('HSET', KEYS[1], 'c', takeDesc) end
-else
+if outcome ~= 'ok' then
   redis.call('HSET', KEYS[1], 's', newState)
-  l = ''
+  redis.call('PEXPIRE', KEYS[1], fmt(window))
+  return reply(outcome, 0, '')
+end
+local l = (n == 1) and levels[1] or table.concat(levels, ' ')
+if action == 'confirm' then
+  redis.call('HSET', KEYS[1], 's', newState, 'cn', nonce, 'cl', l, 'c', takeDesc)
+else
+  redis.call('HSET', KEYS[1], 's', newState, p .. 'n', nonce, p .. 'l', l)
 end
 redis.call('PEXPIRE', KEYS[1], fmt(window))
-return reply(outcome, 0, '', l)
+local out = {outcome, 0, '', dl}
+for i = 1, n do
+  local s = st[i]
+  out[4 * i + 1], out[4 * i + 2], out[4 * i + 3], out[4 * i + 4] = s.a, s.r, s.s, s.f
+end
+return out
