@@ -26,7 +26,10 @@
 //     but are not consecutive, and compare only with tokens of the same
 //     Fence.Name. A Mutex (fair or not) and an RWMutex's write leases of one
 //     name draw from the same counter, so a resource fenced by both compares
-//     tokens of one sequence. A resource that
+//     tokens of one sequence. Tokens stay at or below 2^53-1, the largest
+//     integer the scripts hold exactly: an acquire that would draw a larger
+//     one fails with an error and writes nothing (at a million acquisitions
+//     a second a counter needs 285 years to get there). A resource that
 //     remembers the highest token it has seen — with FenceLua inside a Redis
 //     script, or CheckFence — refuses writes from a holder whose lease has
 //     since passed to someone else (ErrStaleFence). This is what makes the

@@ -63,7 +63,9 @@ func TestRedlock_quorum(t *testing.T) {
 // lock, the next renewal ends the lease.
 func TestRedlock_leaseLostWithMajority(t *testing.T) {
 	_, clients := redlockMasters(t, 3)
-	rl := lock.NewRedlock(clients, lock.WithKeyPrefix(testPrefix(t)), lock.WithTTL(300*time.Millisecond))
+	// 5% of the TTL (100ms) gives a first call, which dials and loads the
+	// script, time to answer on a loaded machine.
+	rl := lock.NewRedlock(clients, lock.WithKeyPrefix(testPrefix(t)), lock.WithTTL(2*time.Second))
 	defer rl.Close()
 	ctx := t.Context()
 	l, err := rl.Mutex("fragile").TryAcquire(ctx)

@@ -2,6 +2,7 @@ package lock_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -327,4 +328,43 @@ func TestLease_Release_renewalInFlight_boundedByReleaseTimeout(t *testing.T) {
 	require.ErrorIs(t, l.Err(), lock.ErrReleased)
 	require.NoError(t, s.Resume())
 	eventually(t, keyGone(t, direct, m.LockKey()), "the release retried once Redis answers")
+}
+
+// TestFence_tokensPast2pow53_refused: the scripts hold a token as a Lua
+// number (a double), exact only up to 2^53-1. With the fence counter there
+// (set directly: a counter only ever grows, and a migrated one may start
+// high), the last exact tokens are handed out in order, and then every
+// kind of acquire that would draw a token refuses with an error, writing
+// nothing, instead of handing out a token equal to an earlier one.
+func TestFence_tokensPast2pow53_refused(t *testing.T) {
+	rdb := sharedClient(t)
+	locks := newLocks(t, rdb, lock.WithWatchdog(false))
+	ctx := t.Context()
+	m := locks.Mutex("g/res")
+	const maxExact = 1<<53 - 1
+	require.NoError(t, rdb.Set(ctx, m.CounterKey(), maxExact-2, 0).Err())
+	for _, want := range []uint64{maxExact - 1, maxExact} {
+		l, err := m.TryAcquire(ctx)
+		require.NoError(t, err)
+		require.Equal(t, want, l.Fence().Token)
+		require.NoError(t, l.Release(ctx))
+	}
+	for name, try := range map[string]func() (*lock.Lease, error){
+		"mutex": func() (*lock.Lease, error) { return m.TryAcquire(ctx) },
+		"fair":  func() (*lock.Lease, error) { return locks.Mutex("g/res", lock.WithFair(true)).TryAcquire(ctx) },
+		"rw":    func() (*lock.Lease, error) { return locks.RWMutex("g/res").TryAcquire(ctx) },
+	} {
+		l, err := try()
+		require.Error(t, err, "%s: acquired with token %d", name, l.Fence().Token)
+		require.ErrorContains(t, err, "2^53-1", name)
+		require.NotErrorIs(t, err, lock.ErrNotAcquired, name)
+		require.NotErrorIs(t, err, lock.ErrUnknownOutcome, name)
+	}
+	n, err := rdb.Get(ctx, m.CounterKey()).Uint64()
+	require.NoError(t, err)
+	require.Equal(t, uint64(maxExact), n, "the counter is unchanged")
+	prefix, _, _ := strings.Cut(m.LockKey(), ":lock:")
+	keys, err := rdb.Keys(ctx, prefix+":*").Result()
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{m.CounterKey()}, keys, "nothing but the counter")
 }

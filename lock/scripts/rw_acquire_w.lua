@@ -17,6 +17,10 @@ local readers = not cur and redis.call('EXISTS', KEYS[2]) == 1
 local mark = redis.call('GET', KEYS[3])
 if not cur and not readers and not mark then
   -- Free and nobody waits: the fast path, before common.lua's functions.
+  -- Lua numbers are doubles: past 2^53-1 two tokens could be equal.
+  if (tonumber(redis.call('GET', KEYS[4])) or 0) >= 9007199254740991 then
+    return redis.error_reply('ERR redkit lock: the fence counter is at 2^53-1, the largest exact token; no token is left')
+  end
   local token = redis.call('INCR', KEYS[4])
   local sep = ':'
   if ARGV[3] == '2' then sep = '!' end
