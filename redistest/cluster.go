@@ -279,46 +279,7 @@ func (c *Cluster) Nodes() []*Server { return slices.Clone(c.nodes) }
 // returns once every node agrees and every client made by Client routes
 // key to the new master. It needs Replicas ≥ 1.
 func (c *Cluster) FailoverShard(ctx context.Context, key string) error {
-	v, err := c.nodes[0].do(ctx, "CLUSTER", "KEYSLOT", key)
-	if err != nil {
-		return fmt.Errorf("redistest: CLUSTER KEYSLOT: %w", err)
-	}
-	slot, _ := v.(int64)
-	c.mu.Lock()
-	var sh *shard
-	for i, cand := range c.shards {
-		if int(slot) >= i*16384/len(c.shards) && int(slot) < (i+1)*16384/len(c.shards) {
-			sh = cand
-		}
-	}
-	c.mu.Unlock()
-	if sh == nil || len(sh.replicas) == 0 {
-		return errors.New("redistest: FailoverShard needs a replica (ClusterOptions.Replicas ≥ 1)")
-	}
-	promoted, old := sh.replicas[0], sh.master
-	if _, err := promoted.do(ctx, "CLUSTER", "FAILOVER"); err != nil {
-		return fmt.Errorf("redistest: CLUSTER FAILOVER on %s: %w", promoted.Addr(), err)
-	}
-	c.mu.Lock()
-	sh.master, sh.replicas[0] = promoted, old
-	c.mu.Unlock()
-	if err := c.waitStable(ctx); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	clients := slices.Clone(c.clients)
-	c.mu.Unlock()
-	for _, cc := range clients {
-		err := poll(ctx, 30*time.Second, func() (bool, error) {
-			cc.ReloadState(ctx)
-			m, err := cc.MasterForKey(ctx, key)
-			return err == nil && m.Options().Addr == promoted.Addr(), nil
-		}, "cluster client to see the new master")
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return c.Failover(ctx, key, FailoverPlain)
 }
 
 // Close closes the clients made by Client and stops every node.

@@ -53,29 +53,30 @@ func (s *Server) Busy(ctx context.Context, d time.Duration) (<-chan error, error
 // are not told: their next command for the slot meets MOVED. FailoverShard
 // still picks shards by their original slot ranges.
 func (c *Cluster) MoveSlot(ctx context.Context, key string) (to *Server, err error) {
-	v, err := c.nodes[0].do(ctx, "CLUSTER", "KEYSLOT", key)
-	if err != nil {
-		return nil, fmt.Errorf("redistest: CLUSTER KEYSLOT: %w", err)
-	}
-	slot, _ := v.(int64)
+	to, _, err = c.moveSlot(ctx, key, MoveOptions{Batch: 100})
+	return to, err
+}
+
+func (c *Cluster) moveSlot(ctx context.Context, key string, o MoveOptions) (to *Server, moved int, err error) {
+	slot := KeySlot(key)
 	masters := c.Masters()
 	if len(masters) < 2 {
-		return nil, errors.New("redistest: MoveSlot needs two masters")
+		return nil, 0, errors.New("redistest: MoveSlot needs two masters")
 	}
 	var from *Server
 	for i, m := range masters {
 		nodes, err := m.clusterNodes(ctx)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		for _, n := range nodes {
-			if strings.Contains(n.flags, "myself") && servesSlot(n.slots, int(slot)) {
+			if strings.Contains(n.flags, "myself") && servesSlot(n.slots, slot) {
 				from, to = m, masters[(i+1)%len(masters)]
 			}
 		}
 	}
 	if from == nil {
-		return nil, fmt.Errorf("redistest: no master serves slot %d", slot)
+		return nil, 0, fmt.Errorf("redistest: no master serves slot %d", slot)
 	}
 	id := func(s *Server) (string, error) {
 		v, err := s.do(ctx, "CLUSTER", "MYID")
@@ -84,22 +85,33 @@ func (c *Cluster) MoveSlot(ctx context.Context, key string) (to *Server, err err
 	}
 	fromID, err := id(from)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	toID, err := id(to)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if _, err := to.do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID); err != nil {
-		return nil, fmt.Errorf("redistest: SETSLOT IMPORTING: %w", err)
+		return nil, 0, fmt.Errorf("redistest: SETSLOT IMPORTING: %w", err)
 	}
 	if _, err := from.do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID); err != nil {
-		return nil, fmt.Errorf("redistest: SETSLOT MIGRATING: %w", err)
+		return nil, 0, fmt.Errorf("redistest: SETSLOT MIGRATING: %w", err)
 	}
-	for {
-		v, err := from.do(ctx, "CLUSTER", "GETKEYSINSLOT", slot, 100)
+	for first := true; ; first = false {
+		if !first && o.Pause > 0 {
+			t := time.NewTimer(o.Pause)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				// Finish the move all the same: a slot left half
+				// migrated would break every later test step.
+				ctx = context.WithoutCancel(ctx)
+			case <-t.C:
+			}
+		}
+		v, err := from.do(ctx, "CLUSTER", "GETKEYSINSLOT", slot, o.Batch)
 		if err != nil {
-			return nil, fmt.Errorf("redistest: GETKEYSINSLOT: %w", err)
+			return nil, moved, fmt.Errorf("redistest: GETKEYSINSLOT: %w", err)
 		}
 		ks, _ := v.([]any)
 		if len(ks) == 0 {
@@ -108,15 +120,16 @@ func (c *Cluster) MoveSlot(ctx context.Context, key string) (to *Server, err err
 		args := []any{"MIGRATE", "127.0.0.1", to.port, "", 0, 5000, "KEYS"}
 		args = append(args, ks...)
 		if _, err := from.do(ctx, args...); err != nil {
-			return nil, fmt.Errorf("redistest: MIGRATE: %w", err)
+			return nil, moved, fmt.Errorf("redistest: MIGRATE: %w", err)
 		}
+		moved += len(ks)
 	}
 	for _, m := range append([]*Server{to, from}, masters...) {
 		if _, err := m.do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", toID); err != nil {
-			return nil, fmt.Errorf("redistest: SETSLOT NODE on %s: %w", m.Addr(), err)
+			return nil, moved, fmt.Errorf("redistest: SETSLOT NODE on %s: %w", m.Addr(), err)
 		}
 	}
-	return to, c.waitStable(ctx)
+	return to, moved, c.waitStable(ctx)
 }
 
 // servesSlot reports whether a CLUSTER NODES slot list ("0-5460 5462")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -67,11 +68,15 @@ func RunAck(ctx context.Context, c redis.UniversalClient, ack Ack, s *Script, ke
 		return failed(ctx, err), 0, err
 	}
 
-	cmd, wait := evalAndWait(ctx, primary, ack, s, keys, args, false)
-	if isNoScript(cmd.Err()) {
-		cmd, wait = evalAndWait(ctx, primary, ack, s, keys, args, true)
-	}
-	if err := cmd.Err(); err != nil {
+	var wait *redis.IntCmd
+	err = onPrimary(ctx, c, primary, keys[0], func(node *redis.Client, asking bool) error {
+		cmd, wait = evalAndWait(ctx, node, ack, s, keys, args, false, asking)
+		if isNoScript(cmd.Err()) {
+			cmd, wait = evalAndWait(ctx, node, ack, s, keys, args, true, asking)
+		}
+		return cmd.Err()
+	})
+	if err != nil {
 		return cmd, 0, err
 	}
 	acked = int(wait.Val()) // 0 when WAIT failed
@@ -98,12 +103,19 @@ func Acked(ctx context.Context, c redis.UniversalClient, ack Ack, key string) (i
 	if err := checkAckTimeout(ack.Timeout, primary.Options().ReadTimeout); err != nil {
 		return 0, err
 	}
-	pipe := primary.Pipeline()
-	set := pipe.Set(ctx, AckKey(key), "1", time.Minute)
-	wait := waitCmd(ctx, ack)
-	_ = pipe.Process(ctx, wait)
-	_, _ = pipe.Exec(ctx)
-	if err := set.Err(); err != nil {
+	var wait *redis.IntCmd
+	err = onPrimary(ctx, c, primary, key, func(node *redis.Client, asking bool) error {
+		pipe := node.Pipeline()
+		if asking {
+			pipe.Do(ctx, "asking")
+		}
+		set := pipe.Set(ctx, AckKey(key), "1", time.Minute)
+		wait = waitCmd(ctx, ack)
+		_ = pipe.Process(ctx, wait)
+		_, _ = pipe.Exec(ctx)
+		return set.Err()
+	})
+	if err != nil {
 		return 0, err
 	}
 	acked := int(wait.Val())
@@ -119,19 +131,117 @@ func waitCmd(ctx context.Context, ack Ack) *redis.IntCmd {
 	return redis.NewIntCmd(ctx, "wait", ack.Replicas, (ack.Timeout + time.Millisecond - 1).Milliseconds())
 }
 
-// evalAndWait sends [SCRIPT LOAD,] EVALSHA, WAIT in one pipeline on one
-// connection, so WAIT covers exactly this write.
-func evalAndWait(ctx context.Context, primary *redis.Client, ack Ack, s *Script, keys []string, args []any, load bool) (*redis.Cmd, *redis.IntCmd) {
+// evalAndWait sends [SCRIPT LOAD,] EVALSHA, SET marker, WAIT in one
+// pipeline on one connection, so WAIT covers exactly this write. asking
+// puts ASKING before each command on the key's slot: the node is importing
+// the slot and, after an ASK redirection, serves it to the next command only.
+func evalAndWait(ctx context.Context, primary *redis.Client, ack Ack, s *Script, keys []string, args []any, load, asking bool) (*redis.Cmd, *redis.IntCmd) {
 	pipe := primary.Pipeline()
 	if load {
 		pipe.ScriptLoad(ctx, s.src)
 	}
+	if asking {
+		pipe.Do(ctx, "asking")
+	}
 	cmd := pipe.EvalSha(ctx, s.Hash(), keys, args...)
+	if asking {
+		pipe.Do(ctx, "asking")
+	}
 	pipe.Set(ctx, AckKey(keys[0]), "1", time.Minute)
 	wait := waitCmd(ctx, ack)
 	_ = pipe.Process(ctx, wait)
 	_, _ = pipe.Exec(ctx) // errors are on each command
 	return cmd, wait
+}
+
+// redirectBudget bounds how long onPrimary follows redirections and waits
+// out TRYAGAIN and CLUSTERDOWN for one call (ctx's deadline, when sooner,
+// bounds it too): long enough for a slot migration's last batch and a
+// failover's vote, short of a caller's patience.
+const redirectBudget = 3 * time.Second
+
+// onPrimary runs send on the connection to key's primary and, on a Cluster
+// client, follows what the pipeline on a node client does not: MOVED (the
+// slot has a new owner after a failover or a finished migration) and ASK
+// (the key has already migrated) are re-sent to the node the reply names,
+// with ASKING for ASK, and the ClusterClient is asked to reload its slot
+// map so that its next MasterForKey names the new owner; TRYAGAIN (the
+// slot's keys are split by a migration) and CLUSTERDOWN (a failover in
+// progress) are re-sent after a short wait. Each of these replies means the
+// command did not run where it was sent, so the re-send cannot apply a
+// write twice; the script's own operation ID covers an earlier send that
+// the node client's own retries may have made. It stops at the first other
+// outcome, after redirectBudget, or when ctx ends, and returns send's last
+// error.
+func onPrimary(ctx context.Context, c redis.UniversalClient, primary *redis.Client, key string, send func(node *redis.Client, asking bool) error) error {
+	cc, cluster := c.(*redis.ClusterClient)
+	node, asking := primary, false
+	start := time.Now()
+	for attempt := 0; ; attempt++ {
+		err := send(node, asking)
+		if !cluster || err == nil {
+			return err
+		}
+		moved, isMoved := redis.IsMovedError(err)
+		ask, isAsk := redis.IsAskError(err)
+		transient := redis.IsTryAgainError(err) || redis.IsClusterDownError(err)
+		if !isMoved && !isAsk && !transient {
+			return err
+		}
+		if isMoved {
+			cc.ReloadState(ctx)
+		}
+		if time.Since(start) >= redirectBudget || ctx.Err() != nil {
+			return err
+		}
+		// A redirection is followed at once the first time; a node
+		// that answers the same again (nodes that do not agree yet
+		// during a failover) is given a moment.
+		if transient || attempt > 0 {
+			wait := min(time.Duration(attempt+1)*10*time.Millisecond, 100*time.Millisecond)
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return err
+			case <-t.C:
+			}
+		}
+		asking = isAsk
+		switch {
+		case isMoved:
+			node = nodeAt(ctx, cc, moved)
+		case isAsk:
+			node = nodeAt(ctx, cc, ask)
+		}
+		if node == nil {
+			// A node the client's map does not hold yet: it is
+			// reloading; the master it names next is the one to ask.
+			asking = false
+			if node, err = Primary(ctx, c, key); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// nodeAt returns the client cc holds for the node at addr, master or
+// replica (a replica just promoted is still a replica in a stale map), or
+// nil when its map has no such node.
+func nodeAt(ctx context.Context, cc *redis.ClusterClient, addr string) *redis.Client {
+	var (
+		mu    sync.Mutex
+		found *redis.Client
+	)
+	_ = cc.ForEachShard(ctx, func(_ context.Context, n *redis.Client) error {
+		if n.Options().Addr == addr {
+			mu.Lock()
+			found = n
+			mu.Unlock()
+		}
+		return nil
+	})
+	return found
 }
 
 // AckKey is the key RunAck writes before WAIT: in key's slot and, for a

@@ -1,0 +1,212 @@
+package redistest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// FailoverMode is the option of CLUSTER FAILOVER.
+type FailoverMode string
+
+const (
+	// FailoverPlain is a coordinated failover: the replica catches up with
+	// its master, which stops taking writes meanwhile, so no acknowledged
+	// write is lost.
+	FailoverPlain FailoverMode = ""
+	// FailoverForce skips the hand-shake with the master (a master that is
+	// down or unreachable) but still needs the other masters' votes.
+	FailoverForce FailoverMode = "FORCE"
+	// FailoverTakeover skips the vote too: the replica bumps its epoch and
+	// takes the slots on its own authority.
+	FailoverTakeover FailoverMode = "TAKEOVER"
+)
+
+// Failover fails over the shard that now serves key's slot with CLUSTER
+// FAILOVER [mode] on its first replica; the old master becomes its
+// replica. It returns once every node agrees (and, like FailoverShard,
+// every client made by c.Client routes key to the new master). A client
+// made any other way is not told: its next command meets MOVED.
+func (c *Cluster) Failover(ctx context.Context, key string, mode FailoverMode) error {
+	sh, err := c.shardOf(ctx, key)
+	if err != nil {
+		return err
+	}
+	if len(sh.replicas) == 0 {
+		return errors.New("redistest: Failover needs a replica (ClusterOptions.Replicas ≥ 1)")
+	}
+	promoted, old := sh.replicas[0], sh.master
+	args := []any{"CLUSTER", "FAILOVER"}
+	if mode != FailoverPlain {
+		args = append(args, string(mode))
+	}
+	if _, err := promoted.do(ctx, args...); err != nil {
+		return fmt.Errorf("redistest: CLUSTER FAILOVER %s on %s: %w", mode, promoted.Addr(), err)
+	}
+	c.mu.Lock()
+	sh.master, sh.replicas[0] = promoted, old
+	c.mu.Unlock()
+	if err := c.waitStable(ctx); err != nil {
+		return err
+	}
+	return c.refreshClients(ctx, key, promoted)
+}
+
+// KillMaster kills (SIGKILL, as kill -9) the master that serves key's slot
+// and returns once its first replica has been promoted by the cluster (after
+// cluster-node-timeout: lower it in Options.Config for short tests) and
+// every live node reports cluster_state:ok with the new master serving the
+// slot. It returns the killed node; Rejoin brings it back as a replica.
+// Clients are not told.
+func (c *Cluster) KillMaster(ctx context.Context, key string) (killed *Server, err error) {
+	sh, err := c.shardOf(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if len(sh.replicas) == 0 {
+		return nil, errors.New("redistest: KillMaster needs a replica (ClusterOptions.Replicas ≥ 1)")
+	}
+	promoted, old := sh.replicas[0], sh.master
+	if err := old.Kill(); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	sh.master, sh.replicas[0] = promoted, old
+	c.mu.Unlock()
+	slot := KeySlot(key)
+	err = poll(ctx, 60*time.Second, func() (bool, error) {
+		for _, s := range c.Nodes() {
+			if s == old {
+				continue
+			}
+			info, err := s.do(ctx, "CLUSTER", "INFO")
+			if str, _ := info.(string); err != nil || infoField(str, "cluster_state") != "ok" {
+				return false, nil
+			}
+			nodes, err := s.clusterNodes(ctx)
+			if err != nil {
+				return false, nil
+			}
+			ok := false
+			for _, n := range nodes {
+				if n.addr == promoted.Addr() && strings.Contains(n.flags, "master") && servesSlot(n.slots, slot) {
+					ok = true
+				}
+			}
+			if !ok {
+				return false, nil
+			}
+		}
+		return true, nil
+	}, "the replica to be promoted")
+	return old, err
+}
+
+// Rejoin restarts a node killed by KillMaster; it comes back as a replica of
+// the master that replaced it. It returns once every node agrees.
+func (c *Cluster) Rejoin(ctx context.Context, s *Server) error {
+	if err := s.Restart(ctx); err != nil {
+		return err
+	}
+	return c.waitStable(ctx)
+}
+
+// MoveOptions shape a slot migration.
+type MoveOptions struct {
+	// Batch is the number of keys per MIGRATE (default 10, as
+	// redis-cli --cluster reshard); 1 moves them one by one.
+	Batch int
+	// Pause is slept between two MIGRATEs (a throttled or large slot):
+	// meanwhile the slot's keys are split between the two masters.
+	Pause time.Duration
+}
+
+// MoveSlotWith is MoveSlot with the migration shaped by o. It returns the
+// new owner and the number of keys migrated.
+func (c *Cluster) MoveSlotWith(ctx context.Context, key string, o MoveOptions) (to *Server, keys int, err error) {
+	if o.Batch <= 0 {
+		o.Batch = 10
+	}
+	return c.moveSlot(ctx, key, o)
+}
+
+// ReshardStats counts what a Reshard did.
+type ReshardStats struct {
+	Moves int   // slots moved
+	Keys  int   // keys migrated
+	Err   error // the error that stopped it early, if any
+}
+
+// Reshard moves the slots of keys, one after the other and again and again,
+// in the background until stop is called; stop waits for the move in
+// progress to finish and returns what was done. A move that fails stops the
+// resharding; its error is in ReshardStats.Err.
+func (c *Cluster) Reshard(ctx context.Context, keys []string, o MoveOptions) (stop func() ReshardStats) {
+	ctx, cancel := context.WithCancel(ctx)
+	var (
+		wg    sync.WaitGroup
+		st    ReshardStats
+		moves atomic.Int64
+	)
+	wg.Go(func() {
+		for i := 0; ctx.Err() == nil; i++ {
+			// A move runs to its end once begun: a slot left half
+			// migrated would break the test's later steps.
+			_, n, err := c.MoveSlotWith(context.WithoutCancel(ctx), keys[i%len(keys)], o)
+			if err != nil {
+				if ctx.Err() == nil {
+					st.Err = err
+				}
+				return
+			}
+			st.Keys += n
+			st.Moves = int(moves.Add(1))
+		}
+	})
+	return func() ReshardStats {
+		cancel()
+		wg.Wait()
+		return st
+	}
+}
+
+// shardOf returns the shard whose master serves key's slot now.
+func (c *Cluster) shardOf(ctx context.Context, key string) (*shard, error) {
+	slot := KeySlot(key)
+	c.mu.Lock()
+	shards := append([]*shard(nil), c.shards...)
+	c.mu.Unlock()
+	for _, sh := range shards {
+		nodes, err := sh.master.clusterNodes(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range nodes {
+			if strings.Contains(n.flags, "myself") && servesSlot(n.slots, slot) {
+				return sh, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("redistest: no master serves slot %d", slot)
+}
+
+func (c *Cluster) refreshClients(ctx context.Context, key string, master *Server) error {
+	c.mu.Lock()
+	clients := append(c.clients[:0:0], c.clients...)
+	c.mu.Unlock()
+	for _, cc := range clients {
+		err := poll(ctx, 30*time.Second, func() (bool, error) {
+			cc.ReloadState(ctx)
+			m, err := cc.MasterForKey(ctx, key)
+			return err == nil && m.Options().Addr == master.Addr(), nil
+		}, "cluster client to see the new master")
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
