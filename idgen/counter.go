@@ -108,7 +108,10 @@ func (c *counter) replicaCount(ctx context.Context) (int, error) {
 	}
 	n, err := server.Replicas(ctx, c.rdb, c.key)
 	if err != nil {
-		if retry.Ambiguous(err) || retry.Retryable(err) {
+		// A node that is not the primary (a stale Cluster map after a
+		// failover) says nothing about the primary's replicas: counting
+		// none would skip the acknowledgement.
+		if retry.Ambiguous(err) || retry.Retryable(err) || errors.Is(err, server.ErrNotPrimary) {
 			return 0, fmt.Errorf("idgen: probe replicas: %w", err)
 		}
 		// The server hides its replication state (a managed service, an

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -243,9 +244,44 @@ func Probe(ctx context.Context, c redis.UniversalClient) Features {
 	return f
 }
 
+// ErrNotPrimary means the node asked for a key's replication state is not a
+// master (role is not master in INFO replication): a replica, for instance
+// the old master after a failover that a stale Cluster slot map still names.
+// Its connected_slaves says nothing about the key's primary.
+var ErrNotPrimary = errors.New("redkit: the node asked is not the key's primary")
+
+// notPrimaryBudget bounds how long Replicas waits for a Cluster client's
+// slot map to name a master again (a reload takes a round trip or two).
+const notPrimaryBudget = 3 * time.Second
+
 // Replicas returns connected_slaves from INFO replication of the primary
-// that owns key (see script.Primary).
+// that owns key (see script.Primary). An answer from a node whose role is
+// not master is refused: on a Cluster client the slot map is reloaded and
+// the node it names then is asked, until one is a master, notPrimaryBudget
+// passes or ctx ends; the error then wraps ErrNotPrimary.
 func Replicas(ctx context.Context, c redis.UniversalClient, key string) (int, error) {
+	start := time.Now()
+	for attempt := 1; ; attempt++ {
+		n, err := replicas(ctx, c, key)
+		if !errors.Is(err, ErrNotPrimary) {
+			return n, err
+		}
+		cc, ok := c.(*redis.ClusterClient)
+		if !ok || time.Since(start) >= notPrimaryBudget {
+			return 0, err
+		}
+		cc.ReloadState(ctx)
+		t := time.NewTimer(min(time.Duration(attempt)*10*time.Millisecond, 100*time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+func replicas(ctx context.Context, c redis.UniversalClient, key string) (int, error) {
 	primary, err := script.Primary(ctx, c, key)
 	if err != nil {
 		return 0, err
@@ -253,6 +289,9 @@ func Replicas(ctx context.Context, c redis.UniversalClient, key string) (int, er
 	info, err := primary.Info(ctx, "replication").Result()
 	if err != nil {
 		return 0, fmt.Errorf("info replication: %w", err)
+	}
+	if role, ok := infoField(info, "role"); ok && role != "master" {
+		return 0, fmt.Errorf("%w: %s has role %s", ErrNotPrimary, primary.Options().Addr, role)
 	}
 	v, ok := infoField(info, "connected_slaves")
 	if !ok {

@@ -1,0 +1,235 @@
+package idgen_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redkit-go/redkit/idgen"
+	"github.com/redkit-go/redkit/redistest"
+)
+
+// README: "Redis: 7.0 or newer, single node, replicated or Cluster". doc.go,
+// Failover: with replicas "every reservation is followed by WAIT 1 ...
+// IDs come again once a replica acknowledges"; errors.go: ErrUnavailable
+// means "a new range could not be fetched (Redis down, replica
+// acknowledgement missing, or ctx ended while waiting)"; "The next
+// successful fetch ends it."
+//
+// Real fault: an ordinary ClusterClient (go-redis defaults), 3 masters with
+// a replica each, and the counter's slot migrated to another master (as
+// redis-cli --cluster reshard does). Every node is healthy and every replica
+// acknowledges. With replicas, reserve goes through script.RunAck, which
+// pipelines on the *redis.Client of MasterForKey: the MOVED reply never
+// reaches the ClusterClient, whose slot map is never refreshed, so every
+// later reservation goes to the old master and meets MOVED again.
+func TestCluster_slotMigrated_withReplicas_recovers(t *testing.T) {
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3, Replicas: 1})
+	// An ordinary ClusterClient that no test helper refreshes.
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	defer rdb.Close()
+	ctx := t.Context()
+	seq, err := idgen.NewSequence(rdb, "mv/seq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg, err := idgen.NewSegment(rdb, "mv/seq", idgen.WithMinStep(5), idgen.WithMaxStep(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seg.Close()
+	for i := 0; i < 3; i++ {
+		if _, err := seq.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := seg.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.MoveSlot(ctx, "redkit:idgen:v1:{mv}:seq:mv/seq"); err != nil {
+		t.Fatal(err)
+	}
+	runway := seg.Runway() // served from memory without Redis
+	moved := time.Now()
+	segServed := int64(0)
+	const budget = 10 * time.Second
+	var seqOK, segOK time.Duration
+	var seqErr, segErr error
+	seqFails, segFails := 0, 0
+	for time.Since(moved) < budget && (seqOK == 0 || segOK == 0) {
+		c, cancel := context.WithTimeout(ctx, time.Second)
+		if seqOK == 0 {
+			if _, err := seq.Next(c); err == nil {
+				seqOK = time.Since(moved)
+			} else {
+				seqErr = err
+				seqFails++
+			}
+		}
+		if segOK == 0 {
+			if _, err := seg.Next(c); err == nil {
+				// the runway is served first; a value past it needs a fetch
+				// that got through after the move
+				if segServed++; segServed > runway {
+					segOK = time.Since(moved)
+				}
+			} else {
+				segErr = err
+				segFails++
+			}
+		}
+		cancel()
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("after the slot moved: Sequence ok after %v (%d failures, last %v); Segment ok after %v (runway %d, %d failures, last %v, ErrUnavailable=%v)",
+		seqOK, seqFails, seqErr, segOK, runway, segFails, segErr, errors.Is(segErr, idgen.ErrUnavailable))
+	if seqOK == 0 || segOK == 0 {
+		t.Fatalf("README \"single node, replicated or Cluster\" / doc.go \"IDs come again once a replica acknowledges\", "+
+			"\"the next successful fetch ends the outage\": on a ClusterClient with replicas, after the counter's slot migrated "+
+			"(all nodes healthy), Sequence.Next failed %d times in %v (last: %v) and Segment.Next, its runway of %d spent, failed %d times (last: %v); "+
+			"reservations keep going to the old master (MOVED) because RunAck's MOVED never refreshes the ClusterClient",
+			seqFails, budget, seqErr, runway, segFails, segErr)
+	}
+}
+
+// doc.go, Failover: "When the primary has replicas (probed once a minute
+// with INFO replication ...) every reservation is followed by WAIT 1 ...
+// and a range (or Sequence value) is used only once a replica has
+// acknowledged it: a failover to that replica cannot hand the range out
+// again."
+//
+// Real faults, in order: a coordinated CLUSTER FAILOVER of the counter's
+// shard (an ordinary ClusterClient, go-redis defaults, that no test helper
+// refreshes); a Sequence made afterwards probes INFO replication on the
+// stale MasterForKey (the old master, now a replica: connected_slaves 0),
+// counts no replicas and reserves without WAIT (the script itself goes
+// through the ClusterClient, which follows MOVED to the new master). Its
+// replica is then frozen (SIGSTOP) and cut off (CLIENT KILL TYPE replica), a value is handed out without any
+// acknowledgement, the new master is killed (SIGKILL), the replica resumes and
+// is promoted by the cluster: another process is handed the same value.
+func TestCluster_failover_probeOnStaleMaster_noDuplicate(t *testing.T) {
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3, Replicas: 1})
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	defer rdb.Close()
+	ctx := t.Context()
+	const key = "redkit:idgen:v1:{fo}:seq:fo/seq"
+	node := func(addr string) *redistest.Server {
+		for _, n := range c.Nodes() {
+			if n.Addr() == addr {
+				return n
+			}
+		}
+		t.Fatalf("no node %s", addr)
+		return nil
+	}
+	m, err := rdb.MasterForKey(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldMaster := node(m.Options().Addr)
+	warm, err := idgen.NewSequence(rdb, "fo/seq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if _, err := warm.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.FailoverShard(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	// The new master is whoever the old master now replicates.
+	probe := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	defer probe.Close()
+	nm, err := probe.MasterForKey(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newMaster := node(nm.Options().Addr)
+	if newMaster == oldMaster {
+		t.Fatal("no failover")
+	}
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		n, _ := nm.Info(ctx, "replication").Result()
+		if strings.Contains(n, "connected_slaves:1") {
+			break
+		}
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("the new master has no replica: %s", n)
+		}
+	}
+
+	seq, err := idgen.NewSequence(rdb, "fo/seq") // made after the failover
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1, err := seq.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Let the replica have v1, then freeze it.
+	if err := nm.Do(ctx, "WAIT", 1, 5000).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := oldMaster.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	// Frozen, and its replication link cut by the master (as a partition
+	// would): nothing written from now on reaches it.
+	if err := nm.Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			_ = oldMaster.Resume()
+		}
+	})
+	c2, cancel := context.WithTimeout(ctx, 3*time.Second)
+	v2, err := seq.Next(c2)
+	cancel()
+	t.Logf("made after the failover: v1=%d, then with the only replica frozen v2=%d err=%v", v1, v2, err)
+	if err != nil {
+		return // no value without an acknowledgement: as documented
+	}
+	// The unacknowledged value is lost with the new master.
+	if err := newMaster.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := oldMaster.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	other := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{oldMaster.Addr()}})
+	defer other.Close()
+	var v3 idgen.ID
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		oseq, err := idgen.NewSequence(other, "fo/seq") // another process
+		if err != nil {
+			t.Fatal(err)
+		}
+		c3, cancel := context.WithTimeout(ctx, 2*time.Second)
+		v3, err = oseq.Next(c3)
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica was never promoted: %v (v2=%d was handed out without a replica ack)", err, v2)
+		}
+		other.ReloadState(ctx)
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("after the new master died, another process got v3=%d", v3)
+	t.Fatalf("doc.go Failover \"every reservation is followed by WAIT 1 ... a range (or Sequence value) is used only once a "+
+		"replica has acknowledged it: a failover to that replica cannot hand the range out again\": a Sequence made after a "+
+		"CLUSTER FAILOVER probed INFO on the stale master (now a replica), counted no replicas, and returned %d while the new "+
+		"master's only replica was frozen; after the new master was killed and that replica promoted, another process got %d "+
+		"(duplicate=%v)", v2, v3, v2 == v3)
+}
