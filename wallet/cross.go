@@ -235,8 +235,10 @@ func decodeCross(t Transfer, r []string, res Result) (Result, error) {
 		refusal = ErrCurrencyMismatch
 	case "late":
 		refusal = ErrTransferExpired
+	case "to_overflow":
+		refusal = fmt.Errorf("account %s: %w", t.To, ErrDestinationFull)
 	default:
-		refusal = fmt.Errorf("%w: destination balance would exceed 9007199254740991", ErrInvalid)
+		return res, fmt.Errorf("transfer %s: voided for an unknown reason %q", t.ID, r[4])
 	}
 	return res, fmt.Errorf("transfer %s: %w", t.ID, refusal)
 }

@@ -134,7 +134,8 @@
 //     take out of bounds is ErrInvalid here, before anything is written
 //     and not remembered, as inside one group (the Ledger reads the
 //     destination just before; should it fill up between that read and
-//     step 2, step 2 refuses and the transfer is voided);
+//     step 2, step 2 refuses and the transfer is voided: ErrDestinationFull,
+//     a refusal remembered under the ID);
 //  2. destination: credit it ("transfer_in"), or refuse for good (unknown
 //     or closed account, other currency, no room; ErrTransferExpired when
 //     this step comes a whole window or more after step 1, see below);
@@ -255,9 +256,9 @@
 // redkit.outcome is ok (applied), replayed (answered from the idempotency
 // record), a refusal (insufficient_funds, account_not_found,
 // currency_mismatch, closed, conflict, hold_not_found, hold_expired,
-// stale_fence, transfer_expired), unknown, invalid, cross_group,
-// replica_ack, mismatch or error. A TransferBatch counts each transfer as
-// a transfer. They go to the global OpenTelemetry providers unless
+// stale_fence, transfer_expired, destination_full), unknown, invalid,
+// cross_group, replica_ack, mismatch or error. A TransferBatch counts each
+// transfer as a transfer. They go to the global OpenTelemetry providers unless
 // WithTracerProvider or WithMeterProvider say otherwise. Account IDs,
 // transaction IDs and amounts are never recorded; WithLabel adds
 // redkit.label.

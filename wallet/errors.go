@@ -61,6 +61,16 @@ var (
 	// remembered under the transaction ID.
 	ErrTransferExpired = errors.New("wallet: transfer not credited within the idempotency window")
 
+	// ErrDestinationFull refuses a transfer across slot groups whose
+	// destination filled up between the Ledger's read of it and the
+	// credit step, so that the amount would take its balance past 2^53-1
+	// or its transfers-in total past its bound: the amount held on the
+	// source was released (journal "transfer_void"), and the refusal is
+	// remembered under the transaction ID. Found before anything is
+	// written (inside one group, or at a transfer's first step), the same
+	// condition is ErrInvalid and is not remembered.
+	ErrDestinationFull = errors.New("wallet: destination balance would leave its bounds")
+
 	// ErrHoldNotFound reports a hold that was never placed, was refused,
 	// or was forgotten after the idempotency window.
 	ErrHoldNotFound = errors.New("wallet: hold not found")

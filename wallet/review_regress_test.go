@@ -2,6 +2,7 @@ package wallet_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,4 +142,47 @@ func TestRegress_Transfer_acrossGroups_stalledCallLeavesLaterTransferUnderSameID
 	tb, err := other.TrialBalance(ctx, "a/src", "b/dst")
 	require.NoError(t, err)
 	require.Zero(t, tb.NetTransfers())
+}
+
+// isBegin matches the first step of a transfer across groups (the only
+// script given the group's in-flight index, as its sixth key).
+func isBegin(args []any) bool {
+	ks := scriptKeys(args)
+	return len(ks) >= 6 && strings.HasSuffix(ks[5], ":xpend")
+}
+
+// A transfer across groups whose destination fills up between the
+// Ledger's read of it and the credit step is voided and remembered: a
+// stored refusal of its own (ErrDestinationFull), not ErrInvalid, which
+// means nothing written and nothing remembered. The caller pauses right
+// after its read of the destination, while another transfer fills it.
+func TestRegress_Transfer_acrossGroups_destinationFilledAfterReadIsStoredRefusal(t *testing.T) {
+	ctx := t.Context()
+	_, _, prefix := newLedger(t)
+	other := wallet.New(shared.Client(), wallet.WithKeyPrefix(prefix))
+	t.Cleanup(func() { _ = other.Close() })
+	openFunded(t, other, map[string]int64{"g1/a": 1000, "g3/c": 1000, "g2/b": maxAmount - 100})
+	rdb := shared.Client()
+	rdb.AddHook(&stepHook{match: isBegin, before: func(ctx context.Context) {
+		_, err := other.Transfer(ctx, wallet.Transfer{ID: "t1", From: "g1/a", To: "g2/b", Amount: 100})
+		require.NoError(t, err)
+	}})
+	t.Cleanup(func() { _ = rdb.Close() })
+	led := wallet.New(rdb, wallet.WithKeyPrefix(prefix))
+	t.Cleanup(func() { _ = led.Close() })
+
+	t2 := wallet.Transfer{ID: "t2", From: "g3/c", To: "g2/b", Amount: 50}
+	_, err := led.Transfer(ctx, t2)
+	require.ErrorIs(t, err, wallet.ErrDestinationFull)
+	require.NotErrorIs(t, err, wallet.ErrInvalid)
+	require.Equal(t, []string{wallet.KindOpen, wallet.KindCredit, wallet.KindTransferHold, wallet.KindTransferVoid},
+		kinds(t, led, "g3/c"))
+	_, err = other.Debit(ctx, wallet.Tx{ID: "drain", Account: "g2/b", Amount: 1000})
+	require.NoError(t, err)
+	res, err := led.Transfer(ctx, t2)
+	require.ErrorIs(t, err, wallet.ErrDestinationFull, "the refusal is remembered")
+	require.True(t, res.Replayed)
+	c := balanceOf(t, led, "g3/c")
+	require.Equal(t, int64(1000), c.Posted)
+	require.Zero(t, c.Held)
 }

@@ -108,6 +108,7 @@ var outcomes = []struct {
 	{ErrHoldExpired, "hold_expired", true},
 	{ErrStaleFence, "stale_fence", true},
 	{ErrTransferExpired, "transfer_expired", true},
+	{ErrDestinationFull, "destination_full", true},
 	{ErrInvalid, "invalid", false},
 	{ErrSameAccount, "invalid", false},
 	{ErrCrossGroup, "cross_group", false},

@@ -275,10 +275,11 @@ func (l *Ledger) fence(group string, opts []CallOption) ([]string, []any, error)
 // I/O. Refusals (remembered under t.ID): ErrAccountNotFound, ErrClosed,
 // ErrCurrencyMismatch, ErrInsufficientFunds, and across groups
 // ErrTransferExpired (the destination step came a window or more after the
-// first). A destination the amount would take past 2^53-1 is ErrInvalid
-// before anything is written, in and across groups. Across groups, a
-// failure after the first step was sent is ErrUnknownOutcome. Other errors
-// as Credit.
+// first) and ErrDestinationFull (the destination filled up after the
+// Ledger read it). A destination the amount would take past 2^53-1 is
+// ErrInvalid before anything is written, in and across groups. Across
+// groups, a failure after the first step was sent is ErrUnknownOutcome.
+// Other errors as Credit.
 func (l *Ledger) Transfer(ctx context.Context, t Transfer, opts ...CallOption) (res Result, err error) {
 	ctx, op := l.tel.start(ctx, "transfer")
 	defer func() { op.end(err, res.Replayed) }()
