@@ -111,9 +111,11 @@
 //     FairEviction after the last heartbeat of any waiter, so waiters that
 //     crashed leave nothing behind even when nobody locks the name again.
 //   - RWMutex: many readers or one writer, writer-preferring: a waiting
-//     writer stops new readers, whatever TTLs its readers and writers use
-//     (the writer's mark lives until two of its TTLs after the holders it
-//     waits for end, and each attempt sets it again). Write leases are
+//     writer stops new readers, however many writers wait and whatever TTLs
+//     its readers and writers use (each waiting writer's mark lives until
+//     two of its TTLs after the holders it waits for end, each attempt sets
+//     it again, and a writer that takes the lock or gives up removes only
+//     its own). Write leases are
 //     fenced, from the Mutex's counter of the same name; read leases are
 //     not.
 //   - Semaphore: N permits, each a Lease that expires if its holder dies.
@@ -208,7 +210,10 @@
 //     TestMutex_Fair_giveUpWhileSubscribing).
 //   - Readers on a longer TTL than a waiting writer, renewed by their
 //     watchdog: no new reader is admitted while the writer waits
-//     (TestRWMutex_writerPreference_longerReaderTTL).
+//     (TestRWMutex_writerPreference_longerReaderTTL). A second waiting
+//     writer still waiting, slowly, after the first took the lock and
+//     released it: no new reader either
+//     (TestRWMutex_secondWaitingWriter_readerStaysOut).
 //   - Redis paused (SIGSTOP): the lease's Context ends at Until with
 //     ErrRenewFailed, by the local timer (TestLease_Context_redisPaused).
 //   - A holder paused past its lease (a goroutine, a process under
@@ -286,7 +291,7 @@
 //	<prefix>:lock:v2:{<group>}:semw:<name>           Semaphore waited-for mark; expires with the permits held when it was set
 //	<prefix>:lock:v2:{<group>}:rw:<name>             RWMutex writer (as mutex)
 //	<prefix>:lock:v2:{<group>}:rwr:<name>            RWMutex readers by expiry
-//	<prefix>:lock:v2:{<group>}:rww:<name>            RWMutex waiting-writer mark; expires 2 writer TTLs after the holders it waits for
+//	<prefix>:lock:v2:{<group>}:rww:<name>            RWMutex waiting writers by expiry, one entry each; an entry expires 2 writer TTLs after the holders it waits for
 //	<prefix>:lock:v2:{<group>}:redlock:<name>        Redlock, on each master (as mutex; the slot's counter there, unused for fencing)
 //	<prefix>:lock:v2:{<group>}:ack                   written before WAIT (replica acknowledgement); expires after 1 minute
 //	<prefix>:lock:v2:{<group>}:wake:<kind>:<name>    pub/sub channel (not a key); kind mutex, sem or rw

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redkit-go/redkit/lock"
 	"github.com/redkit-go/redkit/redistest"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -367,4 +368,66 @@ func TestFence_tokensPast2pow53_refused(t *testing.T) {
 	keys, err := rdb.Keys(ctx, prefix+":*").Result()
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{m.CounterKey()}, keys, "nothing but the counter")
+}
+
+// TestRWMutex_secondWaitingWriter_readerStaysOut: writer A holds; writers B
+// and C wait. A releases, B takes the lock and releases it at once while C
+// is still waiting (its link is slow: replies and notifications arrive 1s
+// late). Writer preference holds for every waiting writer, not only the
+// first: no new reader gets in while C waits.
+func TestRWMutex_secondWaitingWriter_readerStaysOut(t *testing.T) {
+	px := redistest.NewProxy(t, shared.Addr())
+	p := testPrefix(t)
+	ctx := t.Context()
+	fast := newLocksWithPrefix(t, sharedClient(t), p)
+	fastB := newLocksWithPrefix(t, sharedClient(t), p)
+	slow := newLocksWithPrefix(t, clientOf(t, px.Addr(), nil), p)
+	rdb := sharedClient(t)
+	const name = "doc"
+	channel := fast.RWMutex(name).Channel()
+	marked := func() bool {
+		keys, err := rdb.Keys(ctx, p+":*rww:"+name).Result()
+		require.NoError(t, err)
+		return len(keys) > 0
+	}
+
+	a, err := fast.RWMutex(name).TryAcquire(ctx)
+	require.NoError(t, err)
+	bGot := make(chan *lock.Lease, 1)
+	go func() {
+		l, err := fastB.RWMutex(name).Acquire(ctx)
+		assert.NoError(t, err)
+		bGot <- l
+	}()
+	eventually(t, marked, "B waits")
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	cDone := make(chan error, 1)
+	go func() {
+		l, err := slow.RWMutex(name).Acquire(cctx)
+		if err == nil {
+			err = l.Release(context.Background())
+		}
+		cDone <- err
+	}()
+	eventually(t, func() bool { return rdb.PubSubNumSub(ctx, channel).Val()[channel] == 2 }, "C subscribed")
+	time.Sleep(200 * time.Millisecond) // C's attempt after subscribing is answered: C waits
+	px.SetLatency(time.Second)         // C's link becomes slow
+
+	require.NoError(t, a.Release(ctx))
+	b := <-bGot
+	require.NotNil(t, b)
+	require.NoError(t, b.Release(ctx))
+	r, err := fast.RWMutex(name).TryAcquireRead(ctx)
+	select {
+	case cerr := <-cDone:
+		t.Fatalf("setup: C's Acquire returned before the reader tried (%v)", cerr)
+	default:
+	}
+	if err == nil {
+		_ = r.Release(ctx)
+	}
+	px.SetLatency(0)
+	require.ErrorIs(t, err, lock.ErrNotAcquired, "a reader got in while writer C waited")
+	require.NoError(t, <-cDone)
 }

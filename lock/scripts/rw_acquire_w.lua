@@ -1,7 +1,8 @@
 -- Acquire an RWMutex for writing (writer-preferring).
 -- KEYS[1]  writer key ("<owner>:<token>" as a mutex, always with a TTL)
 -- KEYS[2]  readers key: sorted set of owner ID -> expiry (server time, ms)
--- KEYS[3]  waiting-writer mark: while it exists new readers are refused
+-- KEYS[3]  waiting writers: sorted set of owner ID -> expiry (server time,
+--          ms); while a member is live new readers are refused
 -- KEYS[4]  fence counter of the lock's hash slot, shared with the Mutex of
 --          that name (permanent integer)
 -- ARGV[1]  owner ID
@@ -14,7 +15,7 @@
 local owner, ttl = ARGV[1], ARGV[2]
 local cur = redis.call('GET', KEYS[1])
 local readers = not cur and redis.call('EXISTS', KEYS[2]) == 1
-local mark = redis.call('GET', KEYS[3])
+local mark = redis.call('EXISTS', KEYS[3]) == 1
 if not cur and not readers and not mark then
   -- Free and nobody waits: the fast path, before common.lua's functions.
   -- Lua numbers are doubles: past 2^53-1 two tokens could be equal.
@@ -45,12 +46,16 @@ end
 if wait >= 0 then
   if ARGV[3] ~= '0' then
     if cur then redkit_mark(KEYS[1], cur) end
-    if not mark or mark == owner then
-      -- The mark outlives the writer's next attempt, which comes when the
-      -- holders it waits for end (wait), whatever their TTLs; a writer that
-      -- crashed stops new readers for at most 2 of its TTLs after that.
-      redis.call('SET', KEYS[3], owner, 'PX', redkit_int(wait + 2 * tonumber(ttl)))
-    end
+    -- Every waiting writer has its own entry, so one that takes the lock
+    -- or gives up leaves the others' in place. An entry outlives the
+    -- writer's next attempt, which comes when the holders it waits for end
+    -- (wait), whatever their TTLs; a writer that crashed stops new readers
+    -- for at most 2 of its TTLs after that.
+    if not now then now = redkit_now() end
+    local keep = wait + 2 * tonumber(ttl)
+    redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', redkit_int(now))
+    redis.call('ZADD', KEYS[3], redkit_int(now + keep), owner)
+    if redis.call('PTTL', KEYS[3]) < keep then redis.call('PEXPIRE', KEYS[3], redkit_int(keep)) end
   end
   return {0, wait}
 end
@@ -59,8 +64,7 @@ if (tonumber(redis.call('GET', KEYS[4])) or 0) >= 9007199254740991 then
   return redis.error_reply('ERR redkit lock: the fence counter is at 2^53-1, the largest exact token; no token is left')
 end
 local mode = ARGV[3]
-if mark == owner then
-  redis.call('DEL', KEYS[3])
+if mark and redis.call('ZREM', KEYS[3], owner) == 1 then
   -- Readers refused by this writer's mark may be waiting: its release
   -- must wake them.
   mode = '2'
