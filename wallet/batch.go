@@ -75,6 +75,10 @@ func (l *Ledger) TransferBatch(ctx context.Context, ts []Transfer, opts ...CallO
 		}
 		res := &out[i].Result
 		canon, nonce := transferMarker(call)
+		v, stale := flagged(v)
+		if stale {
+			l.recoverStale(ctx, t.From)
+		}
 		out[i].Result, out[i].Err = l.posting("transfer", t.ID, v, err, res, t.From, t.To, canon, nonce)
 		l.tel.count(ctx, "transfer", out[i].Err, out[i].Result.Replayed)
 	}

@@ -148,9 +148,17 @@
 // no money is created or destroyed. A call interrupted midway (crash,
 // timeout) leaves the transfer in flight; calling Transfer again with the
 // same ID, or Recover (run it at start-up, or WithRecovery in the
-// background), finishes it. While a transfer is in flight its amount is
-// held on the source and may already be credited at the destination, so a
-// TrialBalance taken meanwhile shows it in NetTransfers.
+// background), finishes it. Neither is needed for the money to come back:
+// step 1 marks the source account, and once a transfer has been in flight
+// for 10 seconds (a live call takes a few round trips), the next Credit,
+// Debit, same-group Transfer from the source or Balance of it, through any
+// Ledger, finishes the transfers of the source's slot group left that
+// long, before it returns (the call itself was decided first: a Debit
+// refused for funds the transfer held stays refused). Transfers in flight
+// when this version was deployed carry no mark: Recover finishes them.
+// While a transfer is in flight its amount is held on the source and may
+// already be credited at the destination, so a TrialBalance taken
+// meanwhile shows it in NetTransfers.
 //
 // Once step 1 was sent, a call that fails for any reason other than a
 // script's answer (a lost connection, a refused dial, its context ending)

@@ -17,6 +17,14 @@ func (l *Ledger) TransferSteps(ctx context.Context, t Transfer, steps int) (Resu
 // test can let a window pass: no fault makes server time run faster.
 func SetWindow(l *Ledger, d time.Duration) { l.cfg.window = d }
 
+// SetStaleTransferAge sets how long a transfer across groups stays in
+// flight before a call on its source finishes it, and how often a Ledger
+// looks, without their production values: no fault makes a crashed
+// caller's transfer age faster. Call it before the Ledger is used.
+func SetStaleTransferAge(l *Ledger, age, every time.Duration) {
+	l.lazy.age, l.lazy.every = age, every
+}
+
 // ScriptSource is the full source of the script named as its file in
 // scripts/ ("post", "xcredit", ...), for calling it with arguments the Go
 // side never sends.
@@ -25,6 +33,6 @@ func ScriptSource(name string) string {
 		"open": openScript, "post": postScript, "transfer": transferScript, "close": closeScript,
 		"checkpoint": checkpointScript, "hold": holdScript, "resolve": resolveScript, "sweep": sweepScript,
 		"xbegin": xbeginScript, "xcredit": xcreditScript, "xfinish": xfinishScript, "xdone": xdoneScript,
-		"head": headScript,
+		"head": headScript, "xstale": xstaleScript,
 	}[name].Source()
 }

@@ -108,7 +108,9 @@ func WithReplicaAck(n int, timeout time.Duration) Option {
 }
 
 // WithRecovery runs Recover every interval in the background until Close
-// (default: never; call Recover yourself, for example at start-up). Each
+// (default: never; a transfer left in flight is finished anyway by the next
+// call on its source account, see the package documentation; Recover also
+// finds those no call touches, and those begun before that mark). Each
 // run scans the keyspace for transfers in flight, so keep the interval at
 // a minute or more on large databases.
 func WithRecovery(interval time.Duration) Option {

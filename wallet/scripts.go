@@ -40,6 +40,8 @@ var (
 	xdoneLua string
 	//go:embed scripts/head.lua
 	headLua string
+	//go:embed scripts/xstale.lua
+	xstaleLua string
 )
 
 var (
@@ -56,6 +58,7 @@ var (
 	xfinishScript    = newScript(xfinishLua)
 	xdoneScript      = newScript(xdoneLua)
 	headScript       = newScript(headLua)
+	xstaleScript     = newScript(xstaleLua)
 )
 
 // PostingScriptSource returns the full Lua source of the credit/debit

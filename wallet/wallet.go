@@ -36,6 +36,7 @@ type Ledger struct {
 
 	closeOnce sync.Once
 	recoverer *recoverer
+	lazy      lazyState
 }
 
 // New returns a Ledger storing its data through rdb, a *redis.Client or a
@@ -50,6 +51,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Ledger {
 		cfg:   cfg,
 		space: keys.Space{Prefix: cfg.prefix, Module: "wallet", Version: layoutVersion},
 		tel:   newTelemetry(cfg.providers, cfg.label),
+		lazy:  lazyState{age: staleTransferAge, every: lazyCheckEvery},
 	}
 	if cfg.err == nil && cfg.recoverEvery > 0 {
 		l.startRecoverer(cfg.recoverEvery)
@@ -226,6 +228,10 @@ func (l *Ledger) post(ctx context.Context, kind string, tx Tx, opts []CallOption
 		append([]string{ak[0], ak[1], l.txKey(g, tx.ID), ak[2], ak[3]}, fenceKeys...),
 		append([]any{tx.ID, kind, tx.Account, amount, tx.Currency, tx.Memo,
 			nonce, l.cfg.window.Milliseconds(), c}, fenceArgs...)...)
+	if v, stale := flagged(v); stale {
+		defer l.recoverStale(ctx, tx.Account)
+		return l.posting(kind, tx.ID, v, err, &res, tx.Account, "", c, nonce)
+	}
 	return l.posting(kind, tx.ID, v, err, &res, tx.Account, "", c, nonce)
 }
 
@@ -293,6 +299,10 @@ func (l *Ledger) Transfer(ctx context.Context, t Transfer, opts ...CallOption) (
 	}
 	v, err := l.writeSwept(ctx, []string{t.From}, call.Script, call.Keys, call.Args...)
 	canon, nonce := transferMarker(call)
+	if v, stale := flagged(v); stale {
+		defer l.recoverStale(ctx, t.From)
+		return l.posting("transfer", t.ID, v, err, &res, t.From, t.To, canon, nonce)
+	}
 	return l.posting("transfer", t.ID, v, err, &res, t.From, t.To, canon, nonce)
 }
 
@@ -414,13 +424,26 @@ const sweepLimit = 1000
 // the window (at most limit), and returns the balance and how long until
 // the next index entry is due (-1: none).
 func (l *Ledger) sweep(ctx context.Context, account string, limit int) (Balance, time.Duration, error) {
+	return l.sweepThen(ctx, account, limit, true)
+}
+
+// sweepThen is sweep; with recover set, transfers across groups the
+// account's reply says may be left in flight are finished (recoverStale),
+// and the account swept and read again.
+func (l *Ledger) sweepThen(ctx context.Context, account string, limit int, recover bool) (Balance, time.Duration, error) {
 	v, err := l.run(ctx, sweepScript, l.accountKeys(account), l.cfg.window.Milliseconds(), limit)
 	if err != nil {
 		return Balance{}, 0, err
 	}
+	v, stale := flagged(v)
 	r := strs(v)
 	if status(r, 0) == "not_found" {
 		return Balance{}, 0, ErrAccountNotFound
+	}
+	if stale && recover {
+		// Finished transfers change the balance: read it again after.
+		l.recoverStale(ctx, account)
+		return l.sweepThen(ctx, account, limit, false)
 	}
 	if len(r) != 8 {
 		return Balance{}, 0, fmt.Errorf("unexpected reply %q", r)

@@ -41,6 +41,10 @@
 --   stored one (a difference is a conflict naming the first differing
 --   field) and otherwise replays the stored outcome (replayed unless the
 --   marker carries this call's nonce).
+--   A decided reply ends with one more element, "xt", when the account
+--   has begun a transfer across groups that may still be in flight (its
+--   field xt): the Go side then finishes those whose caller left them
+--   (xstale.lua).
 -- Error reply "ERR wallet: invalid: ..." (bad argument, or the balance or a
 -- running total would leave its bounds): nothing was written.
 --
@@ -78,7 +82,7 @@ if mv then
   return {'marker', mv, v[1] or '', v[2] or '0'}
 end
 
-local v = redis.call('HMGET', KEYS[1], 'cur', 'od', 'posted', 'held', 'closed', total)
+local v = redis.call('HMGET', KEYS[1], 'cur', 'od', 'posted', 'held', 'closed', total, 'xt')
 local acur = v[1]
 local posted, held = tonumber(v[3]) or 0, tonumber(v[4]) or 0
 if acur then
@@ -111,6 +115,7 @@ else
 end
 if status ~= 'ok' then
   redis.call('SET', KEYS[3], canon .. '\n' .. status .. '\n' .. nonce .. '\n' .. now_s, 'PX', window)
+  if v[7] then return {status, '0', 'xt'} end
   return {status, '0'}
 end
 
@@ -128,4 +133,5 @@ redis.call('HSET', KEYS[1], 'posted', ps, 'last', e)
 redis.call('HINCRBY', KEYS[1], total, amount_s)
 redis.call('SET', KEYS[3], canon .. '\nok\n' .. nonce .. '\n' .. now_s .. '\n' .. e .. '\n' .. ps .. '\n' .. hs,
            'PX', window)
+if v[7] then return {'ok', '0', '', now_s, e, acur, v[2] or '0', ps, hs, '0', 'xt'} end
 return {'ok', '0', '', now_s, e, acur, v[2] or '0', ps, hs, '0'}

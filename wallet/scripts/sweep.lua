@@ -11,7 +11,8 @@
 --
 -- Reply: {status, currency, overdraft, posted, held, closed, handled,
 -- next_ms}: status "ok" or "not_found"; next_ms is how long until the next
--- index entry is due (-1: none).
+-- index entry is due (-1: none); then "xt" when the account has begun a
+-- transfer across groups that may still be in flight (see post.lua).
 
 local a = account(KEYS[1])
 if not a then return {'not_found'} end
@@ -25,4 +26,7 @@ for _, x in ipairs(balance_reply(a, a.posted, a.held)) do r[#r + 1] = x end
 r[6] = a.closed and '1' or '0'
 r[7] = str(handled)
 r[8] = next_ms
+-- The account has begun a transfer across groups that may still be in
+-- flight (see post.lua).
+if redis.call('HGET', KEYS[1], 'xt') then r[9] = 'xt' end
 return r

@@ -34,6 +34,8 @@
 -- "again" (see post.lua); a refusal is just {status, "0"}. Or
 -- {"marker", value, currency, overdraft, to_currency, to_overdraft} when
 -- the tx ID has a string marker (judged by the Go side, see post.lua).
+-- A decided reply ends with "xt" when the source has begun a transfer
+-- across groups that may still be in flight (see post.lua).
 -- Error reply "ERR wallet: invalid: ...": nothing was written.
 
 local tx, from, to, amount_s, memo, nonce, window, canon =
@@ -61,7 +63,7 @@ if mv then
   return {'marker', mv, va[1] or '', va[2] or '0', vb[1] or '', vb[2] or '0'}
 end
 
-local va = redis.call('HMGET', KEYS[1], 'cur', 'od', 'posted', 'held', 'closed', 'tout')
+local va = redis.call('HMGET', KEYS[1], 'cur', 'od', 'posted', 'held', 'closed', 'tout', 'xt')
 local vb = redis.call('HMGET', KEYS[3], 'cur', 'od', 'posted', 'held', 'closed', 'tin')
 local pa, ha = tonumber(va[3]) or 0, tonumber(va[4]) or 0
 local pb, hb = tonumber(vb[3]) or 0, tonumber(vb[4]) or 0
@@ -91,6 +93,7 @@ elseif pa - ha - n < -(tonumber(va[2]) or 0) then
 end
 if status ~= 'ok' then
   redis.call('SET', KEYS[5], canon .. '\n' .. status .. '\n' .. nonce .. '\n' .. now_s, 'PX', window)
+  if va[7] then return {status, '0', 'xt'} end
   return {status, '0'}
 end
 
@@ -114,4 +117,6 @@ redis.call('HSET', KEYS[3], 'posted', pbs, 'last', eb)
 redis.call('HINCRBY', KEYS[3], 'tin', amount_s)
 redis.call('SET', KEYS[5], canon .. '\nok\n' .. nonce .. '\n' .. now_s .. '\n' .. ea .. '\n' .. pas .. '\n' .. has ..
            '\n' .. eb .. '\n' .. pbs .. '\n' .. hbs, 'PX', window)
-return {'ok', '0', '', now_s, ea, va[1], va[2] or '0', pas, has, '0', eb, vb[1], vb[2] or '0', pbs, hbs, '0'}
+local r = {'ok', '0', '', now_s, ea, va[1], va[2] or '0', pas, has, '0', eb, vb[1], vb[2] or '0', pbs, hbs, '0'}
+if va[7] then r[17] = 'xt' end
+return r

@@ -84,6 +84,11 @@ if status ~= 'ok' then
   return {status, '0', ''}
 end
 local held = redis.call('HINCRBY', KEYS[1], 'held', amount_s)
+-- xt: when the source last began a transfer across groups. Calls on the
+-- account that see it ask the Go side to finish transfers left in flight
+-- by a caller that died (xstale.lua), so no money stays held for want of
+-- a Recover run.
+redis.call('HSET', KEYS[1], 'xt', str(now))
 local e = journal(KEYS[1], KEYS[2], tx, 'transfer_hold', '0', amount_s, a.posted, held, to, memo)
 for _, x in ipairs({'s', 'pending', 'cur', a.cur, 'od', str(a.od), 'e1', e}) do fields[#fields + 1] = x end
 redis.call('HSET', KEYS[3], unpack(fields))
