@@ -261,6 +261,19 @@
 // The scripts are in the scripts directory of the module (also returned by
 // Scripts); each file's header documents its KEYS, ARGV and reply.
 //
+// # Upgrades
+//
+// Key schema v1 (the "v1" in every key) is unchanged by this version: the
+// scripts store markers, journal entries, holds and counters in the same
+// formats as before, so instances of this version and of the previous one
+// can run side by side during a rolling upgrade, each reading what the
+// other wrote. Until every instance runs this version, a Trim run by an
+// older instance lets consumer groups hold back the trim without the
+// holdback bound, and an older CloseSKU leaves per-buyer counters (a
+// CloseSKU of this version, even of a closed SKU, deletes them). The
+// scripts are loaded by their SHA, so both versions' scripts coexist in
+// the server's script cache.
+//
 // # Redis ACL
 //
 // redis.acl, next to this file, is a least-privilege Redis ACL user for this
