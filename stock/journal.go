@@ -158,7 +158,7 @@ func (inv *Inventory) Trim(ctx context.Context, sku string) (_ int64, err error)
 	var total int64
 	for _, t := range tags {
 		v, err := trimScript.Run(ctx, inv.rdb, []string{inv.skuKey(t, sku), inv.journalKey(t, sku)},
-			strconv.FormatInt(inv.cfg.holdback.Milliseconds(), 10)).Slice()
+			sku, strconv.FormatInt(inv.cfg.holdback.Milliseconds(), 10)).Slice()
 		if err != nil {
 			return total, fmt.Errorf("stock: trim %s: %w", sku, err)
 		}

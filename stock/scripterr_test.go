@@ -148,6 +148,9 @@ func TestScripts_errorsWriteNothing(t *testing.T) {
 		{"reclaim: batch", "reclaim.lua", aKeys[1:5], []any{"a", 0}, "ERR batch"},
 		{"reclaim: nothing due", "reclaim.lua", aKeys[1:5], []any{"a", 10}, "[0 0 0]"},
 		{"trim: no checkpoint", "trim.lua", two("a", "a"), []any{"a"}, "0"},
+		{"trim: holdback", "trim.lua", two("a", "a"), []any{"a", "0"}, "ERR holdback"},
+		{"forget: idle", "forget.lua", []string{key("a", "journal", "a")}, []any{"g", "c", "0"}, "ERR idle"},
+		{"forget: no group", "forget.lua", []string{key("a", "journal", "a")}, []any{"g", "c", "1"}, "0"},
 	}
 	src := stock.Scripts()
 	for _, c := range cases {

@@ -4,15 +4,13 @@
 --
 -- KEYS[1]  SKU hash        <p>:stock:v1:{g}:sku:<sku>
 -- KEYS[2]  journal stream  <p>:stock:v1:{g}:journal:<sku>
--- ARGV[1]  optional: holdback in milliseconds, 1..2^53-1 (WithJournalHoldback);
+-- ARGV[1]  optional: SKU (unused; as checkpoint.lua and close.lua take it)
+-- ARGV[2]  optional: holdback in milliseconds, 1..2^53-1 (WithJournalHoldback);
 --          without it, groups hold back the trim for as long as they lag
 --
 -- Reply: {deleted, overrun}: the number of entries deleted (0 when there is
 -- no checkpoint) and the number of groups that lost entries they had not
 -- acknowledged (or not read) because those were older than the holdback.
-
-local ckpt = redis.call('HGET', KEYS[1], 'ckpt')
-if not ckpt then return {0, 0} end
 
 local function parse(id)
   local ms, seq = string.match(id, '^(%d+)-(%d+)$')
@@ -24,14 +22,17 @@ local function less(x, y)
   return xm < ym or (xm == ym and xs < ys)
 end
 
+local holdback = tonumber(ARGV[2])
+if ARGV[2] and (not holdback or holdback ~= math.floor(holdback) or holdback < 1 or holdback > 9007199254740991) then
+  return redis.error_reply('ERR holdback')
+end
+local ckpt = redis.call('HGET', KEYS[1], 'ckpt')
+if not ckpt then return {0, 0} end
+
 -- Entry IDs are the server's clock in milliseconds when they were added, so
 -- the holdback is a bound on entry IDs.
 local floor
-local holdback = tonumber(ARGV[1])
-if ARGV[1] then
-  if not holdback or holdback ~= math.floor(holdback) or holdback < 1 or holdback > 9007199254740991 then
-    return redis.error_reply('ERR holdback')
-  end
+if ARGV[2] then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   floor = string.format('%d', math.max(now - holdback, 0)) .. '-0'
