@@ -382,7 +382,7 @@ func (r *resource) acquire(ctx context.Context) (l *Lease, err error) {
 			}
 		}()
 	}
-	l, pttl, err := r.attempt(ctx, owner, modeWait)
+	l, pttl, err := r.attempt(ctx, owner, r.firstMode(modeWait))
 	if l != nil || err != nil {
 		return l, r.waitErr(ctx, err)
 	}
@@ -474,6 +474,27 @@ const (
 	modeWait   = "1" // it will wait if refused: a refusal marks the lock (or queues the caller)
 	modeWaited = "2" // it has waited: as modeWait, and a lock it takes starts marked
 )
+
+// firstMode is the mode of Acquire's first attempt: mode, or modeWaited
+// when goroutines of this process already wait for the lock, so that a lock
+// this call takes starts marked and its release wakes one of them (a
+// releaser taking the lock straight back must not leave them asleep until
+// their TTL cap, nor hold the lock unchallenged). TryAcquire, which never
+// waits, keeps modeTry: a refusal in another mode would announce a waiter.
+func (r *resource) firstMode(mode string) string {
+	if r.cfg.pollMin == 0 && r.peers == nil && r.c.hub.waiting(r.channel) {
+		return modeWaited
+	}
+	return mode
+}
+
+// waiting reports whether any local waiter waits on channel.
+func (h *hub) waiting(channel string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := h.chans[channel]
+	return st != nil && len(st.waiters) > 0
+}
 
 // attempt makes one acquire attempt in mode. It returns the lease, or how
 // long the current holders still hold it.
