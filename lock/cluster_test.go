@@ -1,10 +1,14 @@
 package lock_test
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redkit-go/redkit/lock"
 	"github.com/redkit-go/redkit/redistest"
@@ -83,4 +87,118 @@ func TestHashSlot(t *testing.T) {
 		require.NoError(t, err)
 		require.EqualValues(t, want, lock.HashSlot(tag), tag)
 	}
+}
+
+// TestMutex_Cluster_notifyAfterFaults: on an ordinary ClusterClient that
+// nothing refreshes, waiters on two names in different slots of one primary
+// keep their release notifications after each fault: the subscriber
+// connections dropped by the server (CLIENT KILL TYPE pubsub), one name's
+// slot migrated to another primary (the server drops its channel), and a
+// CLUSTER FAILOVER of the other name's shard. After each, PUBSUB
+// SHARDNUMSUB on the owning primary counts one subscriber per channel, and
+// a release hands the lock over through its notification: the waiter's
+// context is far shorter than the holder's TTL, so a waiter that is not
+// notified fails.
+func TestMutex_Cluster_notifyAfterFaults(t *testing.T) {
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3, Replicas: 1})
+	ctx := t.Context()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	defer rdb.Close()
+	holders, waiters := lock.New(rdb), lock.New(rdb)
+	defer holders.Close()
+	defer waiters.Close()
+
+	// Two names of one primary, in different slots.
+	const ttl = time.Minute
+	var names []*lock.Mutex
+	var primary string
+	for i := 0; len(names) < 2 && i < 1000; i++ {
+		m := holders.Mutex(fmt.Sprintf("n-%d", i), lock.WithTTL(ttl))
+		master, err := rdb.MasterForKey(ctx, m.LockKey())
+		require.NoError(t, err)
+		addr := master.Options().Addr
+		if primary == "" {
+			primary = addr
+		}
+		if addr == primary && (len(names) == 0 || redistest.KeySlot(names[0].LockKey()) != redistest.KeySlot(m.LockKey())) {
+			names = append(names, m)
+		}
+	}
+	require.Len(t, names, 2)
+	server := func(addr string) *redistest.Server {
+		for _, n := range c.Nodes() {
+			if n.Addr() == addr {
+				return n
+			}
+		}
+		t.Fatalf("no node %s", addr)
+		return nil
+	}
+	// subscribers counts the channel's subscribers on the primary that
+	// serves it now, asked directly (not through rdb's map).
+	probe := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	defer probe.Close()
+	subscribers := func(channel string) int64 {
+		probe.ReloadState(ctx)
+		n, err := probe.PubSubShardNumSub(ctx, channel).Result()
+		if err != nil {
+			return -1
+		}
+		return n[channel]
+	}
+
+	var handoffs []time.Duration
+	round := func(fault string, do func()) {
+		t.Helper()
+		held := make([]*lock.Lease, len(names))
+		got := make([]chan time.Time, len(names))
+		for i, m := range names {
+			l, err := m.TryAcquire(ctx)
+			require.NoError(t, err, fault)
+			held[i] = l
+			got[i] = make(chan time.Time, 1)
+			w := waiters.Mutex(m.Name(), lock.WithTTL(ttl))
+			go func() {
+				wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				l, err := w.Acquire(wctx)
+				at := time.Now()
+				if !assertNoError(t, err) {
+					close(got[i])
+					return
+				}
+				assertNoError(t, l.Release(ctx))
+				got[i] <- at
+			}()
+			eventually(t, func() bool { return subscribers(m.Channel()) == 1 }, "waiter subscribed before "+fault)
+		}
+		do()
+		for _, m := range names {
+			eventually(t, func() bool { return subscribers(m.Channel()) == 1 }, "one subscriber after "+fault+" on "+m.Channel())
+		}
+		for i := range names {
+			released := time.Now()
+			require.NoError(t, held[i].Release(ctx), fault)
+			at, ok := <-got[i]
+			require.True(t, ok, "the waiter on %s was not handed the lock after %s", names[i].Name(), fault)
+			handoffs = append(handoffs, at.Sub(released))
+		}
+	}
+	round("CLIENT KILL TYPE pubsub", func() {
+		require.NoError(t, server(primary).KillPubSubClients(ctx))
+	})
+	round("slot migrated", func() {
+		_, err := c.MoveSlot(ctx, names[0].LockKey())
+		require.NoError(t, err)
+	})
+	round("CLUSTER FAILOVER", func() {
+		require.NoError(t, c.Failover(ctx, names[1].LockKey(), redistest.FailoverPlain))
+	})
+	round("CLIENT KILL TYPE pubsub after the failover", func() {
+		m, err := probe.MasterForKey(ctx, names[1].LockKey())
+		require.NoError(t, err)
+		require.NoError(t, server(m.Options().Addr).KillPubSubClients(ctx))
+	})
+	slices.Sort(handoffs)
+	t.Logf("hand-off after release (%d): median %v, max %v", len(handoffs), handoffs[len(handoffs)/2], handoffs[len(handoffs)-1])
 }

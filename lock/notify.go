@@ -5,6 +5,8 @@ import (
 	"crypto/subtle"
 	"errors"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,8 +18,12 @@ import (
 const confirmWait = 2 * time.Second
 
 // hub is a Client's release-notification subscriber: one pub/sub connection
-// for a single server, one per primary on a Cluster (SSUBSCRIBE cannot mix
-// shards), started lazily. Each channel has a FIFO queue of local waiters; a
+// for a single server, one per slot (and primary) on a Cluster, started
+// lazily. Per slot, not per primary: after a dropped connection go-redis
+// re-sends every channel of a PubSub in one SSUBSCRIBE, which Redis refuses
+// (CROSSSLOT) for channels of two slots, leaving all of them unsubscribed;
+// and when a slot moves, the server drops its channels, which must not stay
+// on a connection that other channels keep open. Each channel has a FIFO queue of local waiters; a
 // release message wakes the first waiter that is not already awake, so a
 // release costs this process at most one acquire attempt.
 type hub struct {
@@ -27,13 +33,14 @@ type hub struct {
 
 	mu     sync.Mutex
 	closed bool
-	conns  map[string]*subConn // by primary address; "" for a single server
+	conns  map[string]*subConn // by primary address and slot; "" for a single server
 	chans  map[string]*chanState
 	wg     sync.WaitGroup
 }
 
 type subConn struct {
 	key     string
+	addr    string // the primary it was opened to (Cluster)
 	ps      *redis.PubSub
 	started bool // the receive loop runs
 	nchans  int
@@ -141,18 +148,19 @@ func (h *hub) join(ctx context.Context, channel string, broadcast bool, owner st
 
 // connFor returns the subscriber connection for channel. Called with h.mu.
 func (h *hub) connFor(ctx context.Context, channel string) (*subConn, error) {
-	key := ""
+	key, addr := "", ""
 	if h.cluster != nil {
 		master, err := h.cluster.MasterForKey(ctx, channel)
 		if err != nil {
 			return nil, err
 		}
-		key = master.Options().Addr
+		addr = master.Options().Addr
+		key = addr + "#" + strconv.Itoa(hashSlot(channelTag(channel)))
 	}
 	if c := h.conns[key]; c != nil {
 		return c, nil
 	}
-	c := &subConn{key: key, unsubs: make(map[string]int)}
+	c := &subConn{key: key, addr: addr, unsubs: make(map[string]int)}
 	if h.cluster != nil {
 		c.ps = h.cluster.SSubscribe(ctx)
 	} else {
@@ -219,8 +227,15 @@ func (h *hub) receive(c *subConn) {
 				continue
 			}
 			// The connection broke; go-redis reconnects and resubscribes on
-			// the next receive. Messages may have been lost meanwhile.
+			// the next receive (every channel of this slot in one
+			// command). Messages may have been lost meanwhile. On a
+			// Cluster the break may be a failover that go-redis's map
+			// has not seen: a reload lets the reconnect find the slot's
+			// new primary instead of meeting MOVED on the old one.
 			h.wakeAll(c)
+			if h.cluster != nil {
+				h.cluster.ReloadState(ctx)
+			}
 			select {
 			case <-h.done:
 				return
@@ -269,7 +284,7 @@ func (h *hub) subscription(c *subConn, s *redis.Subscription) {
 		c.nchans--
 		h.dropConnIfIdle(c)
 		h.wg.Add(1)
-		go h.relocate(s.Channel, st, c.key)
+		go h.relocate(s.Channel, st, c.addr)
 	}
 }
 
@@ -461,4 +476,16 @@ func (h *hub) close() {
 // takes tells nothing about how much of an owner ID a message got right.
 func sameOwner(a, b string) bool {
 	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+// channelTag is the hash tag of a Cluster channel name, which decides its
+// slot as for a key: the bytes between the first '{' and the next '}', or
+// the whole name.
+func channelTag(channel string) string {
+	if i := strings.IndexByte(channel, '{'); i >= 0 {
+		if j := strings.IndexByte(channel[i+1:], '}'); j > 0 {
+			return channel[i+1 : i+1+j]
+		}
+	}
+	return channel
 }
