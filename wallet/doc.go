@@ -66,10 +66,19 @@
 // sum of the deltas before it; the result with the stored Posted and Held;
 // the sums of credits, of debits and captures, of transfers in and of
 // transfers out with the stored running totals (a checkpoint carries them);
-// the running totals with Posted; and the account's record of its newest
-// entry with the journal's newest entry, read in one step with the
-// balances. So a balance or total changed, an entry added or removed, or an
-// account hash rolled back to an older copy is a *MismatchError.
+// the running totals with Posted; the account's record of its newest
+// entry with the journal's newest entry; the number of entries replayed
+// with the number appended since the start (the stream's entries-added
+// counter, which removing entries does not lower; a checkpoint records
+// it); and Held with the open hold records and the transfers across groups
+// in flight from the account; all read in one step with the balances. So
+// a balance or total changed, an entry added or removed (also one whose
+// deltas are zero or cancel out with another's), a hold record changed
+// behind the scripts' back, or an account hash rolled back to an older
+// copy is a *MismatchError. (A server that does not report the stream's
+// counter, before Redis 7.0 or the embedded miniredis, or a checkpoint
+// written before checkpoints recorded it, leaves the count out: the stored
+// layout only gained a field, so its version stays v2.)
 // Checkpoint verifies the account first and writes nothing over a journal
 // that does not match. TrialBalance sums the running totals of a set of
 // accounts, over which transfers net to zero.

@@ -111,8 +111,10 @@ func (e *ConflictError) Error() string {
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
 // MismatchError is returned by Verify when replaying an account's journal
-// does not give the stored balance or running totals, or the stored
-// running totals do not add up to the balance.
+// does not give the stored balance or running totals, the stored running
+// totals do not add up to the balance, the journal lost entries, or the
+// held balance is not what the open holds and transfers in flight add up
+// to.
 type MismatchError struct {
 	Account string
 	EntryID string // the journal entry where replay disagreed; "" for the stored balance
@@ -120,8 +122,11 @@ type MismatchError struct {
 	// up to Posted), "credits", "debits", "transfers in", "transfers out"
 	// (a running total differs from the journal's sum), "last entry" (the
 	// account's newest entry is not the journal's), "open", "checkpoint"
-	// (the journal does not start as it should) or "kind <kind>" (an
-	// entry that may not change Posted does).
+	// (the journal does not start as it should), "kind <kind>" (an
+	// entry that may not change Posted does), "entries" (the journal holds
+	// another number of entries than were appended since its start: Want
+	// appended, Got found) or "holds" (Held, Got, is not the sum of the
+	// account's open holds and transfers across groups in flight, Want).
 	Field string
 	Want  int64 // what the journal (or the totals) says
 	Got   int64 // what is stored

@@ -2,10 +2,13 @@ package wallet_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/redkit-go/redkit/redistest"
 	"github.com/redkit-go/redkit/wallet"
 	"github.com/stretchr/testify/require"
 )
@@ -185,4 +188,103 @@ func TestRegress_Transfer_acrossGroups_destinationFilledAfterReadIsStoredRefusal
 	c := balanceOf(t, led, "g3/c")
 	require.Equal(t, int64(1000), c.Posted)
 	require.Zero(t, c.Held)
+}
+
+// Verify sees an entry removed from the middle of the journal also when
+// its deltas are zero (a close) or cancel out with another removed one (a
+// hold and its void), from the opening entry and from a checkpoint: the
+// journal's entries are counted against the stream's entries-added
+// counter, which removing entries does not lower. Run too as the ACL user
+// of redis.acl, which may read that counter.
+func TestRegress_Verify_entryRemovedFromJournalDetected(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		kinds      []string // entries to remove
+		checkpoint bool     // Checkpoint before the holds
+		acl        bool
+	}{
+		{name: "close entry", kinds: []string{wallet.KindClose}},
+		{name: "hold and its void", kinds: []string{wallet.KindHold, wallet.KindVoid}},
+		{name: "close entry after a checkpoint", kinds: []string{wallet.KindClose}, checkpoint: true},
+		{name: "hold and its void after a checkpoint", kinds: []string{wallet.KindHold, wallet.KindVoid}, checkpoint: true},
+		{name: "hold and its void as the ACL user", kinds: []string{wallet.KindHold, wallet.KindVoid}, checkpoint: true, acl: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			led, rdb, prefix := newLedger(t)
+			if tc.acl {
+				s, password := redistest.NewWithACL(t, "redis.acl")
+				user := s.Client(func(o *redis.Options) { o.Username, o.Password = "redkit-wallet", password })
+				rdb, prefix = s.Client(), "redkit"
+				led = wallet.New(user)
+				t.Cleanup(func() { _ = led.Close() })
+			}
+			journal := prefix + ":wallet:v2:{g}:journal:g/a"
+			openFunded(t, led, map[string]int64{"g/a": 100})
+			if tc.checkpoint {
+				_, _, err := led.Checkpoint(ctx, "g/a")
+				require.NoError(t, err)
+			}
+			// hold h1, void h1, hold h2, close, void h2
+			for _, id := range []string{"h1", "h2"} {
+				_, err := led.Hold(ctx, wallet.HoldReq{ID: id, Account: "g/a", Amount: 40, TTL: time.Hour})
+				require.NoError(t, err)
+				if id == "h2" {
+					require.NoError(t, led.CloseAccount(ctx, "g/a"))
+				}
+				_, err = led.Void(ctx, "g/a", id)
+				require.NoError(t, err)
+			}
+			require.NoError(t, led.Verify(ctx, "g/a"), "clean before")
+			ents, _, err := led.Entries(ctx, "g/a", "", wallet.MaxPage)
+			require.NoError(t, err)
+			removed := 0
+			for _, e := range ents[:len(ents)-1] { // never the newest entry
+				if slices.Contains(tc.kinds, e.Kind) && (e.Kind == wallet.KindClose || e.TxID == "h1") {
+					require.NoError(t, rdb.XDel(ctx, journal, e.ID).Err())
+					removed++
+				}
+			}
+			require.Equal(t, len(tc.kinds), removed)
+			err = led.Verify(ctx, "g/a")
+			require.ErrorIs(t, err, wallet.ErrMismatch)
+			var me *wallet.MismatchError
+			require.ErrorAs(t, err, &me)
+			require.Equal(t, "entries", me.Field, "%v", err)
+			_, _, err = led.Checkpoint(ctx, "g/a")
+			require.ErrorIs(t, err, wallet.ErrMismatch, "no checkpoint over a journal with a gap")
+		})
+	}
+}
+
+// Verify compares Held with the open holds and the transfers across
+// groups in flight from the account (both counted in Held): a hold record
+// removed or decided behind the scripts' back is a mismatch, while open
+// holds and a transfer in flight are not.
+func TestRegress_Verify_heldComparedWithOpenHolds(t *testing.T) {
+	ctx := t.Context()
+	led, rdb, prefix := newLedger(t)
+	openFunded(t, led, map[string]int64{"g/a": 100, "h/b": 0})
+	for _, id := range []string{"h1", "h2"} {
+		_, err := led.Hold(ctx, wallet.HoldReq{ID: id, Account: "g/a", Amount: 10, TTL: time.Hour})
+		require.NoError(t, err)
+	}
+	_, err := led.TransferSteps(ctx, wallet.Transfer{ID: "x1", From: "g/a", To: "h/b", Amount: 30}, 1)
+	require.NoError(t, err)
+	require.Equal(t, int64(50), balanceOf(t, led, "g/a").Held)
+	require.NoError(t, led.Verify(ctx, "g/a"), "two open holds and a transfer in flight")
+
+	holds := prefix + ":wallet:v2:{g}:holds:g/a"
+	raw := rdb.HGet(ctx, holds, "h2").Val()
+	require.NoError(t, rdb.HSet(ctx, holds, "h2", strings.Replace(raw, `"s":"open"`, `"s":"voided"`, 1)).Err())
+	err = led.Verify(ctx, "g/a")
+	var me *wallet.MismatchError
+	require.ErrorAs(t, err, &me)
+	require.Equal(t, wallet.MismatchError{Account: "g/a", Field: "holds", Want: 40, Got: 50}, *me)
+	require.NoError(t, rdb.HSet(ctx, holds, "h2", raw).Err())
+	require.NoError(t, led.Verify(ctx, "g/a"))
+
+	require.NoError(t, rdb.HSet(ctx, prefix+":wallet:v2:{g}:tx:x1", "s", "posted").Err())
+	require.ErrorAs(t, led.Verify(ctx, "g/a"), &me)
+	require.Equal(t, wallet.MismatchError{Account: "g/a", Field: "holds", Want: 20, Got: 50}, *me)
 }

@@ -72,9 +72,14 @@ elseif b.closed then status = 'to_closed'
 elseif b.cur ~= cur then status = 'currency'
 elseif b.posted + n > MAX or b.tin + n > TOTAL_MAX then status = 'to_overflow'
 end
--- The record of an earlier transfer goes (with its expiry: this one's
--- record keeps none until this transfer is finished).
-if replaced then redis.call('DEL', KEYS[3]) end
+-- The record of an earlier transfer goes, its expiry too: this one's
+-- record keeps none until this transfer is finished. (HDEL of the fields
+-- that are not set again, and PERSIST: the ACL user in redis.acl has no
+-- DEL.)
+if replaced then
+  redis.call('HDEL', KEYS[3], 'e', 'cur', 'od', 'p', 'h')
+  redis.call('PERSIST', KEYS[3])
+end
 if status ~= 'credited' then
   redis.call('HSET', KEYS[3], 's', status, 'a', from, 'n', amount_s, 't0', begin_ms, 'bn', bn)
   if status == 'late' then redis.call('PEXPIRE', KEYS[3], str(2 * tonumber(window))) end
