@@ -228,7 +228,7 @@ func (inv *Inventory) transferIn(ctx context.Context, tags []string, sku string,
 			break
 		}
 		if attempt > 0 {
-			return fmt.Errorf("stock: transfer %s of %s: an earlier transfer is missing", p.id, sku)
+			return fmt.Errorf("stock: transfer %s of %s: %w", p.id, sku, errTransferMissing)
 		}
 		ps, err := inv.pendingTransfers(ctx, tags, sku)
 		if err != nil {
@@ -248,6 +248,14 @@ func (inv *Inventory) transferIn(ctx context.Context, tags []string, sku string,
 // errOverflow is a transfer the receiving bucket cannot take: it would pass
 // 2^53-1 units.
 var errOverflow = errors.New("the receiving bucket would pass 2^53-1 units")
+
+// The errors of a transfer the buckets do not explain. Sentinels, so the
+// span's error.type (otelx.ErrorType) carries their text and never a SKU or
+// a transfer ID.
+var (
+	errTransferMissing   = errors.New("stock: an earlier transfer between the buckets is missing")
+	errMalformedTransfer = errors.New("stock: malformed transfer record")
+)
 
 // pendingTransfer is an out-record: units that left bucket from for bucket
 // to as transfer number seq between the two, maybe not yet credited.
@@ -303,7 +311,7 @@ func (inv *Inventory) bucketState(ctx context.Context, tags []string, sku string
 			}
 			p := pendingTransfer{from: k, id: id}
 			if _, err := fmt.Sscanf(v, "%d %d %d", &p.qty, &p.to, &p.seq); err != nil || p.to < 0 || p.to >= len(tags) {
-				return buckets{}, fmt.Errorf("stock: malformed transfer %s of %s: %q", id, sku, v)
+				return buckets{}, fmt.Errorf("stock: transfer %s of %s: %q: %w", id, sku, v, errMalformedTransfer)
 			}
 			st.pending = append(st.pending, p)
 		}
@@ -369,8 +377,9 @@ func (inv *Inventory) inFlight(ctx context.Context, tags []string, sku string) (
 // the claim the same ID with another buyer would look in another bucket's
 // marker and be applied twice. The claim lives at least as long as the
 // marker (the window, plus the hold's TTL for a reservation). It is
-// idempotent, so a lost reply is simply retried.
-func (inv *Inventory) claim(ctx context.Context, op, g string, o Order, mode string) error {
+// idempotent, so a lost reply is simply retried. It returns claimID's
+// decided and ackErr.
+func (inv *Inventory) claim(ctx context.Context, op, g string, o Order, mode string) (decided bool, ackErr, err error) {
 	kind, how, keep := "", "check", inv.cfg.window.Milliseconds()
 	switch op {
 	case "deduct":
@@ -387,22 +396,36 @@ func (inv *Inventory) claim(ctx context.Context, op, g string, o Order, mode str
 	return inv.claimID(ctx, g, o.ID, o.Buyer, it.SKU+" "+strconv.FormatInt(it.Qty, 10), kind, how, keep)
 }
 
-// claimID runs claim.lua for operation id of slot group g.
-func (inv *Inventory) claimID(ctx context.Context, g, id, buyer, desc, kind, how string, keep int64) error {
+// claimID runs claim.lua for operation id of slot group g. decided reports
+// that {g} holds a decision of the operation itself (stored before the SKU
+// was split into buckets, or a tombstone): the operation must then run in
+// {g}, where that decision is replayed, not in its bucket, which never saw
+// it. With WithReplicaAck the claim is acknowledged like any write (a claim
+// lost in a failover would let the same ID run again in another bucket);
+// ackErr reports a claim its replicas did not acknowledge, for the caller
+// to return with the operation's result.
+func (inv *Inventory) claimID(ctx context.Context, g, id, buyer, desc, kind, how string, keep int64) (decided bool, ackErr, err error) {
 	var reply []any
-	err := retry.Do(ctx, inv.cfg.retry, func(ctx context.Context, _ int) error {
-		var err error
-		reply, err = claimScript.Run(ctx, inv.rdb, []string{inv.opKey(g, id)},
-			buyer, desc, kind, how, strconv.FormatInt(keep, 10)).Slice()
+	err = retry.Do(ctx, inv.cfg.retry, func(ctx context.Context, _ int) error {
+		cmd, _, err := script.RunAck(ctx, inv.rdb, inv.cfg.ack, claimScript, []string{inv.opKey(g, id)},
+			buyer, desc, kind, how, strconv.FormatInt(keep, 10))
+		ackErr = nil
+		if errors.Is(err, script.ErrReplicaAck) {
+			ackErr, err = err, nil
+		}
+		if err != nil {
+			return err
+		}
+		reply, err = cmd.Slice()
 		return err
 	})
 	if err != nil {
-		return err
+		return false, nil, err
 	}
 	if str(reply, 0) != "ok" {
-		return refusal(str(reply, 0), id, str(reply, 1), "")
+		return false, nil, refusal(str(reply, 0), id, str(reply, 1), "")
 	}
-	return nil
+	return str(reply, 2) == "decided", ackErr, nil
 }
 
 // learnFenced makes sure the bucket count of a single-item order's SKU is

@@ -46,7 +46,10 @@
 //     another buyer, or for another kind or quantity, is a *ConflictError
 //     there too. A claim is made by the first call that reaches Redis, even
 //     if that call is then refused without a stored decision (a stale
-//     fence, a bound), and lives as long as the operation's marker.
+//     fence, a bound), and lives as long as the operation's marker. A
+//     decision stored in {g} before the SKU existed (a refusal such as
+//     ErrNotFound, a Cancel's tombstone) is found by the claim, and the
+//     operation then runs in {g}, where it is replayed.
 //   - A definite answer or ErrUnknownOutcome: when the retries run out
 //     without a reply, the error wraps ErrUnknownOutcome; calling again with
 //     the same ID tells what happened.

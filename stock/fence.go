@@ -2,6 +2,7 @@ package stock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -112,19 +113,23 @@ func (inv *Inventory) withFence(c callConfig, g string, s *script.Script, keys [
 // bucket holding a higher token keeps it (lock.CheckFence writes nothing
 // then); the operation's own script judges the token in its bucket again,
 // after its replay check. With WithReplicaAck each raise is acknowledged
-// like a write. Nothing of the operation has been sent when this fails.
-func (inv *Inventory) raiseFences(ctx context.Context, c callConfig, g string, b int) error {
+// like a write; ackErr reports those the replicas did not acknowledge, for
+// the caller to return with the operation's result. Nothing of the
+// operation has been sent when err is not nil.
+func (inv *Inventory) raiseFences(ctx context.Context, c callConfig, g string, b int) (ackErr, err error) {
 	if c.fence == nil || b <= 1 {
-		return nil
+		return nil, nil
 	}
 	for k := range b {
 		key := lock.FenceKey(inv.cfg.prefix, bucketTag(g, k), c.fence.Name)
 		if err := lock.CheckFence(ctx, inv.rdb, key, *c.fence); err != nil {
-			return err
+			return nil, err
 		}
-		if _, err := script.Acked(ctx, inv.rdb, inv.cfg.ack, key); err != nil {
-			return err
+		if _, err := script.Acked(ctx, inv.rdb, inv.cfg.ack, key); errors.Is(err, script.ErrReplicaAck) {
+			ackErr = errors.Join(ackErr, err)
+		} else if err != nil {
+			return nil, err
 		}
 	}
-	return nil
+	return ackErr, nil
 }

@@ -1,11 +1,11 @@
 package stock_test
 
 import (
-	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/redkit-go/redkit/lock"
@@ -69,7 +69,7 @@ func TestReplicaAck_closeSKUWaits(t *testing.T) {
 		stock.WithReplicaAck(1, 300*time.Millisecond))
 	defer inv.Close()
 	const sku = "shop/tv"
-	require.NoError(t, inv.Create(ctx, sku, 10))
+	waitFor(t, func() bool { return inv.Create(ctx, sku, 10) == nil }) // acknowledged once the replica is in sync
 	require.NoError(t, p.Replica.Pause())
 	defer func() { _ = p.Replica.Resume() }()
 	require.NoError(t, rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err())
@@ -80,5 +80,96 @@ func TestReplicaAck_closeSKUWaits(t *testing.T) {
 	require.ErrorIs(t, err, stock.ErrClosed)
 }
 
-var _ = errors.Is
-var _ = fmt.Sprint
+// On a Cluster the claim of an order's ID in {g} and the order in the
+// buyer's home bucket {g#k} live on different shards. With WithReplicaAck
+// the claim is acknowledged like every write: with {g}'s replica cut off
+// (frozen, its link dropped) the order, acknowledged in {g#k}, still
+// returns ErrReplicaAck alongside its result, since a failover of {g}'s
+// shard would lose the claim and let the same ID be sold again to another
+// buyer in another bucket.
+func TestReplicaAck_clusterClaimAcknowledged(t *testing.T) {
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 2, Replicas: 1})
+	ctx := t.Context()
+	rdb := c.Client(func(o *redis.ClusterOptions) { o.ReadTimeout = 2 * time.Second })
+	inv := stock.New(rdb, stock.WithKeyPrefix("ack"), stock.WithReclaimInterval(0),
+		stock.WithReplicaAck(1, 500*time.Millisecond))
+	t.Cleanup(func() { _ = inv.Close() })
+	const b, sku = 4, "g/hot"
+	waitFor(t, func() bool { return inv.Create(ctx, sku, 100, stock.WithBuckets(b)) == nil }) // replicas in sync
+	nodes := c.Nodes()                                                                        // masters 0, 1; node 2 replicates 0, node 3 replicates 1
+	owner := func(tag string) int {
+		m, err := rdb.MasterForKey(ctx, "{"+tag+"}")
+		require.NoError(t, err)
+		for i := range 2 {
+			if nodes[i].Addr() == m.Options().Addr {
+				return i
+			}
+		}
+		t.Fatalf("no master for %s", tag)
+		return -1
+	}
+	g, k := owner("g"), -1
+	for q := 1; q < b && k < 0; q++ {
+		if owner(fmt.Sprintf("g#%d", q)) != g {
+			k = q
+		}
+	}
+	if k < 0 {
+		t.Skip("bucket tags do not spread over both shards")
+	}
+	replica := nodes[2+g]
+	require.NoError(t, replica.Pause())
+	defer func() { _ = replica.Resume() }()
+	mc := nodes[g].Client()
+	defer mc.Close()
+	require.NoError(t, mc.Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err())
+	res, err := inv.Deduct(ctx, order("order-1", buyerOfBucket(k, b), sku, 1))
+	require.ErrorIs(t, err, stock.ErrReplicaAck, "the claim in {g} was not acknowledged")
+	require.Equal(t, int64(1), res.Levels[sku].Sold, "the order itself happened")
+}
+
+// A Cancel that reaches a SKU before it exists leaves its tombstone in the
+// group's tag {g}; once the SKU is created split into buckets, the late
+// Reserve, whose buyer's home is another bucket, is still refused with
+// ErrCancelled and holds nothing.
+func TestBuckets_tombstoneBeforeCreateRefusesReserve(t *testing.T) {
+	inv, _, _ := newInventory(t)
+	ctx := t.Context()
+	const b, sku = 2, "g/hot"
+	o := order("order-1", buyerOfBucket(1, b), sku, 1)
+	_, err := inv.Cancel(ctx, o)
+	require.NoError(t, err)
+	require.NoError(t, inv.Create(ctx, sku, 10, stock.WithBuckets(b)))
+	_, err = inv.Reserve(ctx, o, time.Minute)
+	require.ErrorIs(t, err, stock.ErrCancelled)
+	require.Equal(t, stock.Levels{Available: 10}, level(t, inv, sku))
+}
+
+// A refusal stored before the SKU existed (ErrNotFound) stays the answer to
+// the same operation once the SKU is created split into buckets, for an
+// order whose buyer's home is another bucket and for restocks and
+// write-offs whose ID's bucket is another one.
+func TestBuckets_refusalBeforeCreateStaysRefused(t *testing.T) {
+	inv, _, _ := newInventory(t)
+	ctx := t.Context()
+	const b, sku = 2, "g/hot"
+	o := order("order-1", buyerOfBucket(1, b), sku, 1)
+	restock, writeoff := opOfBucket("r", 1, b), opOfBucket("w", 1, b)
+	for range 2 {
+		_, err := inv.Deduct(ctx, o)
+		require.ErrorIs(t, err, stock.ErrNotFound)
+		_, err = inv.Restock(ctx, restock, sku, 5)
+		require.ErrorIs(t, err, stock.ErrNotFound)
+		_, err = inv.WriteOff(ctx, writeoff, sku, 1)
+		require.ErrorIs(t, err, stock.ErrNotFound)
+	}
+	require.NoError(t, inv.Create(ctx, sku, 10, stock.WithBuckets(b)))
+	res, err := inv.Deduct(ctx, o)
+	require.ErrorIs(t, err, stock.ErrNotFound)
+	require.True(t, res.Replayed)
+	_, err = inv.Restock(ctx, restock, sku, 5)
+	require.ErrorIs(t, err, stock.ErrNotFound)
+	_, err = inv.WriteOff(ctx, writeoff, sku, 1)
+	require.ErrorIs(t, err, stock.ErrNotFound)
+	require.Equal(t, stock.Levels{Available: 10}, level(t, inv, sku))
+}

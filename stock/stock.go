@@ -242,28 +242,37 @@ func (inv *Inventory) adjust(ctx context.Context, kind, opID, sku string, qty in
 	}
 	nonce := retry.Nonce()
 	var reply []any
-	var ackErr error
+	var ackErr, earlyAck error // earlyAck: fence records and claim
 	for round := 0; ; round++ {
 		// A SKU split into buckets: the operation's bucket is hash(op ID).
 		b := inv.bucketsOf(sku)
-		if err := inv.raiseFences(ctx, cc, g, b); err != nil {
+		fenceAck, err := inv.raiseFences(ctx, cc, g, b)
+		if err != nil {
 			return Result{}, fmt.Errorf("stock: %s %s: %w", kind, opID, err)
 		}
+		earlyAck = errors.Join(earlyAck, fenceAck)
+		t := bucketTag(g, home(opID, b))
 		if b > 1 {
 			// The operation's marker lives in its bucket: claim the ID in
-			// bucket 0's tag, where orders of the group claim theirs.
-			err := inv.claimID(ctx, g, opID, "", sku+" "+strconv.FormatInt(qty, 10), kind, "claim", inv.cfg.window.Milliseconds())
+			// bucket 0's tag, where orders of the group claim theirs. A
+			// decision {g} holds (a refusal stored before the SKU existed)
+			// is replayed there.
+			decided, claimAck, err := inv.claimID(ctx, g, opID, "", sku+" "+strconv.FormatInt(qty, 10), kind, "claim",
+				inv.cfg.window.Milliseconds())
 			if err != nil {
 				return Result{}, fmt.Errorf("stock: %s %s: %w", kind, opID, err)
 			}
+			earlyAck = errors.Join(earlyAck, claimAck)
+			if decided {
+				t = g
+			}
 		}
-		t := bucketTag(g, home(opID, b))
 		s, ks, args := inv.withFence(cc, t, adjustScript,
 			[]string{inv.opKey(t, opID), inv.skuKey(t, sku), inv.journalKey(t, sku)},
 			[]any{opID, sku, kind, qty, nonce, inv.windowMillis()})
 		reply, ackErr, err = inv.write(ctx, s, ks, args)
 		if err != nil {
-			return Result{}, fmt.Errorf("stock: %s %s: %w", kind, opID, err)
+			return Result{}, fmt.Errorf("stock: %s %s: %w", kind, opID, errors.Join(err, earlyAck))
 		}
 		if str(reply, 0) != "buckets" || round > 0 {
 			break
@@ -271,7 +280,7 @@ func (inv *Inventory) adjust(ctx context.Context, kind, opID, sku string, qty in
 		inv.learnBuckets(sku, str(reply, 2))
 	}
 	res, err := decode(reply, opID, []string{sku})
-	if err = errors.Join(err, ackErr); err != nil {
+	if err = errors.Join(err, earlyAck, ackErr); err != nil {
 		return res, fmt.Errorf("stock: %s %s: %w", kind, opID, err)
 	}
 	return res, nil
@@ -412,20 +421,30 @@ func (inv *Inventory) runOrder(ctx context.Context, op string, s *script.Script,
 		c = inv.prepare(op, s, o, mode, extra, opts) // routed with the count learnt
 	}
 	raised, claimed := 1, 1
+	var earlyAck error // fence records and claim not acknowledged (WithReplicaAck)
 	for round := 0; ; round++ {
 		if b := inv.bucketsOf(c.skus[0]); c.fence.fence != nil && b != raised {
-			if err := inv.raiseFences(ctx, c.fence, c.group, b); err != nil {
+			fenceAck, err := inv.raiseFences(ctx, c.fence, c.group, b)
+			if err != nil {
 				return Result{}, fmt.Errorf("stock: %s %s: %w", op, o.ID, err)
 			}
-			raised = b
+			earlyAck, raised = errors.Join(earlyAck, fenceAck), b
 		}
 		if b := inv.bucketsOf(c.skus[0]); b != claimed && len(o.Items) == 1 {
-			if err := inv.claim(ctx, op, c.group, o, mode); err != nil {
+			decided, claimAck, err := inv.claim(ctx, op, c.group, o, mode)
+			if err != nil {
 				return Result{}, fmt.Errorf("stock: %s %s: %w", op, o.ID, err)
 			}
-			claimed = b
+			earlyAck, claimed = errors.Join(earlyAck, claimAck), b
+			if decided && s == deductScript {
+				// {g} holds this order's decision (a refusal stored
+				// before the SKU existed, a Cancel's tombstone): its
+				// home bucket never saw it, deduct.lua in {g} replays it.
+				c = inv.prepareAt(op, s, o, mode, extra, opts, true)
+			}
 		}
 		reply, ackErr, err := inv.write(ctx, c.script, c.keys, c.args)
+		ackErr = errors.Join(earlyAck, ackErr)
 		if err != nil || round >= maxRoutingRounds {
 			return c.finish(reply, ackErr, err)
 		}
@@ -466,6 +485,13 @@ type orderCall struct {
 
 func (inv *Inventory) prepare(op string, s *script.Script, o Order, mode string,
 	extra func(items []Item) ([]any, error), opts []CallOption) orderCall {
+	return inv.prepareAt(op, s, o, mode, extra, opts, false)
+}
+
+// prepareAt is prepare, routed to the slot group's own tag {g} when inGroup
+// is set, whatever the SKU's buckets.
+func (inv *Inventory) prepareAt(op string, s *script.Script, o Order, mode string,
+	extra func(items []Item) ([]any, error), opts []CallOption, inGroup bool) orderCall {
 	c := orderCall{op: op, id: o.ID}
 	g, items, err := inv.checkOrder(o)
 	var more []any
@@ -478,7 +504,7 @@ func (inv *Inventory) prepare(op string, s *script.Script, o Order, mode string,
 		return c
 	}
 	c.fence, c.group = cc, g
-	if len(items) == 1 {
+	if len(items) == 1 && !inGroup {
 		// A SKU split into buckets is served by the buyer's home bucket.
 		if b := inv.bucketsOf(items[0].SKU); b > 1 {
 			g = bucketTag(g, home(o.Buyer, b))

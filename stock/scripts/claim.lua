@@ -15,7 +15,11 @@
 --          only
 -- ARGV[5]  milliseconds the key must live at least, 1..2^53-1
 --
--- Reply: {"ok", ""} or {"conflict", field} ("kind", "buyer", "items"). A
+-- Reply: {"ok", "", decided} or {"conflict", field} ("kind", "buyer",
+-- "items"). decided is "decided" when the key holds a decision of the
+-- operation itself (a marker: a refusal stored before the SKU existed, a
+-- Cancel's tombstone, or an order placed in bucket 0), "" otherwise: the
+-- caller then runs the operation in {g}, where that decision is replayed. A
 -- conflict writes nothing; "ok" may write the claim fields ck, cb, ci and
 -- lengthen the key's life, never shorten it.
 
@@ -35,11 +39,12 @@ if hk then
   if hb ~= buyer then return {'conflict', 'buyer'} end
   if hi ~= desc then return {'conflict', 'items'} end
 end
+local decided = m[1] and 'decided' or ''
 if not m[4] and mode == 'claim' then
   redis.call('HSET', KEYS[1], 'ck', kind, 'cb', buyer, 'ci', desc)
 elseif not hk then
-  return {'ok', ''}
+  return {'ok', '', decided}
 end
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl >= 0 and ttl < keep or ttl == -1 then redis.call('PEXPIRE', KEYS[1], string.format('%d', keep)) end
-return {'ok', ''}
+return {'ok', '', decided}
