@@ -89,8 +89,9 @@
 //     long as the lock; a Semaphore's mark expires with the permits held
 //     when it was set; an RWMutex writer's waiting mark serves its readers'
 //     releases); a release publishes on the name's channel only when it
-//     finds the mark, and a lock taken by a caller that had waited starts
-//     marked, since others may wait behind it. Each Client has one
+//     finds the mark, and a lock taken by a caller that had waited, or by
+//     an Acquire while other goroutines of its process wait for it, starts
+//     marked, since others wait behind it. Each Client has one
 //     subscriber connection (one per primary on a Cluster, with
 //     SSUBSCRIBE/SPUBLISH, moved when a slot moves), a waiter is subscribed
 //     before its next attempt so a release cannot slip in between, and each
