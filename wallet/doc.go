@@ -201,7 +201,14 @@
 // entry carrying the balances and trims everything older; read what you
 // must keep with Entries first. Hold records are forgotten one window after
 // they were captured, voided, expired or refused (a Capture after that is
-// ErrHoldNotFound). A transfer across slot groups keeps its records, without
+// ErrHoldNotFound): by the sweep of a later call on the account, and, for
+// an account with no hold open, by the expiry of its holds keys (one window
+// after its newest decision), so an account nobody calls again forgets
+// them on time whichever process decided them and whether it still runs.
+// An account with a hold still open keeps its records until a call on it
+// (or the reclaimer of the Ledger that placed the hold) releases that hold
+// at its expiry; the account field ho counts its open holds (an account
+// from before that field is counted once from its records). A transfer across slot groups keeps its records, without
 // expiry, while it is in flight, and for one window after it finished (the
 // destination's record of it for two).
 // Account hashes (a few hundred bytes) are kept for good,
@@ -244,14 +251,27 @@
 // Keys are <prefix>:wallet:v2:{<group>}:<kind>:<id>, with prefix from
 // WithKeyPrefix (default "redkit"):
 //
-//	redkit:wallet:v2:{shop-7}:acct:shop-7/alice     hash: currency, overdraft, posted, held, closed, totals, checkpoint, last entry
+//	redkit:wallet:v2:{shop-7}:acct:shop-7/alice     hash: currency, overdraft, posted, held, closed, totals, checkpoint, last entry, open holds (ho), last transfer across groups begun (xt)
 //	redkit:wallet:v2:{shop-7}:journal:shop-7/alice  stream: the account's journal
-//	redkit:wallet:v2:{shop-7}:tx:<tx id>            hash: transaction marker (outcome, fields, nonce), expires after the window
-//	redkit:wallet:v2:{shop-7}:holds:shop-7/alice    hash: hold ID -> hold record (JSON)
-//	redkit:wallet:v2:{shop-7}:hidx:shop-7/alice     sorted set: hold IDs by expiry, decided ones by when they are forgotten
+//	redkit:wallet:v2:{shop-7}:tx:<tx id>            string: marker of a posting or same-group transfer (its canonical description, outcome, nonce), expires after the window; hash: a transfer across groups (and markers written before the string form)
+//	redkit:wallet:v2:{shop-7}:holds:shop-7/alice    hash: hold ID -> hold record (JSON); expires a window after the newest decision while no hold is open
+//	redkit:wallet:v2:{shop-7}:hidx:shop-7/alice     sorted set: hold IDs by expiry, decided ones by when they are forgotten; expires with the holds hash
 //	redkit:wallet:v2:{shop-7}:xpend                 sorted set: transfers from this group to others still in flight
 //	redkit:wallet:v2:{shop-8}:xin:shop-7/<tx id>    hash: a cross-group transfer's credit at the destination, by source group and ID
 //	redkit:wallet:v2:{shop-7}:ack                   written before WAIT (WithReplicaAck); expires after a minute
+//
+// Upgrading a running deployment keeps v2: the stored formats of
+// accounts, journals and holds are unchanged (ho and xt are added fields),
+// so no key is renamed and nothing is migrated. A marker is a string from
+// this version on; the new scripts still read the hash markers older
+// versions wrote (their replays and conflicts are answered as before)
+// until those expire with their window. During a rolling upgrade, a Ledger
+// of an older version that meets a string marker gets a WRONGTYPE error
+// for that transaction (nothing is written; calling again through an
+// upgraded Ledger answers it), never a second application. Holds placed
+// by older versions are counted once (ho) by the first script that needs
+// the count, and transfers across groups begun by them carry no xt mark
+// (Recover finishes those).
 //
 // The Lua scripts in scripts/*.lua document their KEYS, ARGV and replies;
 // PostingScriptSource returns the credit/debit script for use outside Go.

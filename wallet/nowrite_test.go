@@ -221,8 +221,9 @@ func TestLedger_scriptErrors_writeNothing(t *testing.T) {
 			e.set(t, "g/a", "cr", s(totalMax+past, 10), "tout", s(totalMax+past-10, 10))
 		}, func(ctx context.Context, e env) error {
 			a := e.acct("g/a")
+			nonce := e.rdb.HGet(ctx, e.key("g", "tx", "x"), "nonce").Val() // the begin step's
 			return e.eval(ctx, "xfinish", []string{a[0], a[1], e.key("g", "tx", "x")},
-				"x", "credited", "", "CNY", "0", "5", "0")
+				"x", "credited", "", "CNY", "0", "5", "0", nonce)
 		}, nil},
 		// open.lua, close.lua, checkpoint.lua, sweep.lua
 		{"open: other currency", nil, func(ctx context.Context, e env) error {

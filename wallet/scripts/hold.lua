@@ -45,6 +45,9 @@ if over == nil then return reply('again', false) end
 if over then return invalid('held total would exceed 9007199254740991') end
 if not fence_ok(5, 7) then return reply('stale_fence', false) end
 sweep(KEYS[1], KEYS[2], KEYS[3], KEYS[4], a, now, window, SWEEP_LIMIT)
+-- After the sweep, which stores the count when it releases a hold.
+local open = 0
+if a then open = open_holds(KEYS[1], KEYS[3]) end
 local status = status_of(a, '', n)
 if status == 'insufficient' and due_left(KEYS[4], now) then return reply('again', false) end
 h = {n = amount_s, ttl = ttl, m = memo, nonce = nonce, t = str(now)}
@@ -53,10 +56,11 @@ if status ~= 'ok' then
   hold_put(KEYS[3], KEYS[4], id, h, now + tonumber(window))
   if not a then
     -- No sweep forgets the refusals of an account that does not exist:
-    -- the keys expire a window after the last one (open.lua persists
-    -- them when the account is opened; the index then forgets each).
+    -- the keys expire a window after the last one.
     redis.call('PEXPIRE', KEYS[3], window)
     redis.call('PEXPIRE', KEYS[4], window)
+  else
+    set_open_holds(KEYS[1], KEYS[3], KEYS[4], open, window)
   end
   return answer(h, false)
 end
@@ -64,4 +68,5 @@ local held = redis.call('HINCRBY', KEYS[1], 'held', amount_s)
 local e = journal(KEYS[1], KEYS[2], id, 'hold', '0', amount_s, a.posted, held, '', memo)
 h.s, h.x, h.e, h.p, h.h = 'open', str(now + tonumber(ttl)), e, str(a.posted), str(held)
 hold_put(KEYS[3], KEYS[4], id, h, now + tonumber(ttl))
+set_open_holds(KEYS[1], KEYS[3], KEYS[4], open + 1, window)
 return answer(h, false)

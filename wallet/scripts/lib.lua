@@ -3,7 +3,7 @@
 -- then the script's body; PostingScriptSource returns one such source.
 --
 -- Data layout (all keys of one call share the slot group's hash tag):
---   account hash  cur od posted held closed cr db tin tout ck last
+--   account hash  cur od posted held closed cr db tin tout ck last ho xt
 --     cur     currency code
 --     od      overdraft limit (posted - held may go down to -od)
 --     posted  sum of all postings
@@ -13,14 +13,23 @@
 --     tin tout running totals of transfers in and out
 --     ck      journal ID of the last checkpoint ("" before the first)
 --     last    journal ID of the last entry
+--     ho      number of open holds (absent on accounts from before it:
+--             open_holds counts them once)
+--     xt      server ms when the account last began a transfer across
+--             groups; dropped once none it began is in flight (xstale.lua)
 --   journal stream  one entry per change: tx kind delta hdelta posted held [peer] [memo]
---   tx marker hash  k a b n c m nonce s t e p h e2 p2 h2 (expires after the window)
+--   tx marker       a string for postings and same-group transfers (see
+--                   post.lua); a hash k a b n c m nonce s t e p h e2 p2 h2
+--                   when written by an older version (expires after the
+--                   window), or a transfer across groups (xbegin.lua)
 --   holds hash      hold ID -> JSON record (all values strings):
 --     n amount, ttl, m memo, s state (open captured voided expired refused),
 --     x expiry (server ms), nonce, t placed (ms), e entry, p h balances after;
 --     once resolved: c captured amount, rn nonce, rt time, re entry, rp rh balances after
 --   hold index zset hold ID scored by the time of its next step: an open hold
 --     at its expiry, a decided one when it is forgotten (decision + window)
+--   With no hold open (ho 0), the holds hash and index expire one window
+--   after the newest decision (set_open_holds).
 
 local MAX = 9007199254740991  -- 2^53-1, the largest integer a Lua number holds exactly
 -- Running totals are int64 in Redis; stay clear of 2^63. Scripts compare
@@ -178,14 +187,48 @@ local function hold_put(holds_key, idx_key, id, h, next_ms)
   redis.call('ZADD', idx_key, str(next_ms), id)
 end
 
+-- open_holds is the account's number of open holds (account field ho).
+-- An account from before that field is counted once from its holds hash.
+-- Only reads.
+local function open_holds(ak, hk)
+  local v = redis.call('HGET', ak, 'ho')
+  if v then return tonumber(v) end
+  local n = 0
+  for _, raw in ipairs(redis.call('HVALS', hk)) do
+    if cjson.decode(raw).s == 'open' then n = n + 1 end
+  end
+  return n
+end
+
+-- set_open_holds stores the account's number of open holds after a change
+-- and sets the retention of its hold records: with none open, the holds
+-- hash and index expire one window after now (the newest decision among
+-- them), so the decided records of an account nobody calls again are
+-- forgotten on time whatever happens to the processes that decided them
+-- (a call's sweep forgets each one on time as well); with one open, they
+-- keep no expiry (an open hold's record outlives its release).
+local function set_open_holds(ak, hk, ik, n, window)
+  redis.call('HSET', ak, 'ho', tostring(n))
+  if n > 0 then
+    redis.call('PERSIST', hk)
+    redis.call('PERSIST', ik)
+  else
+    redis.call('PEXPIRE', hk, window)
+    redis.call('PEXPIRE', ik, window)
+  end
+end
+
 -- sweep_due releases the account's holds listed in due (hold index
 -- entries due at now) whose expiry has passed (journal kind "hold_expire")
 -- and forgets the decided ones, for an account whose posted and held
 -- balances are given. Returns the held balance after.
 local function sweep_due(ak, jk, hk, ik, posted, held, due, now, window)
+  local open = nil -- read before the first release
   for _, id in ipairs(due) do
     local h = hold_get(hk, id)
     if h and h.s == 'open' then
+      if not open then open = open_holds(ak, hk) end
+      open = open - 1
       local n = tonumber(h.n)
       redis.call('HINCRBY', ak, 'held', '-' .. h.n)
       held = held - n
@@ -197,6 +240,7 @@ local function sweep_due(ak, jk, hk, ik, posted, held, due, now, window)
       redis.call('ZREM', ik, id)
     end
   end
+  if open then set_open_holds(ak, hk, ik, math.max(open, 0), window) end
   return held
 end
 

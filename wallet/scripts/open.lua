@@ -23,10 +23,8 @@ if a then
   return {'exists', ''}
 end
 redis.call('HSET', KEYS[1], 'cur', cur, 'od', od, 'posted', '0', 'held', '0', 'closed', '0',
-           'cr', '0', 'db', '0', 'tin', '0', 'tout', '0', 'ck', '')
+           'cr', '0', 'db', '0', 'tin', '0', 'tout', '0', 'ck', '', 'ho', '0')
 journal(KEYS[1], KEYS[2], '', 'open', '0', '0', 0, 0, '', '')
--- Holds refused before the account existed were kept with a key expiry;
--- from now on the hold index forgets them one by one.
-redis.call('PERSIST', KEYS[3])
-redis.call('PERSIST', KEYS[4])
+-- Holds refused before the account existed keep their keys' expiry (one
+-- window after the last refusal): no hold of the account is open yet.
 return {'ok', ''}

@@ -50,6 +50,8 @@ end
 
 if not fence_ok(5, 6) then return reply('stale_fence', false) end
 sweep(KEYS[1], KEYS[2], KEYS[3], KEYS[4], a, now, window, SWEEP_LIMIT)
+-- After the sweep, which stores the count when it releases a hold.
+local open = open_holds(KEYS[1], KEYS[3])
 local held = redis.call('HINCRBY', KEYS[1], 'held', '-' .. h.n)
 local posted = a.posted
 local e
@@ -64,4 +66,5 @@ else
 end
 h.rn, h.rt, h.re, h.rp, h.rh = nonce, str(now), e, str(posted), str(held)
 hold_put(KEYS[3], KEYS[4], id, h, now + tonumber(window))
+set_open_holds(KEYS[1], KEYS[3], KEYS[4], math.max(open - 1, 0), window)
 return reply('ok', false, '', h.rt, e, balance_reply(a, posted, held))
