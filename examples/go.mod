@@ -16,18 +16,26 @@ replace (
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/go-redis/redis_rate/v10 v10.0.1
+	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redkit-go/redkit/idgen v0.0.0-00010101000000-000000000000
 	github.com/redkit-go/redkit/lock v0.0.0
 	github.com/redkit-go/redkit/otelx v0.0.0
 	github.com/redkit-go/redkit/otelx/setup v0.0.0-00010101000000-000000000000
 	github.com/redkit-go/redkit/redistest v0.0.0
-	github.com/redkit-go/redkit/stock v0.0.0-00010101000000-000000000000
-	github.com/redkit-go/redkit/wallet v0.0.0-00010101000000-000000000000
+	github.com/redkit-go/redkit/stock v0.0.0
+	github.com/redkit-go/redkit/wallet v0.0.0
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
 	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
 	go.uber.org/goleak v1.3.0
+)
+
+require (
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	golang.org/x/sync v0.23.0 // indirect
 )
 
 require (
@@ -49,6 +57,7 @@ require (
 	github.com/redis/go-redis/extra/rediscmd/v9 v9.23.0 // indirect
 	github.com/redis/go-redis/extra/redisotel/v9 v9.23.0 // indirect
 	github.com/redkit-go/redkit/internal v0.0.0 // indirect
+	github.com/redkit-go/redkit/pgjournal v0.0.0
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/bridges/prometheus v0.72.0 // indirect
@@ -79,3 +88,5 @@ require (
 	google.golang.org/grpc v1.84.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+replace github.com/redkit-go/redkit/pgjournal => ../pgjournal

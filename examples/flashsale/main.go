@@ -36,6 +36,14 @@
 // it unset an embedded Redis is used. Keys start with "flashsale:". Telemetry
 // is exported only when OTEL_* variables ask for it (OTEL_TRACES_EXPORTER=console,
 // OTEL_EXPORTER_OTLP_ENDPOINT=..., see otelx/setup).
+//
+// With DATABASE_URL set (a PostgreSQL connection string), a simulated sale
+// also keeps a book of record (pgjournal, schema "flashsale_book"): a sink
+// books the SKU's journal while the sale runs, and the report ends with the
+// book's levels beside Redis's and the reconciler's verdict; a drift fails
+// the run. Unset, nothing touches PostgreSQL.
+//
+//	DATABASE_URL=postgres://user:pass@localhost:5432/shop go run ./examples/flashsale
 package main
 
 import (
@@ -49,6 +57,7 @@ import (
 
 	"github.com/redkit-go/redkit/examples/internal/app"
 	"github.com/redkit-go/redkit/examples/internal/auth"
+	"github.com/redkit-go/redkit/examples/internal/book"
 	"github.com/redkit-go/redkit/examples/internal/httpx"
 	"github.com/redkit-go/redkit/examples/internal/redisconn"
 	"github.com/redkit-go/redkit/stock"
@@ -122,6 +131,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		edge := httpx.Edge{Auth: authn, Limit: a.RateLimit(srvCfg), Log: log}
 		return a.Serve(ctx, app.Server{Addr: *serve, Handler: newServer(inv, edge), Config: srvCfg,
 			Ready: app.Readiness(inv.Check, stock.SeverityCritical)})
+	}
+	if url := os.Getenv(book.Env); url != "" {
+		bk, err := book.Open(ctx, url, "flashsale_book", log)
+		if err != nil {
+			return err
+		}
+		defer bk.Close()
+		cfg.book = bk
 	}
 	rep, err := simulate(ctx, a.Redis.Client, inv, cfg, stdout)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redkit-go/redkit/examples/internal/book"
 	"github.com/redkit-go/redkit/stock"
 )
 
@@ -44,6 +45,7 @@ type saleReport struct {
 	P50, P99        time.Duration
 	DeductP99       time.Duration // of Deduct calls alone, first sends and re-sends
 	Audit           stock.AuditReport
+	Book            *book.Verdict // with DATABASE_URL set: the book beside Redis
 	Problems        []string
 }
 
@@ -137,6 +139,9 @@ func (r *saleReport) check() {
 	for _, p := range r.Audit.Problems {
 		r.problemf("audit: %s", p)
 	}
+	if r.Book != nil && !r.Book.OK() {
+		r.problemf("the reconciler found Redis and the book of record apart")
+	}
 }
 
 func (r *saleReport) problemf(format string, args ...any) {
@@ -186,6 +191,10 @@ func (r *saleReport) print(w io.Writer) {
 	}
 	row("audit", verdict, "supply %d = available %d + reserved %d + sold %d - refunded %d; %d entries replayed",
 		a.Supply, a.Levels.Available, a.Levels.Reserved, a.Levels.Sold, a.Levels.Refunded, a.Entries)
+	if r.Book != nil {
+		fmt.Fprintln(w)
+		r.Book.Print(w)
+	}
 	for _, p := range r.Problems {
 		fmt.Fprintln(w, "  PROBLEM:", p)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redkit-go/redkit/examples/internal/book"
 	"github.com/redkit-go/redkit/examples/internal/httpx"
 	"github.com/redkit-go/redkit/idgen"
 	"github.com/redkit-go/redkit/stock"
@@ -32,6 +33,10 @@ type saleConfig struct {
 	Abandon     float64       // fraction of orders reserved and abandoned
 	Reserve     float64       // fraction of orders reserved and confirmed
 	Resend      float64       // fraction of orders sent twice
+
+	// book, when DATABASE_URL is set, books the SKU's journal in
+	// PostgreSQL while the sale runs and reconciles it at the end.
+	book *book.Book
 }
 
 // defaultSale runs for a few seconds on the embedded Redis of a small
@@ -104,6 +109,21 @@ func simulate(ctx context.Context, rdb redis.UniversalClient, inv *stock.Invento
 		return nil, fmt.Errorf("run number: %w", err)
 	}
 	sku := fmt.Sprintf("sale-%d-hot", run)
+	// The book outlives an embedded Redis, whose run numbers start again
+	// at 1: skip names the book already holds.
+	for cfg.book != nil {
+		known, err := cfg.book.HasSKU(bg, sku)
+		if err != nil {
+			return nil, err
+		}
+		if !known {
+			break
+		}
+		if run, err = runs.Next(bg); err != nil {
+			return nil, fmt.Errorf("run number: %w", err)
+		}
+		sku = fmt.Sprintf("sale-%d-hot", run)
+	}
 	// Order numbers come from memory, a range of a Redis counter at a time.
 	ids, err := idgen.NewSegment(rdb, "flashsale-orders", idgen.WithKeyPrefix(keyPrefix))
 	if err != nil {
@@ -121,6 +141,9 @@ func simulate(ctx context.Context, rdb redis.UniversalClient, inv *stock.Invento
 
 	jr := startJournal(bg, inv, sku)
 	defer jr.stop()
+	if cfg.book != nil {
+		cfg.book.SinkStock(bg, inv, sku)
+	}
 
 	start := time.Now()
 	stopProgress := s.progress(bg, out, start)
@@ -150,6 +173,11 @@ func simulate(ctx context.Context, rdb redis.UniversalClient, inv *stock.Invento
 	jr.mu.Lock()
 	rep.ExpiredUnits = jr.expiredUnits
 	jr.mu.Unlock()
+	if cfg.book != nil {
+		if rep.Book, err = cfg.book.FinishStock(bg, inv, sku, rep.Audit.Entries); err != nil {
+			return nil, err
+		}
+	}
 	rep.check()
 	return rep, nil
 }
