@@ -172,9 +172,13 @@
 // Consume hands the journal to a service (to persist it in a database, say)
 // through a Redis consumer group: at least once, in order per SKU (per
 // bucket), with entries a crashed consumer left unacknowledged taken over
-// after MinIdle. A SKU that does not exist yet when Consume starts is looked
-// up again at every idle round; once created, every bucket's journal is read
-// from its first entry.
+// after MinIdle; newer entries of that journal wait until then (or until
+// their holder acknowledges them), so a takeover keeps the order. A SKU
+// that does not exist yet when Consume starts is looked up again at every
+// idle round; once created, every bucket's journal is read from its first
+// entry. Meanwhile the group waits on bucket 0's journal (created empty for
+// it), and Trim gives every bucket's journal the groups of bucket 0's
+// before it trims, so no entry is trimmed before the group could read it.
 //
 // Bad input (malformed names, quantities outside 1..2^53-1, more than
 // MaxItems items, SKUs of different slot groups) is refused with ErrInvalid

@@ -155,6 +155,9 @@ func (inv *Inventory) Trim(ctx context.Context, sku string) (_ int64, err error)
 	if err != nil {
 		return 0, fmt.Errorf("stock: trim %s: %w", sku, err)
 	}
+	if err := inv.mirrorGroups(ctx, tags, sku); err != nil {
+		return 0, fmt.Errorf("stock: trim %s: %w", sku, err)
+	}
 	var total int64
 	for _, t := range tags {
 		v, err := trimScript.Run(ctx, inv.rdb, []string{inv.skuKey(t, sku), inv.journalKey(t, sku)},
@@ -168,6 +171,35 @@ func (inv *Inventory) Trim(ctx context.Context, sku string) (_ int64, err error)
 		}
 	}
 	return total, nil
+}
+
+// mirrorGroups gives every bucket's journal of sku the consumer groups of
+// bucket 0's, created at the first entry. A consumer group starts on bucket
+// 0's journal (Consume of a SKU not created yet knows no other) and reaches
+// the other buckets at its next round; a Trim in between would otherwise
+// find no group on their journals and delete entries the group has not
+// read. Created from "0", a group holds the entries back as any group that
+// has not read them (for the holdback at most).
+func (inv *Inventory) mirrorGroups(ctx context.Context, tags []string, sku string) error {
+	if len(tags) < 2 {
+		return nil
+	}
+	groups, err := inv.rdb.XInfoGroups(ctx, inv.journalKey(tags[0], sku)).Result()
+	if err != nil {
+		if strings.Contains(err.Error(), "no such key") {
+			return nil
+		}
+		return err
+	}
+	for _, t := range tags[1:] {
+		for _, gr := range groups {
+			err := inv.rdb.XGroupCreate(ctx, inv.journalKey(t, sku), gr.Name, "0").Err()
+			if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") && !strings.Contains(err.Error(), "requires the key to exist") {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Consumer names a reader of the journals of some SKUs. Entries are read
@@ -200,7 +232,9 @@ type Consumer struct {
 // entries, in journal order per SKU. An entry is acknowledged only after
 // handle returns nil, so every entry is handled at least once: make handle
 // idempotent by (SKU, Bucket, ID): IDs are unique within one journal. Entries this consumer read but did not
-// acknowledge before (a crash) are handed over first. Consume returns when
+// acknowledge before (a crash) are handed over first; entries pending for
+// another consumer of the group are taken over after MinIdle before any
+// newer entry of their journal is read. Consume returns when
 // ctx ends (with ctx.Err()) or when handle fails (with its error; the batch
 // stays unacknowledged and is delivered again).
 func (inv *Inventory) Consume(ctx context.Context, c Consumer, handle func(ctx context.Context, entries []JournalEntry) error) error {
@@ -365,11 +399,26 @@ func (inv *Inventory) Consume(ctx context.Context, c Consumer, handle func(ctx c
 			if err := deliver(s, msgs); err != nil {
 				return consumeErr(ctx, err)
 			}
+			busy = busy || len(msgs) > 0
+			// Entries pending for another consumer of the group are older
+			// than any new one: they are taken over (after MinIdle) or
+			// acknowledged by their holder before new entries are read, so
+			// the handler sees each journal in order.
+			if len(msgs) > 0 || next != "0-0" {
+				continue
+			}
+			p, err := inv.rdb.XPending(ctx, s, c.Group).Result()
+			if err != nil {
+				return consumeErr(ctx, err)
+			}
+			if p.Count > 0 {
+				continue
+			}
 			n, err := read(s, ">")
 			if err != nil {
 				return consumeErr(ctx, err)
 			}
-			busy = busy || n > 0 || len(msgs) > 0
+			busy = busy || n > 0
 		}
 		if busy {
 			continue

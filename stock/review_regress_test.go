@@ -1,7 +1,12 @@
 package stock_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -172,4 +177,103 @@ func TestBuckets_refusalBeforeCreateStaysRefused(t *testing.T) {
 	_, err = inv.WriteOff(ctx, writeoff, sku, 1)
 	require.ErrorIs(t, err, stock.ErrNotFound)
 	require.Equal(t, stock.Levels{Available: 10}, level(t, inv, sku))
+}
+
+// Consumer "a" of group "db" reads the journal and dies before
+// acknowledging (its handler fails); more orders are placed; consumer "b"
+// takes over. b is handed the abandoned entries (after MinIdle) before the
+// newer ones: each journal in order.
+func TestConsume_takeoverKeepsJournalOrder(t *testing.T) {
+	inv, _, _ := newInventory(t)
+	ctx := t.Context()
+	const sku = "j/sku"
+	require.NoError(t, inv.Create(ctx, sku, 100))
+	for i := range 3 {
+		_, err := inv.Deduct(ctx, order(fmt.Sprintf("early-%d", i), "u", sku, 1))
+		require.NoError(t, err)
+	}
+	died := errors.New("consumer a died")
+	err := inv.Consume(ctx, stock.Consumer{Group: "db", Name: "a", SKUs: []string{sku}, Batch: 100},
+		func(context.Context, []stock.JournalEntry) error { return died })
+	require.ErrorIs(t, err, died)
+	for i := range 3 {
+		_, err := inv.Deduct(ctx, order(fmt.Sprintf("late-%d", i), "u", sku, 1))
+		require.NoError(t, err)
+	}
+	var mu sync.Mutex
+	var seen []stock.JournalEntry
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	err = inv.Consume(cctx, stock.Consumer{Group: "db", Name: "b", SKUs: []string{sku}, Batch: 100,
+		MinIdle: 300 * time.Millisecond, Poll: 20 * time.Millisecond},
+		func(_ context.Context, es []stock.JournalEntry) error {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, es...)
+			if len(seen) >= 7 {
+				cancel()
+			}
+			return nil
+		})
+	require.ErrorIs(t, err, context.Canceled)
+	mu.Lock()
+	defer mu.Unlock()
+	var ops []string
+	for _, e := range seen {
+		ops = append(ops, e.Kind+" "+e.Op)
+	}
+	require.Equal(t, []string{"create ", "deduct early-0", "deduct early-1", "deduct early-2",
+		"deduct late-0", "deduct late-1", "deduct late-2"}, ops)
+}
+
+// A consumer waits for a SKU not created yet; the SKU is created split into
+// two buckets and sells through bucket 1; a Checkpoint and a Trim run before
+// the consumer's next round. The Trim keeps bucket 1's entries for the
+// group, so the consumer is handed bucket 1's journal from its first entry.
+func TestConsume_waitingSKUNotTrimmedBeforeFollowed(t *testing.T) {
+	inv, rdb, prefix := newInventory(t)
+	ctx := t.Context()
+	const b, sku = 2, "w/hot"
+	var mu sync.Mutex
+	var got []string
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- inv.Consume(cctx, stock.Consumer{Group: "db", Name: "c1", SKUs: []string{sku}, Poll: 2 * time.Second},
+			func(_ context.Context, es []stock.JournalEntry) error {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, e := range es {
+					got = append(got, fmt.Sprintf("bucket %d %s %s", e.Bucket, e.Kind, e.Op))
+				}
+				return nil
+			})
+	}()
+	j0 := prefix + ":stock:v1:{w}:journal:" + sku
+	waitFor(t, func() bool { return rdb.XInfoGroups(ctx, j0).Err() == nil }) // the consumer waits, idle
+
+	require.NoError(t, inv.Create(ctx, sku, 10, stock.WithBuckets(b)))
+	_, err := inv.Deduct(ctx, order("o1", buyerOfBucket(1, b), sku, 2))
+	require.NoError(t, err)
+	_, err = inv.Checkpoint(ctx, sku)
+	require.NoError(t, err)
+	_, err = inv.Trim(ctx, sku)
+	require.NoError(t, err)
+	waitFor(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Contains(got, "bucket 1 checkpoint ")
+	})
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	var bucket1 []string
+	for _, s := range got {
+		if strings.HasPrefix(s, "bucket 1 ") {
+			bucket1 = append(bucket1, s)
+		}
+	}
+	require.Equal(t, []string{"bucket 1 create ", "bucket 1 deduct o1", "bucket 1 checkpoint "}, bucket1)
 }
