@@ -71,7 +71,7 @@ func (l *Ledger) TransferBatch(ctx context.Context, ts []Transfer, opts ...CallO
 			v, err = nil, l.scriptError(ctx, err)
 		}
 		if v != nil && status(strs(v), 0) == "again" {
-			v, err = l.writeSwept(ctx, []string{t.From}, call.Script, call.Keys, call.Args...)
+			v, err = l.writeSwept(ctx, []string{t.From, t.To}, call.Script, call.Keys, call.Args...)
 		}
 		res := &out[i].Result
 		canon, nonce := transferMarker(call)

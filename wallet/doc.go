@@ -47,10 +47,14 @@
 // nothing remembered, so the same ID may succeed later); then the fence
 // (ErrStaleFence, nothing written); and only then decides and stores an
 // outcome. Every error a script returns is decided before its first
-// write. A refusal for lack of funds is only decided once every expired
-// hold of the account has been released: when more have expired than one
-// script releases, the Ledger releases the rest and sends the call again,
-// so no refusal is stored on a view that still counts an expired hold.
+// write. A refusal for lack of funds, a transfer refused for the bound of
+// its running total (which counts what the source holds), and the
+// balances a Credit, Debit or Transfer within a group replies with, are
+// only decided once every expired hold of the accounts has been released:
+// when more have expired than one script releases, the Ledger releases the
+// rest and sends the call again, so no refusal is stored, and no balance
+// reported, on a view that still counts an expired hold. Balance sweeps
+// until no hold is due.
 //
 // A call whose reply is lost (a read timeout, a dropped connection) is sent
 // again by go-redis and by the Ledger itself (WithRetry, default 3 attempts)

@@ -297,7 +297,9 @@ func (l *Ledger) Transfer(ctx context.Context, t Transfer, opts ...CallOption) (
 	if err != nil {
 		return res, err
 	}
-	v, err := l.writeSwept(ctx, []string{t.From}, call.Script, call.Keys, call.Args...)
+	// Both accounts: the script also answers "again" when the
+	// destination's balance in its reply would count an expired hold.
+	v, err := l.writeSwept(ctx, []string{t.From, t.To}, call.Script, call.Keys, call.Args...)
 	canon, nonce := transferMarker(call)
 	if v, stale := flagged(v); stale {
 		defer l.recoverStale(ctx, t.From)
@@ -410,11 +412,19 @@ func (l *Ledger) Balance(ctx context.Context, account string) (_ Balance, err er
 	if err := l.check(valid.Name("account", account)); err != nil {
 		return Balance{}, err
 	}
-	bal, _, err := l.sweep(ctx, account, sweepLimit)
-	if err != nil {
-		return Balance{}, fmt.Errorf("balance %s: %w", account, err)
+	// One sweep releases at most sweepLimit holds: sweep until none is due
+	// (next > 0 or -1), so Held counts no expired hold.
+	for range maxSweepRounds {
+		bal, next, err := l.sweep(ctx, account, sweepLimit)
+		if err != nil {
+			return Balance{}, fmt.Errorf("balance %s: %w", account, err)
+		}
+		if next != 0 {
+			return bal, nil
+		}
 	}
-	return bal, nil
+	return Balance{}, fmt.Errorf("balance %s: more expired holds than %d kept arriving; call again", account,
+		maxSweepRounds*sweepLimit)
 }
 
 // sweepLimit bounds the hold index entries one sweep handles.

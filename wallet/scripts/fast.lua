@@ -24,15 +24,25 @@ local function invalid(msg)
 end
 
 -- sweep_fast releases the account's due holds (lib.lua's sweep_held) and
--- returns the held balance after; nothing due costs one command and no
+-- returns the held balance after, and whether it stopped at its limit
+-- (more may be due: see swept_all); nothing due costs one command and no
 -- closure.
 local function sweep_fast(ak, jk, hk, ik, posted, held, now_s, now, window)
   local due = redis.call('ZRANGEBYSCORE', ik, '-inf', now_s, 'LIMIT', '0', '64')
-  if #due == 0 then return held end
-  return redkit_lib().sweep_due(ak, jk, hk, ik, posted, held, due, now, window)
+  if #due == 0 then return held, false end
+  return redkit_lib().sweep_due(ak, jk, hk, ik, posted, held, due, now, window), #due == 64
 end
 
 -- due_left: lib.lua's.
 local function due_left(ik, now_s)
   return #redis.call('ZRANGEBYSCORE', ik, '-inf', now_s, 'LIMIT', '0', '1') > 0
+end
+
+-- swept_all reports whether a sweep_fast that stopped at its limit (full)
+-- left nothing due. An accepted posting replies with the balance right
+-- after it, which must not count an expired hold: when some are left the
+-- script answers "again" before it writes the posting, and the Go side
+-- sweeps the rest and sends the call again.
+local function swept_all(full, ik, now_s)
+  return not full or not due_left(ik, now_s)
 end

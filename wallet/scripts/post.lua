@@ -99,11 +99,11 @@ end
 if KEYS[6] and not redkit_fence(KEYS[6], ARGV[10]) then return {'stale_fence', '0'} end
 local now = now_ms()
 local now_s = fmt(now)
-local status = 'ok'
+local status, full = 'ok', false
 if not acur then
   status = 'not_found'
 else
-  held = sweep_fast(KEYS[1], KEYS[2], KEYS[4], KEYS[5], posted, held, now_s, now, window)
+  held, full = sweep_fast(KEYS[1], KEYS[2], KEYS[4], KEYS[5], posted, held, now_s, now, window)
   if v[5] == '1' then
     status = 'closed'
   elseif cur ~= '' and cur ~= acur then
@@ -119,6 +119,7 @@ if status ~= 'ok' then
   return {status, '0'}
 end
 
+if not swept_all(full, KEYS[5], now_s) then return {'again', '0'} end
 local delta = amount_s
 if kind == 'credit' then posted = posted + n else posted = posted - n; delta = '-' .. amount_s end
 local ps, hs = fmt(posted), fmt(held)
