@@ -81,10 +81,27 @@ type Policy struct {
 	MinBackoff time.Duration // wait before the second call; doubles per attempt
 	MaxBackoff time.Duration // cap on one wait
 
+	// ClusterBudget is how long, from the first call, Do goes on past
+	// Attempts while a Redis Cluster client meets replies that say the
+	// cluster is moving the key's slot (see Moving): a slot migration
+	// or a failover ends within seconds, and each such reply means the
+	// command did not run where it was sent. 0 means
+	// DefaultClusterBudget; < 0 means none. It applies only to a policy
+	// made by For for a *redis.ClusterClient, and never past ctx.
+	ClusterBudget time.Duration
+
 	// sendsOnce is set by For when the client sends each command at most
 	// once per call. The zero value assumes re-sends, the safe side.
 	sendsOnce bool
+	// cluster is set by For for a Cluster client: Do asks it to reload
+	// its slot map after a Moving reply and applies ClusterBudget.
+	cluster *redis.ClusterClient
 }
+
+// DefaultClusterBudget is ClusterBudget's default: longer than a slot
+// migrated key by key with pauses between batches and than a failover's
+// election on a default cluster-node-timeout's detection already done.
+const DefaultClusterBudget = 5 * time.Second
 
 // DefaultPolicy is 3 attempts with 10ms..200ms jittered backoff.
 func DefaultPolicy() Policy {
@@ -96,7 +113,43 @@ func DefaultPolicy() Policy {
 // client is stored; it reads the client's options, never Redis.
 func (p Policy) For(rdb any) Policy {
 	p.sendsOnce = !Resends(rdb)
+	p.cluster, _ = rdb.(*redis.ClusterClient)
 	return p
+}
+
+// Moving reports whether err is a reply that says the key's slot is being
+// moved or its shard failed over: MOVED, ASK (a redirection go-redis did
+// not follow to the end), TRYAGAIN (a script's keys split by a migration),
+// CLUSTERDOWN (a failover in progress), READONLY (a master just demoted).
+// Each means this send did not run.
+func Moving(err error) bool {
+	if err == nil {
+		return false
+	}
+	if _, ok := redis.IsMovedError(err); ok {
+		return true
+	}
+	if _, ok := redis.IsAskError(err); ok {
+		return true
+	}
+	return redis.IsTryAgainError(err) || redis.IsClusterDownError(err) || redis.IsReadOnlyError(err)
+}
+
+// Absorb prepares the next attempt after err: on a Cluster client a Moving
+// reply gets its slot map reloaded (in the background), so the next send
+// goes where the slot lives now. It reports whether the policy's
+// ClusterBudget still allows attempts past Attempts for err, started at
+// start.
+func (p Policy) Absorb(ctx context.Context, err error, start time.Time) bool {
+	if p.cluster == nil || !Moving(err) {
+		return false
+	}
+	p.cluster.ReloadState(ctx)
+	budget := p.ClusterBudget
+	if budget == 0 {
+		budget = DefaultClusterBudget
+	}
+	return time.Since(start) < budget
 }
 
 // Resends reports whether rdb may send a command more than once within one
@@ -182,7 +235,8 @@ func (p Policy) MayHaveRun(err error) bool {
 }
 
 // Do calls fn until it succeeds, returns an error that is neither Ambiguous
-// nor Retryable, p.Attempts calls were made, or ctx ends. attempt is 1 for
+// nor Retryable, p.Attempts calls were made (on a Cluster client, and for a
+// Moving error, until p.ClusterBudget has passed), or ctx ends. attempt is 1 for
 // the first call. fn must be idempotent: send identical arguments each time.
 //
 // Results:
@@ -204,13 +258,15 @@ func do(ctx context.Context, p Policy, read bool, fn func(ctx context.Context, a
 		return err // nothing was sent
 	}
 	unknown := false
+	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		err := fn(ctx, attempt)
 		if err == nil || !Ambiguous(err) && !Retryable(err) {
 			return err
 		}
 		unknown = unknown || !read && p.MayHaveRun(err)
-		if attempt >= p.Attempts || !sleep(ctx, backoff(p, attempt)) {
+		absorb := p.Absorb(ctx, err, start)
+		if attempt >= p.Attempts && !absorb || !sleep(ctx, backoff(p, attempt)) {
 			return giveUp(ctx, unknown, err)
 		}
 	}

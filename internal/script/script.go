@@ -6,8 +6,11 @@ package script
 
 import (
 	"context"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redkit-go/redkit/internal/retry"
 )
 
 // Script is a Lua script identified by its SHA1. It is safe for concurrent use.
@@ -68,7 +71,54 @@ func Pipeline(ctx context.Context, c redis.UniversalClient, calls []Call) []*red
 	if len(missing) > 0 {
 		send(ctx, c, calls, cmds, missing)
 	}
+	absorbMoving(ctx, c, calls, cmds)
 	return cmds
+}
+
+// absorbMoving re-sends, on a Cluster client, the calls whose reply says
+// their slot is being moved (retry.Moving: MOVED, ASK, TRYAGAIN,
+// CLUSTERDOWN, READONLY) and only those: such a call did not run where it
+// was sent, and each call carries its operation's ID, so a send that an
+// earlier go-redis re-send may have applied is replayed, not applied again.
+// It goes on, with the slot map reloaded and a short growing wait, until
+// none is left, retry.DefaultClusterBudget has passed, or ctx ends.
+func absorbMoving(ctx context.Context, c redis.UniversalClient, calls []Call, cmds []*redis.Cmd) {
+	cc, ok := c.(*redis.ClusterClient)
+	if !ok {
+		return
+	}
+	start := time.Now()
+	loaded := map[*Script]error{}
+	for round := 1; ; round++ {
+		var moving []int
+		for i, cmd := range cmds {
+			switch err := cmd.Err(); {
+			case retry.Moving(err):
+				moving = append(moving, i)
+			case round > 1 && isNoScript(err):
+				// Re-sent to a master that has not had the script.
+				s := calls[i].Script
+				if _, done := loaded[s]; !done {
+					loaded[s] = c.ScriptLoad(ctx, s.src).Err()
+				}
+				if loaded[s] == nil {
+					moving = append(moving, i)
+				}
+			}
+		}
+		if len(moving) == 0 || time.Since(start) >= retry.DefaultClusterBudget {
+			return
+		}
+		cc.ReloadState(ctx)
+		t := time.NewTimer(min(time.Duration(round)*10*time.Millisecond, 200*time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		send(ctx, c, calls, cmds, moving)
+	}
 }
 
 // send pipelines EVALSHA for calls[i], i in which, storing each in cmds[i].
