@@ -18,6 +18,7 @@ import (
 
 	"github.com/redkit-go/redkit/examples/internal/app"
 	"github.com/redkit-go/redkit/examples/internal/auth"
+	"github.com/redkit-go/redkit/examples/internal/book"
 	"github.com/redkit-go/redkit/examples/internal/httpx"
 	"github.com/redkit-go/redkit/wallet"
 )
@@ -28,6 +29,10 @@ type loadConfig struct {
 	Groups   int
 	Workers  int
 	Duration time.Duration
+
+	// book, when DATABASE_URL is set, books the accounts' journals in
+	// PostgreSQL while the load runs and reconciles them at the end.
+	book *book.Book
 }
 
 func defaultLoad() loadConfig {
@@ -115,6 +120,9 @@ func runLoad(ctx context.Context, a *app.App, led *wallet.Ledger, cfg loadConfig
 	if err := l.openAccounts(ctx); err != nil {
 		return nil, err
 	}
+	if cfg.book != nil {
+		cfg.book.SinkWallet(ctx, led, l.accounts)
+	}
 
 	deadline := time.Now().Add(cfg.Duration)
 	workers := make([]*worker, cfg.Workers)
@@ -144,7 +152,13 @@ func runLoad(ctx context.Context, a *app.App, led *wallet.Ledger, cfg loadConfig
 	if a.Redis.Embedded {
 		rep.redis = "embedded Redis (miniredis)"
 	}
-	return rep, l.audit(ctx, led, rep)
+	err = l.audit(ctx, led, rep)
+	if err == nil && cfg.book != nil {
+		if rep.book, err = cfg.book.FinishWallet(ctx, led, l.accounts); err == nil && !rep.book.OK() {
+			rep.problem("the reconciler found Redis and the book of record apart")
+		}
+	}
+	return rep, err
 }
 
 // load is what the workers share: the client and the accounts.
@@ -503,6 +517,7 @@ type loadReport struct {
 	credits       int64 // sum of acknowledged credits
 	debits        int64 // sum of acknowledged debits and captures
 	trial         wallet.Trial
+	book          *book.Verdict // with DATABASE_URL set: the book beside Redis
 
 	Problems []string
 }
@@ -721,6 +736,11 @@ func (r *loadReport) print(out io.Writer) {
 	p("Verify                                %d of %d accounts OK", r.verified, r.cfg.Accounts)
 	p("sum of balances                       %d = credits %d - debits %d (captures included); transfers net %d",
 		r.posted, r.credits, r.debits, r.trial.NetTransfers())
+	if r.book != nil {
+		p("")
+		r.book.Print(out)
+		p("")
+	}
 	if len(r.Problems) == 0 {
 		p("OK")
 		return

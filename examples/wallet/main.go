@@ -42,6 +42,14 @@
 // (wallet.WithRecovery), which also runs once at start-up. Telemetry is
 // exported only when OTEL_* variables ask for it (OTEL_TRACES_EXPORTER=console,
 // OTEL_EXPORTER_OTLP_ENDPOINT=..., see otelx/setup).
+//
+// With DATABASE_URL set (a PostgreSQL connection string), the load test
+// also keeps a book of record (pgjournal, schema "wallet_book"): a sink
+// books the accounts' journals while the load runs, and the report ends
+// with the book's balances beside Redis's and the reconciler's verdict; a
+// drift fails the run. Unset, nothing touches PostgreSQL.
+//
+//	DATABASE_URL=postgres://user:pass@localhost:5432/shop go run ./examples/wallet
 package main
 
 import (
@@ -55,6 +63,7 @@ import (
 
 	"github.com/redkit-go/redkit/examples/internal/app"
 	"github.com/redkit-go/redkit/examples/internal/auth"
+	"github.com/redkit-go/redkit/examples/internal/book"
 	"github.com/redkit-go/redkit/examples/internal/httpx"
 	"github.com/redkit-go/redkit/examples/internal/redisconn"
 	"github.com/redkit-go/redkit/wallet"
@@ -120,6 +129,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		edge := httpx.Edge{Auth: authn, Limit: a.RateLimit(srvCfg), Log: log}
 		return a.Serve(ctx, app.Server{Addr: *serve, Handler: newServer(led, edge), Config: srvCfg,
 			Ready: app.Readiness(led.Check, wallet.SeverityCritical)})
+	}
+	if url := os.Getenv(book.Env); url != "" {
+		bk, err := book.Open(ctx, url, "wallet_book", log)
+		if err != nil {
+			return err
+		}
+		defer bk.Close()
+		cfg.book = bk
 	}
 	rep, err := runLoad(ctx, a, led, cfg)
 	if err != nil {
