@@ -286,6 +286,15 @@ func releaseStatus(status int64, valid, resent bool) int64 {
 	return status
 }
 
+// releaseBegun reports whether Release has been called: from then on,
+// nothing sent for the lease after it (a Redlock master's late grant) is
+// reached by it.
+func (l *Lease) releaseBegun() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.releasing
+}
+
 // Fence returns the lease's fencing token: pass it to the protected
 // resource, which refuses tokens older than the newest it has seen
 // (FenceLua, CheckFence). Token is 0 for leases without a fence (semaphore

@@ -265,9 +265,16 @@ func (r *resource) attemptQuorum(ctx context.Context, _ string) (*Lease, time.Du
 	validity := r.cfg.ttl - time.Since(start) - driftFor(r.cfg.ttl)
 	if got >= q && validity > 0 {
 		// A master that grants it late holds it for this lease: renewals
-		// and the release reach it like the others.
-		settle(nil)
-		return r.newLease(ctx, owner, 0, start)
+		// and the release reach it like the others, unless the release has
+		// begun (it may have reached that master before the grant did):
+		// then the late grant is given back.
+		l, wait, err := r.newLease(ctx, owner, 0, start)
+		settle(func(p *resource, a peerAnswer) {
+			if (a.ok || a.err != nil) && (l == nil || l.releaseBegun()) {
+				p.abandon(ctx, owner)
+			}
+		})
+		return l, wait, err
 	}
 	// Give back what was granted, and what may have been (an error, a
 	// late answer), on each master once its call has ended.
