@@ -1,0 +1,75 @@
+package stock_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redkit-go/redkit/redistest"
+	"github.com/redkit-go/redkit/stock"
+)
+
+// TestDeduct_Cluster_underResharding: Deduct on an ordinary ClusterClient
+// while the slots of the SKUs' groups are moved again and again, ten keys
+// per MIGRATE with a pause between batches (a slot whose keys are split
+// answers TRYAGAIN to every multi-key script, and a stale map meets MOVED
+// and ASK). No error reaches the caller, and the levels count every
+// confirmed order exactly once.
+func TestDeduct_Cluster_underResharding(t *testing.T) {
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3})
+	ctx := t.Context()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	defer rdb.Close()
+	inv := stock.New(rdb)
+	defer inv.Close()
+	groups := []string{"rs1", "rs2"}
+	const initial = 100000
+	for _, g := range groups {
+		require.NoError(t, inv.Create(ctx, g+"/sku", initial))
+	}
+	var tags []string
+	for _, g := range groups {
+		tags = append(tags, "{"+g+"}")
+	}
+	stop := c.Reshard(ctx, tags, redistest.MoveOptions{Batch: 10, Pause: 20 * time.Millisecond})
+	const workers, orders = 4, 60
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		sold = map[string]int64{}
+	)
+	for w := range workers {
+		wg.Go(func() {
+			for i := range orders {
+				g := groups[(w+i)%len(groups)]
+				o := stock.Order{ID: fmt.Sprintf("o-%d-%d", w, i), Buyer: fmt.Sprintf("b%d", w),
+					Items: []stock.Item{{SKU: g + "/sku", Qty: 1}}}
+				_, err := inv.Deduct(ctx, o)
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", o.ID, err))
+				} else {
+					sold[g]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	st := stop()
+	require.NoError(t, st.Err)
+	t.Logf("%d orders while %d slot moves migrated %d keys; %d errors", workers*orders, st.Moves, st.Keys, len(errs))
+	require.Positive(t, st.Moves)
+	require.Empty(t, errs, "errors returned to the caller")
+	for _, g := range groups {
+		lv, err := inv.Level(ctx, g+"/sku")
+		require.NoError(t, err)
+		require.Equal(t, sold[g], lv.Sold, g)
+		require.Equal(t, initial-sold[g], lv.Available, g)
+	}
+}
