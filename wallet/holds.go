@@ -105,7 +105,7 @@ func (l *Ledger) resolve(ctx context.Context, kind, account, holdID string, amou
 	if err != nil {
 		return res, err
 	}
-	v, err := l.write(ctx, resolveScript, append(l.accountKeys(account), fenceKeys...),
+	v, err := l.writeSwept(ctx, []string{account}, resolveScript, append(l.accountKeys(account), fenceKeys...),
 		append([]any{holdID, kind, strconv.FormatInt(amount, 10), retry.Nonce(),
 			l.cfg.window.Milliseconds()}, fenceArgs...)...)
 	return l.posting(kind, holdID, v, err, &res, account, "", "", "")

@@ -44,7 +44,7 @@ local over = held_over(a, KEYS[3], KEYS[4], n, now)
 if over == nil then return reply('again', false) end
 if over then return invalid('held total would exceed 9007199254740991') end
 if not fence_ok(5, 7) then return reply('stale_fence', false) end
-sweep(KEYS[1], KEYS[2], KEYS[3], KEYS[4], a, now, window, SWEEP_LIMIT)
+local swept = sweep(KEYS[1], KEYS[2], KEYS[3], KEYS[4], a, now, window, SWEEP_LIMIT)
 -- After the sweep, which stores the count when it releases a hold.
 local open = 0
 if a then open = open_holds(KEYS[1], KEYS[3]) end
@@ -64,6 +64,9 @@ if status ~= 'ok' then
   end
   return answer(h, false)
 end
+-- A sweep stopped at its limit with more due: the balances in the reply
+-- would count an expired hold (see resolve.lua).
+if swept == SWEEP_LIMIT and due_left(KEYS[4], now) then return reply('again', false) end
 local held = redis.call('HINCRBY', KEYS[1], 'held', amount_s)
 local e = journal(KEYS[1], KEYS[2], id, 'hold', '0', amount_s, a.posted, held, '', memo)
 h.s, h.x, h.e, h.p, h.h = 'open', str(now + tonumber(ttl)), e, str(a.posted), str(held)
