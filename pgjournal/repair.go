@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/redkit-go/redkit/stock"
 	"github.com/redkit-go/redkit/wallet"
 )
 
@@ -101,4 +102,106 @@ func (b *Book) RepairWallet(ctx context.Context, l *wallet.Ledger, account strin
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// RepairStock gives back to Redis the deducts of sku that the book holds
+// and Redis lost (the BookOnly entries of a drift; nothing when there is
+// none), oldest first, by calling Deduct again with the whole order as its
+// client sent it. A stock journal entry carries one SKU's part of an order
+// (its ID, buyer and quantity), not the order: its other items may be on
+// SKUs this book does not keep, and a Deduct with the same ID and fewer
+// items would store a decision of another shape, refusing the client's
+// own retry with a *stock.ConflictError. So the order comes from the
+// caller's records: order(ctx, id) returns it, or false when it is not
+// known (skipped). An order whose buyer or quantity for sku differs from
+// the booked entry is skipped without being sent.
+//
+// Stock's idempotency makes the replay safe: an order whose marker
+// survived is answered from it ("already") and applied nowhere twice; one
+// applied again ("applied") leaves its marker, so the client's retry within
+// the idempotency window gets the stored answer. An order refused now
+// (ErrSoldOut: the units went to other buyers after Redis lost the sale;
+// ErrBuyerLimit; a *ConflictError) is skipped with that error: the buyer
+// was told the units were theirs, and only the operator can decide between
+// restocking and cancelling the order. Reservations, confirmations,
+// cancellations, expiries and refunds (a hold's deadline is not in the
+// journal, and each depends on a hold Redis no longer has), restocks,
+// write-offs, creations, closings and transfers between buckets are
+// skipped: each is reported, never guessed. It returns ErrInvalid for a
+// nil inventory or order function, and ErrUnknownOutcome (calling
+// RepairStock again resolves it by the same order ID).
+func (b *Book) RepairStock(ctx context.Context, inv *stock.Inventory, sku string,
+	order func(ctx context.Context, id string) (stock.Order, bool, error)) ([]Repair, error) {
+	if inv == nil || order == nil {
+		return nil, fmt.Errorf("%w: nil inventory or order function", ErrInvalid)
+	}
+	ds, err := b.ReconcileStock(ctx, inv, sku)
+	if err != nil || len(ds) == 0 || len(ds[0].BookOnly) == 0 {
+		return nil, err
+	}
+	rows, err := b.pool.Query(ctx, "SELECT stream_id, kind, op, buyer, d_sold FROM "+b.t("stock_entries")+
+		" WHERE sku = $1 AND stream_id = ANY($2) ORDER BY ms, seq, bucket", sku, ds[0].BookOnly)
+	if err != nil {
+		return nil, fmt.Errorf("pgjournal: repair %s: %w", sku, err)
+	}
+	type entry struct {
+		id, kind, op, buyer string
+		sold                int64
+	}
+	es, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (entry, error) {
+		var e entry
+		err := r.Scan(&e.id, &e.kind, &e.op, &e.buyer, &e.sold)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgjournal: repair %s: %w", sku, err)
+	}
+	out := make([]Repair, 0, len(es))
+	for _, e := range es {
+		r := Repair{StreamID: e.id, Kind: e.kind, Op: e.op}
+		var res stock.Result
+		var err error
+		if e.kind != stock.KindDeduct || e.op == "" {
+			err = fmt.Errorf("%w: %s entries cannot be replayed", ErrInvalid, e.kind)
+		} else {
+			var o stock.Order
+			var ok bool
+			o, ok, err = order(ctx, e.op)
+			switch {
+			case err != nil:
+				return out, fmt.Errorf("pgjournal: repair %s: order %s: %w", sku, e.op, err)
+			case !ok:
+				err = fmt.Errorf("%w: order %s is not known", ErrInvalid, e.op)
+			case o.ID != e.op || o.Buyer != e.buyer || qtyOf(o, sku) != e.sold:
+				err = fmt.Errorf("%w: order %s does not match the booked entry (buyer %q, %d units)", ErrInvalid, e.op, e.buyer, e.sold)
+			default:
+				res, err = inv.Deduct(ctx, o)
+			}
+		}
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return out, err
+		case errors.Is(err, stock.ErrUnknownOutcome):
+			return out, fmt.Errorf("pgjournal: repair %s: %w", sku, err)
+		case err != nil:
+			r.Outcome, r.Err = "skipped", err
+		case res.Replayed:
+			r.Outcome = "already"
+		default:
+			r.Outcome = "applied"
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// qtyOf is how many units of sku order takes.
+func qtyOf(o stock.Order, sku string) int64 {
+	var n int64
+	for _, it := range o.Items {
+		if it.SKU == sku {
+			n += it.Qty
+		}
+	}
+	return n
 }

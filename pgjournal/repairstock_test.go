@@ -1,0 +1,112 @@
+package pgjournal_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/redkit-go/redkit/pgjournal"
+	"github.com/redkit-go/redkit/redistest"
+	"github.com/redkit-go/redkit/stock"
+)
+
+// A failover to a replica that missed two acknowledged orders, one on a
+// single SKU and one across two SKUs of a slot group: the reconciler
+// reports both SKUs; RepairStock of the first gives both orders back once,
+// whole, from the caller's order records, which ends the second SKU's
+// drift too (nothing left to repair there); a client's retry is answered
+// from the restored marker; a lost order the caller does not know is
+// skipped and reported, and its SKU's drift stays.
+func TestRepairStock_lostOrders(t *testing.T) {
+	pair := redistest.NewPair(t, redistest.Options{})
+	f := newFixture(t, sharedPG, pair.Primary)
+	ctx := t.Context()
+	skus := []string{"rs/a", "rs/b", "rs/c"}
+	stockWork(t, f.inv, "rs", 20, skus...)
+	if err := pair.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	replica := pair.Replica.Client()
+	defer replica.Close()
+	if err := replica.Do(ctx, "REPLICAOF", "127.0.0.1", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	orders := map[string]stock.Order{
+		"rs-lost":  {ID: "rs-lost", Buyer: "z1", Items: []stock.Item{{SKU: "rs/a", Qty: 2}}},
+		"rs-multi": {ID: "rs-multi", Buyer: "z2", Items: []stock.Item{{SKU: "rs/a", Qty: 1}, {SKU: "rs/b", Qty: 3}}},
+	}
+	for _, id := range []string{"rs-lost", "rs-multi"} {
+		if _, err := f.inv.Deduct(ctx, orders[id]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unknown := stock.Order{ID: "rs-unknown", Buyer: "z3", Items: []stock.Item{{SKU: "rs/c", Qty: 1}}}
+	if _, err := f.inv.Deduct(ctx, unknown); err != nil {
+		t.Fatal(err)
+	}
+
+	stop := runSink(t, f.stockSink(skus...))
+	f.waitStock(skus...)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Failover: the replica becomes the primary; the service reconnects.
+	if err := replica.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	inv := stock.New(replica, stock.WithKeyPrefix(f.prefix))
+	defer inv.Close()
+	f.inv = inv
+	if keys := driftKeys(f.reconcileStock(skus...)); !slices.Equal(keys, skus) {
+		t.Fatalf("drift on %v, want %v", keys, skus)
+	}
+
+	known := func(_ context.Context, id string) (stock.Order, bool, error) {
+		o, ok := orders[id]
+		return o, ok, nil
+	}
+	outcomes := func(rs []pgjournal.Repair) []string {
+		var got []string
+		for _, r := range rs {
+			got = append(got, r.Op+" "+r.Outcome)
+		}
+		return got
+	}
+	rs, err := f.book.RepairStock(ctx, inv, "rs/a", known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := outcomes(rs), []string{"rs-lost applied", "rs-multi applied"}; !slices.Equal(got, want) {
+		t.Fatalf("repair of rs/a: %v, want %v", got, want)
+	}
+	if rs, err = f.book.RepairStock(ctx, inv, "rs/b", known); err != nil || len(rs) != 0 {
+		t.Fatalf("repair of rs/b: %+v, %v; want nothing left to repair", rs, err)
+	}
+	rs, err = f.book.RepairStock(ctx, inv, "rs/c", known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := outcomes(rs), []string{"rs-unknown skipped"}; !slices.Equal(got, want) || !errors.Is(rs[0].Err, pgjournal.ErrInvalid) {
+		t.Fatalf("repair of rs/c: %v (%v), want %v", got, rs, want)
+	}
+	// The client retries within the window: answered from the marker.
+	if res, err := inv.Deduct(ctx, orders["rs-multi"]); err != nil || !res.Replayed {
+		t.Fatalf("client retry: %+v, %v; want the stored answer", res, err)
+	}
+	stop = runSink(t, f.stockSink(skus...))
+	f.waitStock(skus...)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.int("SELECT count(*) FROM $S.stock_entries WHERE op IN ('rs-lost', 'rs-multi')"); n != 3 {
+		t.Errorf("entries of the two orders booked: %d, want 3", n)
+	}
+	if keys := driftKeys(f.reconcileStock(skus...)); !slices.Equal(keys, []string{"rs/c"}) {
+		t.Fatalf("drift after repair on %v, want only rs/c (its order was not given back)", keys)
+	}
+	if _, err := f.book.RepairStock(ctx, inv, "rs/a", nil); !errors.Is(err, pgjournal.ErrInvalid) {
+		t.Fatalf("nil order function: %v, want ErrInvalid", err)
+	}
+}
