@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redkit-go/redkit/internal/keys"
 	"github.com/redkit-go/redkit/stock"
 )
 
@@ -275,9 +274,9 @@ func flashDeductBatch(ctx context.Context, env *Env, d time.Duration) (Sample, e
 	return s, err
 }
 
-// rbStockDeduct runs redkit's deduct script through redis-benchmark: one
-// one-unit order per call on SKU "hot", the order's marker key fresh per
-// call. It checks afterwards that the calls really sold.
+// rbStockDeduct runs redkit's deduct script through redis-benchmark: the
+// command stock.Deduct sends for a one-unit order on SKU "hot", with a fresh
+// order ID per call. It checks afterwards that the calls really sold.
 func rbStockDeduct(ctx context.Context, env *Env, d time.Duration) (Sample, error) {
 	rdb, _ := client(env)
 	defer rdb.Close()
@@ -286,20 +285,16 @@ func rbStockDeduct(ctx context.Context, env *Env, d time.Duration) (Sample, erro
 		return Sample{}, err
 	}
 	defer inv.Close()
-	src, ok := stock.Scripts()["deduct.lua"]
-	if !ok {
-		return Sample{}, errors.New("stock has no deduct.lua")
-	}
-	sha, err := rdb.ScriptLoad(ctx, src).Result()
+	// The command stock.Deduct sends, replayed with a fresh order ID per call.
+	args, err := captureScript(ctx, env.Server.Addr(), func(c *redis.Client) error {
+		capInv := stock.New(c, stock.WithKeyPrefix(p))
+		defer capInv.Close()
+		_, err := capInv.Deduct(ctx, stock.Order{ID: rbTemplateID, Buyer: "rb-buyer", Items: []stock.Item{{SKU: "hot", Qty: 1}}})
+		return err
+	})
 	if err != nil {
 		return Sample{}, err
 	}
-	// Key layout and arguments as documented in deduct.lua's header.
-	sp := keys.Space{Prefix: p, Module: "stock", Version: 1}
-	args := []string{"EVALSHA", sha, "5",
-		sp.Key("hot", "op", "__rand_int__"), sp.Key("hot", "sku", "hot"), sp.Key("hot", "buyers", "hot"),
-		sp.Key("hot", "journal", "hot"), sp.Key("hot", "holds", "hot"),
-		"__rand_int__", "rb-buyer", "rb-nonce", "86400000", "0", "hot", "1"}
 	s, err := redisBenchmark(ctx, env, d, args...)
 	if err != nil {
 		return s, err

@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redkit-go/redkit/internal/keys"
 	"github.com/redkit-go/redkit/wallet"
 )
 
@@ -97,8 +96,9 @@ func walletDebit(ctx context.Context, env *Env, d time.Duration) (Sample, error)
 	return s, nil
 }
 
-// rbWalletDebit runs redkit's posting script through redis-benchmark: a
-// one-unit debit of account "hot" per call, under a fresh transaction ID.
+// rbWalletDebit runs redkit's posting script through redis-benchmark: the
+// command wallet.Debit sends for a one-unit debit of account "hot", under a
+// fresh transaction ID per call.
 func rbWalletDebit(ctx context.Context, env *Env, d time.Duration) (Sample, error) {
 	rdb, _ := client(env)
 	defer rdb.Close()
@@ -108,16 +108,17 @@ func rbWalletDebit(ctx context.Context, env *Env, d time.Duration) (Sample, erro
 	if err := openFunded(ctx, l, "hot"); err != nil {
 		return Sample{}, err
 	}
-	sha, err := rdb.ScriptLoad(ctx, wallet.PostingScriptSource()).Result()
+	// The command wallet.Debit sends, replayed with a fresh transaction ID
+	// per call.
+	args, err := captureScript(ctx, env.Server.Addr(), func(c *redis.Client) error {
+		capLed := wallet.New(c, wallet.WithKeyPrefix(p))
+		defer capLed.Close()
+		_, err := capLed.Debit(ctx, wallet.Tx{ID: rbTemplateID, Account: "hot", Amount: 1})
+		return err
+	})
 	if err != nil {
 		return Sample{}, err
 	}
-	// Key layout and arguments as documented in the script's header.
-	sp := keys.Space{Prefix: p, Module: "wallet", Version: 2}
-	args := []string{"EVALSHA", sha, "5",
-		sp.Key("hot", "acct", "hot"), sp.Key("hot", "journal", "hot"), sp.Key("hot", "tx", "__rand_int__"),
-		sp.Key("hot", "holds", "hot"), sp.Key("hot", "hidx", "hot"),
-		"__rand_int__", "debit", "hot", "1", "", "", "rb-nonce", "86400000", "5:debit3:hot0:1:10:0:"}
 	s, err := redisBenchmark(ctx, env, d, args...)
 	if err != nil {
 		return s, err

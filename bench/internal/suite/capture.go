@@ -1,0 +1,88 @@
+package suite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// rbTemplateID is the operation ID of the one call whose script command a
+// redis-benchmark case replays: 12 digits, the width of redis-benchmark's
+// __rand_int__, so every length-prefixed field that holds the ID keeps its
+// length when the ID is replaced.
+const rbTemplateID = "777777777777"
+
+// captureScript makes one real call on a client of addr that records its
+// EVALSHA commands, and returns the arguments of the last one that carries
+// rbTemplateID, with every occurrence of it replaced by __rand_int__. The
+// benchmark thus sends exactly what the module sends, whatever its scripts'
+// keys and arguments are today, only with a fresh ID per call.
+func captureScript(ctx context.Context, addr string, call func(rdb *redis.Client) error) ([]string, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	rec := &scriptRecorder{}
+	rdb.AddHook(rec)
+	if err := call(rdb); err != nil {
+		return nil, err
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for i := len(rec.calls) - 1; i >= 0; i-- {
+		args := rec.calls[i]
+		if !strings.Contains(strings.Join(args, " "), rbTemplateID) {
+			continue
+		}
+		out := make([]string, len(args))
+		for j, a := range args {
+			out[j] = strings.ReplaceAll(a, rbTemplateID, "__rand_int__")
+		}
+		return out, nil
+	}
+	return nil, errors.New("the call sent no EVALSHA carrying its operation ID")
+}
+
+// scriptRecorder is a go-redis hook that keeps the arguments of every
+// EVALSHA sent, alone or in a pipeline.
+type scriptRecorder struct {
+	mu    sync.Mutex
+	calls [][]string
+}
+
+func (r *scriptRecorder) record(cmd redis.Cmder) {
+	if cmd.Name() != "evalsha" {
+		return
+	}
+	args := make([]string, len(cmd.Args()))
+	for i, a := range cmd.Args() {
+		args[i] = fmt.Sprint(a)
+	}
+	args[0] = "EVALSHA"
+	r.mu.Lock()
+	r.calls = append(r.calls, args)
+	r.mu.Unlock()
+}
+
+func (r *scriptRecorder) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) { return next(ctx, network, addr) }
+}
+
+func (r *scriptRecorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		r.record(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (r *scriptRecorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			r.record(c)
+		}
+		return next(ctx, cmds)
+	}
+}
