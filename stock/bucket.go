@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -396,6 +397,29 @@ func (inv *Inventory) claim(ctx context.Context, op, g string, o Order, mode str
 	return inv.claimID(ctx, g, o.ID, o.Buyer, it.SKU+" "+strconv.FormatInt(it.Qty, 10), kind, how, keep)
 }
 
+// claimSlack is how much longer than asked a claim lives. The claim's life
+// starts when claim.lua runs, the marker's when the operation runs, later:
+// an operation whose reply comes within claimSlack of the claim's sending
+// has a marker that expires before the claim; a slower one lengthens the
+// claim again once it is decided (lengthenClaim).
+const claimSlack = 2 * time.Second
+
+// lengthenClaim runs claim again when the operation's reply came claimSlack
+// or more after the claim was sent, so the claim outlives the marker the
+// operation wrote meanwhile. An error leaves the operation decided: the
+// same call again replays it and claims the ID anew.
+func lengthenClaim(claimedAt *time.Time, claim func() (bool, error, error)) error {
+	if claimedAt.IsZero() || time.Since(*claimedAt) < claimSlack {
+		return nil
+	}
+	*claimedAt = time.Now()
+	_, ackErr, err := claim()
+	if err != nil {
+		return fmt.Errorf("the ID's claim was not lengthened (call again with the same ID): %w", err)
+	}
+	return ackErr
+}
+
 // claimID runs claim.lua for operation id of slot group g. decided reports
 // that {g} holds a decision of the operation itself (stored before the SKU
 // was split into buckets, or a tombstone): the operation must then run in
@@ -408,7 +432,7 @@ func (inv *Inventory) claimID(ctx context.Context, g, id, buyer, desc, kind, how
 	var reply []any
 	err = retry.Do(ctx, inv.cfg.retry, func(ctx context.Context, _ int) error {
 		cmd, _, err := script.RunAck(ctx, inv.rdb, inv.cfg.ack, claimScript, []string{inv.opKey(g, id)},
-			buyer, desc, kind, how, strconv.FormatInt(keep, 10))
+			buyer, desc, kind, how, strconv.FormatInt(keep+claimSlack.Milliseconds(), 10))
 		ackErr = nil
 		if errors.Is(err, script.ErrReplicaAck) {
 			ackErr, err = err, nil

@@ -46,7 +46,9 @@
 //     another buyer, or for another kind or quantity, is a *ConflictError
 //     there too. A claim is made by the first call that reaches Redis, even
 //     if that call is then refused without a stored decision (a stale
-//     fence, a bound), and lives as long as the operation's marker. A
+//     fence, a bound), and lives at least as long as the operation's
+//     marker (its life starts earlier: it is given a slack, and lengthened
+//     again after an operation decided late). A
 //     decision stored in {g} before the SKU existed (a refusal such as
 //     ErrNotFound, a Cancel's tombstone) is found by the claim, and the
 //     operation then runs in {g}, where it is replayed.

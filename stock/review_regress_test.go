@@ -277,3 +277,50 @@ func TestConsume_waitingSKUNotTrimmedBeforeFollowed(t *testing.T) {
 	}
 	require.Equal(t, []string{"bucket 1 create ", "bucket 1 deduct o1", "bucket 1 checkpoint "}, bucket1)
 }
+
+// The claim of an order's ID in {g} outlives the order's marker in the
+// buyer's bucket, also when the reply comes late: over a link whose replies
+// take 600ms (the claim's lifetime starts a round trip before the
+// marker's), for orders, restocks and reservations, and over one whose
+// replies take 1.5s (the order decided more than the claim's slack after
+// the claim was sent: the claim is lengthened again).
+func TestBuckets_claimOutlivesMarker(t *testing.T) {
+	for _, lat := range []time.Duration{600 * time.Millisecond, 1500 * time.Millisecond} {
+		t.Run(lat.String(), func(t *testing.T) {
+			s := redistest.New(t, redistest.Options{})
+			ctx := t.Context()
+			rdb := s.Client()
+			defer rdb.Close()
+			inv := stock.New(rdb, stock.WithKeyPrefix("ttl"), stock.WithReclaimInterval(0))
+			defer inv.Close()
+			const b, sku = 2, "g/hot"
+			require.NoError(t, inv.Create(ctx, sku, 100, stock.WithBuckets(b)))
+			px := redistest.NewProxy(t, s.Addr())
+			slow := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 10 * time.Second})
+			defer slow.Close()
+			slowInv := stock.New(slow, stock.WithKeyPrefix("ttl"), stock.WithReclaimInterval(0))
+			defer slowInv.Close()
+			_, err := slowInv.Level(ctx, sku) // connects, learns the bucket count
+			require.NoError(t, err)
+			ids := []string{"order-1"}
+			px.SetLatency(lat)
+			_, err = slowInv.Deduct(ctx, order("order-1", buyerOfBucket(1, b), sku, 1))
+			require.NoError(t, err)
+			if lat < time.Second {
+				restock := opOfBucket("r", 1, b)
+				_, err = slowInv.Restock(ctx, restock, sku, 1)
+				require.NoError(t, err)
+				_, err = slowInv.Reserve(ctx, order("hold-1", buyerOfBucket(1, b), sku, 1), time.Minute)
+				require.NoError(t, err)
+				ids = append(ids, restock, "hold-1")
+			}
+			px.SetLatency(0)
+			for _, id := range ids {
+				claim := rdb.PTTL(ctx, "ttl:stock:v1:{g}:op:"+id).Val()
+				marker := rdb.PTTL(ctx, "ttl:stock:v1:{g#1}:op:"+id).Val()
+				require.Positive(t, marker, id)
+				require.GreaterOrEqual(t, claim, marker, "%s: the claim expires before the marker", id)
+			}
+		})
+	}
+}

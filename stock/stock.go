@@ -252,13 +252,18 @@ func (inv *Inventory) adjust(ctx context.Context, kind, opID, sku string, qty in
 		}
 		earlyAck = errors.Join(earlyAck, fenceAck)
 		t := bucketTag(g, home(opID, b))
+		var claimedAt time.Time
+		claim := func() (bool, error, error) {
+			return inv.claimID(ctx, g, opID, "", sku+" "+strconv.FormatInt(qty, 10), kind, "claim",
+				inv.cfg.window.Milliseconds())
+		}
 		if b > 1 {
 			// The operation's marker lives in its bucket: claim the ID in
 			// bucket 0's tag, where orders of the group claim theirs. A
 			// decision {g} holds (a refusal stored before the SKU existed)
 			// is replayed there.
-			decided, claimAck, err := inv.claimID(ctx, g, opID, "", sku+" "+strconv.FormatInt(qty, 10), kind, "claim",
-				inv.cfg.window.Milliseconds())
+			claimedAt = time.Now()
+			decided, claimAck, err := claim()
 			if err != nil {
 				return Result{}, fmt.Errorf("stock: %s %s: %w", kind, opID, err)
 			}
@@ -274,6 +279,7 @@ func (inv *Inventory) adjust(ctx context.Context, kind, opID, sku string, qty in
 		if err != nil {
 			return Result{}, fmt.Errorf("stock: %s %s: %w", kind, opID, errors.Join(err, earlyAck))
 		}
+		earlyAck = errors.Join(earlyAck, lengthenClaim(&claimedAt, claim))
 		if str(reply, 0) != "buckets" || round > 0 {
 			break
 		}
@@ -422,6 +428,8 @@ func (inv *Inventory) runOrder(ctx context.Context, op string, s *script.Script,
 	}
 	raised, claimed := 1, 1
 	var earlyAck error // fence records and claim not acknowledged (WithReplicaAck)
+	var claimedAt time.Time
+	claim := func() (bool, error, error) { return inv.claim(ctx, op, c.group, o, mode) }
 	for round := 0; ; round++ {
 		if b := inv.bucketsOf(c.skus[0]); c.fence.fence != nil && b != raised {
 			fenceAck, err := inv.raiseFences(ctx, c.fence, c.group, b)
@@ -431,7 +439,8 @@ func (inv *Inventory) runOrder(ctx context.Context, op string, s *script.Script,
 			earlyAck, raised = errors.Join(earlyAck, fenceAck), b
 		}
 		if b := inv.bucketsOf(c.skus[0]); b != claimed && len(o.Items) == 1 {
-			decided, claimAck, err := inv.claim(ctx, op, c.group, o, mode)
+			claimedAt = time.Now()
+			decided, claimAck, err := claim()
 			if err != nil {
 				return Result{}, fmt.Errorf("stock: %s %s: %w", op, o.ID, err)
 			}
@@ -444,6 +453,9 @@ func (inv *Inventory) runOrder(ctx context.Context, op string, s *script.Script,
 			}
 		}
 		reply, ackErr, err := inv.write(ctx, c.script, c.keys, c.args)
+		if err == nil {
+			earlyAck = errors.Join(earlyAck, lengthenClaim(&claimedAt, claim))
+		}
 		ackErr = errors.Join(earlyAck, ackErr)
 		if err != nil || round >= maxRoutingRounds {
 			return c.finish(reply, ackErr, err)
