@@ -1,6 +1,8 @@
 package wallet_test
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,4 +64,89 @@ func TestLedger_onCluster(t *testing.T) {
 	rep, err := led.Check(ctx)
 	require.NoError(t, err)
 	require.Len(t, rep.Findings, 3*2, "two findings per master")
+}
+
+// TestLedger_Cluster_underResharding: credits, debits and transfers within
+// and across groups on an ordinary ClusterClient while the groups' slots
+// are moved again and again (10 keys per MIGRATE with a pause: a split slot
+// answers TRYAGAIN, a stale map meets MOVED and ASK). No error reaches the
+// caller; every balance equals its confirmed operations, the trial balance
+// nets to zero and Verify is clean.
+func TestLedger_Cluster_underResharding(t *testing.T) {
+	ctx := t.Context()
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3})
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	defer rdb.Close()
+	led := wallet.New(rdb)
+	defer led.Close()
+	groups := []string{"ws1", "ws2"}
+	var accounts, tags []string
+	for _, g := range groups {
+		tags = append(tags, "{"+g+"}")
+		for _, a := range []string{"/a", "/b"} {
+			require.NoError(t, led.Open(ctx, g+a, wallet.WithCurrency("CNY")))
+			accounts = append(accounts, g+a)
+		}
+	}
+	want := map[string]int64{}
+	for _, a := range accounts {
+		_, err := led.Credit(ctx, wallet.Tx{ID: "seed-" + a, Account: a, Amount: 1_000_000})
+		require.NoError(t, err)
+		want[a] = 1_000_000
+	}
+	stop := c.Reshard(ctx, tags, redistest.MoveOptions{Batch: 10, Pause: 20 * time.Millisecond})
+	const workers, ops = 4, 40
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for w := range workers {
+		wg.Go(func() {
+			for i := range ops {
+				g, o := groups[(w+i)%2], groups[(w+i+1)%2]
+				id := fmt.Sprintf("w%d-%d", w, i)
+				var err error
+				moves := map[string]int64{}
+				switch i % 4 {
+				case 0:
+					_, err = led.Credit(ctx, wallet.Tx{ID: id, Account: g + "/a", Amount: 3})
+					moves[g+"/a"] = 3
+				case 1:
+					_, err = led.Debit(ctx, wallet.Tx{ID: id, Account: g + "/b", Amount: 2})
+					moves[g+"/b"] = -2
+				case 2:
+					_, err = led.Transfer(ctx, wallet.Transfer{ID: id, From: g + "/a", To: g + "/b", Amount: 5})
+					moves[g+"/a"], moves[g+"/b"] = -5, 5
+				case 3:
+					_, err = led.Transfer(ctx, wallet.Transfer{ID: id, From: g + "/b", To: o + "/a", Amount: 7})
+					moves[g+"/b"], moves[o+"/a"] = -7, 7
+				}
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", id, err))
+				} else {
+					for a, d := range moves {
+						want[a] += d
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	st := stop()
+	require.NoError(t, st.Err)
+	t.Logf("%d operations while %d slot moves migrated %d keys; %d errors", workers*ops, st.Moves, st.Keys, len(errs))
+	require.Positive(t, st.Moves)
+	require.Empty(t, errs, "errors returned to the caller")
+	for _, a := range accounts {
+		b, err := led.Balance(ctx, a)
+		require.NoError(t, err)
+		require.Equal(t, want[a], b.Posted, a)
+		require.NoError(t, led.Verify(ctx, a))
+	}
+	tb, err := led.TrialBalance(ctx, accounts...)
+	require.NoError(t, err)
+	require.Zero(t, tb.NetTransfers())
 }
