@@ -39,6 +39,13 @@
 // that has passed every 50 ms (redisconn.TTLTick): keys expire at most that
 // late, never early, and TIME stays the wall clock.
 //
+// With DATABASE_URL set, the flashsale simulation and the wallet load test
+// keep a book of record in that PostgreSQL database (pgjournal; package
+// internal/book runs it): a sink books the journals beside the run, and
+// the report ends with the book's totals beside Redis's and the
+// reconciler's verdict, a drift failing the run. Served examples do not
+// use it. Unset, nothing touches PostgreSQL.
+//
 // The internal packages are plumbing only (the Redis connection, telemetry,
 // credentials, the HTTP server and conventions, test helpers); the business
 // logic of each example stays in its own directory.

@@ -88,9 +88,17 @@
 //     restore can. Detected as gap or lost anomalies and reported by the
 //     reconciler.
 //   - wallet.Ledger.Checkpoint trims every entry before the checkpoint,
-//     read or not. Run it after the sink caught up. Entries it trimmed
-//     before the sink read them are lost to the book; the sink books the
-//     checkpoint with a gap when the balances moved meanwhile.
+//     read or not: entries it trimmed before the sink read them are lost to
+//     the book (the sink books the checkpoint with a gap when the balances
+//     moved meanwhile). Checkpoint through Book.CheckpointWallet instead:
+//     it books the account's journal to its end first, so the trim takes
+//     only booked entries. One window stays open, since wallet's
+//     Checkpoint takes no bound to trim up to: an entry posted between
+//     that booking and Checkpoint's own verification is trimmed too.
+//     CheckpointWallet counts the trim against what it knew to be booked
+//     and returns ErrTrimmedUnbooked with the count when it took more;
+//     the gap and the reconciler report it as before. Closing the window
+//     needs a Checkpoint that trims only up to an entry the caller names.
 //   - Redis lost acknowledged writes (a failover without replica
 //     acknowledgement, a restore from an old snapshot): the book still holds
 //     them; the reconciler reports the key with the lost entries in
@@ -99,10 +107,12 @@
 // Each line is a test: TestSinkStock_killedMidBatch (kill -9 mid-transaction
 // and between commit and XACK), TestSink_postgresRestart,
 // TestSink_droppedConnectionMidCommit, TestSinkStock_trimmedPastUnconsumed,
-// TestSinkWallet_checkpointTrimmedUnbooked, TestSink_poisonEntry,
+// TestSinkWallet_checkpointTrimmedUnbooked, TestCheckpointWallet_booksBeforeTrim,
+// TestSink_poisonEntry,
 // TestReconcile_reportsInjectedDrift, TestFailover_lostWritesReconciledAndRepaired
 // (a failover to a replica that missed an acknowledged write and one whose
-// replica acknowledgement timed out), TestRepairWallet_lostWrites; each
+// replica acknowledgement timed out), TestRepairWallet_lostWrites,
+// TestRepairStock_lostOrders; each
 // checks that every entry is booked once, that the projection is the sum of
 // the entries and that the reconciler reports exactly the injected drift.
 //
@@ -126,9 +136,25 @@
 // their captures and voids, the steps of transfers across slot groups, an
 // operation Redis now refuses (funds spent meanwhile), writes lost before
 // the sink booked them, or writes Redis lost while keeping their entries;
-// each is reported, never guessed. Stock has no repair: a lost order is
-// sold again only by the buyer's retry, and an absolute "set the level"
-// would oversell against orders in flight.
+// each is reported, never guessed.
+//
+// RepairStock gives back a SKU's deducts that the book holds and Redis
+// lost, by calling Deduct again with the same order ID: applied once, its
+// marker restored, answered from the marker where it survived. A stock
+// journal entry carries one SKU's part of an order, not the order (its
+// other items may be on SKUs this book does not keep), and a Deduct with
+// the same ID and other items would store a decision the client's own
+// retry then conflicts with; so the whole order comes from the caller's
+// order records, and an order the caller does not know, or whose buyer or
+// quantity differs from the book, is skipped. An order Redis now refuses
+// (the units went to other buyers after it lost the sale: ErrSoldOut) is
+// skipped: the buyer was told the units were theirs, and restocking or
+// cancelling the order is the operator's decision. Reservations and what
+// follows them (confirm, cancel, expire, refund: a hold's deadline is not
+// in the journal and each step needs the hold), restocks, write-offs,
+// creations, closings and transfers between buckets are not repaired;
+// nor is an absolute "set the level", which would oversell against orders
+// in flight. Each is reported, never guessed.
 //
 // # Scope of IDs
 //

@@ -43,8 +43,7 @@ type Repair struct {
 // fields). Entries Redis lost that were never booked (lost before the sink
 // read them) are not in the book and cannot be given back; nor can writes
 // Redis lost whose entries it still holds, which the book cannot tell
-// apart. Stock has no repair: a lost order can be sold again only by the
-// buyer's retry.
+// apart. RepairStock is the stock counterpart, for deducts.
 func (b *Book) RepairWallet(ctx context.Context, l *wallet.Ledger, account string) ([]Repair, error) {
 	ds, err := b.ReconcileWallet(ctx, l, account)
 	if err != nil || len(ds) == 0 || len(ds[0].BookOnly) == 0 {
