@@ -206,13 +206,15 @@ end
 -- them), so the decided records of an account nobody calls again are
 -- forgotten on time whatever happens to the processes that decided them
 -- (a call's sweep forgets each one on time as well); with one open, they
--- keep no expiry (an open hold's record outlives its release).
+-- keep no expiry (an open hold's record outlives its release). Keys get an
+-- expiry only when the count is 0 and lose it when it is 1 again, so with
+-- more open they already have none.
 local function set_open_holds(ak, hk, ik, n, window)
   redis.call('HSET', ak, 'ho', tostring(n))
-  if n > 0 then
+  if n == 1 then
     redis.call('PERSIST', hk)
     redis.call('PERSIST', ik)
-  else
+  elseif n == 0 then
     redis.call('PEXPIRE', hk, window)
     redis.call('PEXPIRE', ik, window)
   end
