@@ -152,7 +152,7 @@ func (l *Ledger) settle(ctx context.Context, t Transfer, r []string, stop int) (
 		return r, nil, nil
 	}
 	tk := l.accountKeys(t.To)
-	v, ackErr := l.write(ctx, xcreditScript,
+	v, ackErr := l.writeSwept(ctx, []string{t.To}, xcreditScript,
 		[]string{tk[0], tk[1], l.inboundKey(t), tk[2], tk[3]},
 		t.ID, t.From, t.To, strconv.FormatInt(t.Amount, 10), status(r, 3), t.Memo, l.cfg.window.Milliseconds(),
 		status(r, 15), status(r, 16))
@@ -170,8 +170,9 @@ func (l *Ledger) settle(ctx context.Context, t Transfer, r []string, stop int) (
 		return r, ackErr, nil
 	}
 	fk := l.accountKeys(t.From)
-	v, err = l.write(ctx, xfinishScript, []string{fk[0], fk[1], l.txKey(keys.Group(t.From), t.ID)},
-		t.ID, c[0], c[1], c[2], c[3], c[4], c[5], status(r, 16))
+	v, err = l.writeSwept(ctx, []string{t.From}, xfinishScript,
+		[]string{fk[0], fk[1], l.txKey(keys.Group(t.From), t.ID), fk[2], fk[3]},
+		t.ID, c[0], c[1], c[2], c[3], c[4], c[5], status(r, 16), l.cfg.window.Milliseconds())
 	if v == nil {
 		return nil, nil, err
 	}

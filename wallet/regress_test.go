@@ -67,7 +67,7 @@ func scriptKeys(args []any) []string {
 
 // isCredit matches the destination step of a transfer across groups (the
 // only script given an inbound record key); isFinish the source's last
-// step (three keys, the third a transaction record).
+// step (five keys, the third a transaction record, as post.lua's).
 func isCredit(args []any) bool {
 	ks := scriptKeys(args)
 	return len(ks) == 5 && strings.Contains(ks[2], ":xin:")
@@ -75,7 +75,13 @@ func isCredit(args []any) bool {
 
 func isFinish(args []any) bool {
 	ks := scriptKeys(args)
-	return len(ks) == 3 && strings.Contains(ks[2], ":tx:")
+	if len(ks) != 5 || !strings.Contains(ks[2], ":tx:") || len(args) < 3+len(ks)+2 {
+		return false
+	}
+	// post.lua takes the same keys; its ARGV[2] is the kind, xfinish's the
+	// destination's outcome.
+	kind, _ := args[3+len(ks)+1].(string)
+	return kind != "credit" && kind != "debit"
 }
 
 func balanceOf(t *testing.T, led *wallet.Ledger, account string) wallet.Balance {

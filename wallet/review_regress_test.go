@@ -393,3 +393,21 @@ func TestRegress_holdResultsCountNoExpiredHoldPastSweepLimit(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, wallet.Balance{Posted: 5000, Available: 5000, Currency: "CNY"}, res.Balance)
 }
+
+// A transfer across groups replies with balances of both accounts that
+// count no expired hold, also past a script's sweep limit (the finishing
+// step used not to sweep at all).
+func TestRegress_Transfer_acrossGroups_resultCountsNoExpiredHold(t *testing.T) {
+	ctx := t.Context()
+	led, rdb, prefix := newLedger(t)
+	openFunded(t, led, map[string]int64{"g/a": 5000, "h/b": 5000})
+	expireHolds(t, led, rdb, map[string]int{"g/a": 65, "h/b": 65})
+	led2 := wallet.New(shared.Client(), wallet.WithKeyPrefix(prefix))
+	t.Cleanup(func() { _ = led2.Close() })
+	res, err := led2.Transfer(ctx, wallet.Transfer{ID: "x1", From: "g/a", To: "h/b", Amount: 10})
+	require.NoError(t, err)
+	require.Equal(t, wallet.Balance{Posted: 4990, Available: 4990, Currency: "CNY"}, res.Balance)
+	require.Equal(t, wallet.Balance{Posted: 5010, Available: 5010, Currency: "CNY"}, res.To)
+	require.NoError(t, led2.Verify(ctx, "g/a"))
+	require.NoError(t, led2.Verify(ctx, "h/b"))
+}

@@ -21,7 +21,7 @@
 --
 -- Reply: {status, entry, currency, overdraft, posted, held}: status
 -- "credited", or a refusal ("to_not_found", "to_closed", "currency",
--- "to_overflow", "late"), the same on every call. The record has no
+-- "to_overflow", "late"), the same on every call; or "again" (see below). The record has no
 -- expiry until the transfer is finished; then it is kept for two windows.
 --
 -- The record carries the transfer's begin time and nonce (t0, bn) and
@@ -72,6 +72,13 @@ elseif b.closed then status = 'to_closed'
 elseif b.cur ~= cur then status = 'currency'
 elseif b.posted + n > MAX or b.tin + n > TOTAL_MAX then status = 'to_overflow'
 end
+-- A sweep stopped at its limit with more due: the balance in the reply
+-- would count an expired hold, so "again" (nothing of the transfer
+-- written; the Go side sweeps the account and sends this step again).
+if status == 'credited' and sweep(KEYS[1], KEYS[2], KEYS[4], KEYS[5], b, now, window, SWEEP_LIMIT) == SWEEP_LIMIT and
+   due_left(KEYS[5], now) then
+  return {'again', '', '', '', '', ''}
+end
 -- The record of an earlier transfer goes, its expiry too: this one's
 -- record keeps none until this transfer is finished. (HDEL of the fields
 -- that are not set again, and PERSIST: the ACL user in redis.acl has no
@@ -85,7 +92,6 @@ if status ~= 'credited' then
   if status == 'late' then redis.call('PEXPIRE', KEYS[3], str(2 * tonumber(window))) end
   return {status, '', '', '', '', ''}
 end
-sweep(KEYS[1], KEYS[2], KEYS[4], KEYS[5], b, now, window, SWEEP_LIMIT)
 local posted = redis.call('HINCRBY', KEYS[1], 'posted', amount_s)
 redis.call('HINCRBY', KEYS[1], 'tin', amount_s)
 local e = journal(KEYS[1], KEYS[2], tx, 'transfer_in', amount_s, '0', posted, b.held, from, memo)

@@ -5,6 +5,8 @@
 -- KEYS[1] source account hash  <prefix>:wallet:v2:{<from group>}:acct:<from>
 -- KEYS[2] source journal       <prefix>:wallet:v2:{<from group>}:journal:<from>
 -- KEYS[3] transfer record      <prefix>:wallet:v2:{<from group>}:tx:<tx id>
+-- KEYS[4] source holds hash    <prefix>:wallet:v2:{<from group>}:holds:<from>
+-- KEYS[5] source hold index    <prefix>:wallet:v2:{<from group>}:hidx:<from>
 -- ARGV[1] tx ID
 -- ARGV[2] destination outcome: "credited" or its refusal
 -- ARGV[3..7] the destination's entry ID, currency, overdraft, posted, held
@@ -12,6 +14,10 @@
 -- ARGV[8] begin nonce (see xbegin.lua): a record under another nonce is
 --         another transfer's, begun under the same ID after this one was
 --         finished and forgotten, and is left alone ("missing")
+-- ARGV[9] idempotency window in milliseconds (for the sweep of the
+--         source's holds, which comes first: the balances in the reply
+--         count no expired hold; "again" when more are due than one sweep
+--         releases, nothing of the transfer written)
 --
 -- Reply: {state, replayed(unused), '', currency, reason, time_ms, entry,
 -- posted, held, overdraft, to_entry, to_currency, to_overdraft, to_posted,
@@ -39,6 +45,10 @@ if outcome == 'credited' and a.tout + tonumber(m.n) > TOTAL_MAX then
 end
 if a.held - tonumber(m.n) < 0 then return invalid('held total of the source is below ' .. m.n) end
 local now = now_ms()
+if sweep(KEYS[1], KEYS[2], KEYS[4], KEYS[5], a, now, ARGV[9], SWEEP_LIMIT) == SWEEP_LIMIT and
+   due_left(KEYS[5], now) then
+  return {'again', '0', ''}
+end
 local held = redis.call('HINCRBY', KEYS[1], 'held', '-' .. m.n)
 local posted = a.posted
 local e
