@@ -202,3 +202,73 @@ func TestMutex_Cluster_notifyAfterFaults(t *testing.T) {
 	slices.Sort(handoffs)
 	t.Logf("hand-off after release (%d): median %v, max %v", len(handoffs), handoffs[len(handoffs)/2], handoffs[len(handoffs)-1])
 }
+
+// TestMutex_Cluster_underResharding: acquire and release with their fence
+// on an ordinary ClusterClient while the names' slots are moved again and
+// again (key by key with a pause: a split slot answers TRYAGAIN, a stale
+// map meets MOVED and ASK). No error reaches the caller, at most one
+// holder per name at a time, and each name's fence tokens strictly increase.
+func TestMutex_Cluster_underResharding(t *testing.T) {
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3})
+	ctx := t.Context()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	defer rdb.Close()
+	locks := lock.New(rdb)
+	defer locks.Close()
+	names := []string{"ls1/a", "ls2/b"}
+	// Other keys of the same slots (an application's, say) make each move
+	// last: one key per MIGRATE, 20ms apart, the lock's keys split for a
+	// while.
+	for _, tag := range []string{"{ls1}", "{ls2}"} {
+		for i := range 20 {
+			require.NoError(t, rdb.Set(ctx, fmt.Sprintf("%s:fill:%d", tag, i), i, 0).Err())
+		}
+	}
+	stop := c.Reshard(ctx, []string{"{ls1}", "{ls2}"}, redistest.MoveOptions{Batch: 1, Pause: 20 * time.Millisecond})
+	const workers, rounds = 4, 12
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		errs    []error
+		holding = map[string]int{}
+		last    = map[string]uint64{}
+	)
+	for w := range workers {
+		wg.Go(func() {
+			for i := range rounds {
+				name := names[(w+i)%len(names)]
+				m := locks.Mutex(name, lock.WithTTL(10*time.Second))
+				l, err := m.Acquire(ctx)
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("acquire %s: %w", name, err))
+					mu.Unlock()
+					continue
+				}
+				mu.Lock()
+				holding[name]++
+				if holding[name] > 1 {
+					errs = append(errs, fmt.Errorf("%s held twice", name))
+				}
+				if tok := l.Fence().Token; tok <= last[name] {
+					errs = append(errs, fmt.Errorf("%s: token %d after %d", name, tok, last[name]))
+				} else {
+					last[name] = tok
+				}
+				holding[name]--
+				mu.Unlock()
+				if err := l.Release(ctx); err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("release %s: %w", name, err))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	st := stop()
+	require.NoError(t, st.Err)
+	t.Logf("%d acquire/release pairs while %d slot moves migrated %d keys; %d errors", workers*rounds, st.Moves, st.Keys, len(errs))
+	require.Positive(t, st.Moves)
+	require.Empty(t, errs)
+}
