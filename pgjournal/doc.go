@@ -55,9 +55,11 @@
 //     hold: invalid UTF-8, or a NUL outside a wallet memo) is recorded as a
 //     poison anomaly and left out of the projection; the entries after it
 //     are booked, so a damaged entry never stops the book. A stock entry
-//     deleted from its journal after it was handed to the sink comes back
-//     without fields and is recorded as lost. Entries trimmed before they
-//     were ever read show up as a gap at the next entry.
+//     deleted from its journal after it was handed to the sink (pending,
+//     not acknowledged) is acknowledged by stock's Consume without being
+//     handed over again; like entries trimmed before they were ever read,
+//     it shows up as a gap at the next entry. A wallet entry the sink has
+//     not read and that is gone likewise shows as a gap.
 //   - The reconciler reports drift, not lag. ReconcileStock and
 //     ReconcileWallet add the entries of Redis's journal the book has not
 //     read yet to the projection before comparing, read the Redis side
@@ -85,7 +87,7 @@
 //   - A stock journal trimmed past unbooked entries: stock's Trim never
 //     does this (it keeps what a consumer group has not acknowledged), but
 //     XTRIM by hand, a failover to a replica that lacked entries or a
-//     restore can. Detected as gap or lost anomalies and reported by the
+//     restore can. Detected as gap anomalies and reported by the
 //     reconciler.
 //   - wallet.Ledger.Checkpoint trims every entry before the checkpoint,
 //     read or not: entries it trimmed before the sink read them are lost to
