@@ -222,7 +222,13 @@
 //
 //   - Lost replies, timeouts, client crashes: a posting is applied once or
 //     not at all; the caller learns which by calling again with the same ID
-//     within the window.
+//     within the window. A transfer across groups whose caller crashed
+//     midway is finished by the next call on its source account once it
+//     is 10 seconds old (or by Recover), so its amount does not stay held
+//     (TestRegress_Transfer_acrossGroups_cutCallerFinishedWithoutRecover).
+//     Hold records of an account nobody calls again expire a window after
+//     their last decision whatever became of the Ledger that decided them
+//     (TestRegress_HoldRecords_quietAccountsForgottenAfterWindow).
 //   - A lost reply followed by a refused dial (the port cut), LOADING (a
 //     restart with a large AOF), a pool timeout, BUSY (a slow script) or,
 //     on a Cluster, MOVED (the slot moved): the posting may have run, so the
@@ -261,7 +267,7 @@
 //	redkit:wallet:v2:{shop-7}:holds:shop-7/alice    hash: hold ID -> hold record (JSON); expires a window after the newest decision while no hold is open
 //	redkit:wallet:v2:{shop-7}:hidx:shop-7/alice     sorted set: hold IDs by expiry, decided ones by when they are forgotten; expires with the holds hash
 //	redkit:wallet:v2:{shop-7}:xpend                 sorted set: transfers from this group to others still in flight
-//	redkit:wallet:v2:{shop-8}:xin:shop-7/<tx id>    hash: a cross-group transfer's credit at the destination, by source group and ID
+//	redkit:wallet:v2:{shop-8}:xin:shop-7/<tx id>    hash: a cross-group transfer's credit at the destination, by source group and ID, with the transfer's begin time and nonce
 //	redkit:wallet:v2:{shop-7}:ack                   written before WAIT (WithReplicaAck); expires after a minute
 //
 // Upgrading a running deployment keeps v2: the stored formats of
