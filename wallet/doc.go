@@ -267,7 +267,7 @@
 //	redkit:wallet:v2:{shop-7}:holds:shop-7/alice    hash: hold ID -> hold record (JSON); expires a window after the newest decision while no hold is open
 //	redkit:wallet:v2:{shop-7}:hidx:shop-7/alice     sorted set: hold IDs by expiry, decided ones by when they are forgotten; expires with the holds hash
 //	redkit:wallet:v2:{shop-7}:xpend                 sorted set: transfers from this group to others still in flight
-//	redkit:wallet:v2:{shop-8}:xin:shop-7/<tx id>    hash: a cross-group transfer's credit at the destination, by source group and ID, with the transfer's begin time and nonce
+//	redkit:wallet:v2:{shop-8}:xin:shop-7/<tx id>    hash: a cross-group transfer's credit at the destination, by source group and ID, with the transfer's begin time and nonce, with the transfer's begin time and nonce
 //	redkit:wallet:v2:{shop-7}:ack                   written before WAIT (WithReplicaAck); expires after a minute
 //
 // Upgrading a running deployment keeps v2: the stored formats of
