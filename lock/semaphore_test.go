@@ -41,7 +41,9 @@ func TestSemaphore_expiredPermitIsFreed(t *testing.T) {
 	s := locks.Semaphore("leaky", 1, lock.WithTTL(50*time.Millisecond), lock.WithWatchdog(false))
 	dead, err := s.TryAcquire(ctx) // its holder "crashes"
 	require.NoError(t, err)
-	l, err := s.Acquire(ctx)
+	// The waiter's own lease is long: under load a 50ms one could lapse
+	// before its Release below, which would then rightly say "expired".
+	l, err := locks.Semaphore("leaky", 1, lock.WithTTL(time.Minute), lock.WithWatchdog(false)).Acquire(ctx)
 	require.NoError(t, err, "the permit came back at its TTL")
 	<-dead.Done()
 	require.ErrorIs(t, dead.Err(), lock.ErrLeaseExpired)
