@@ -3,7 +3,9 @@ package idgen_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -232,4 +234,64 @@ func TestCluster_failover_probeOnStaleMaster_noDuplicate(t *testing.T) {
 		"CLUSTER FAILOVER probed INFO on the stale master (now a replica), counted no replicas, and returned %d while the new "+
 		"master's only replica was frozen; after the new master was killed and that replica promoted, another process got %d "+
 		"(duplicate=%v)", v2, v3, v2 == v3)
+}
+
+// TestCluster_underResharding: Sequence.Next and Segment.Next on an
+// ordinary ClusterClient, with replicas (so every reservation waits for
+// one), while the counter's slot is moved again and again: no error reaches
+// the caller and no value is handed out twice.
+func TestCluster_underResharding(t *testing.T) {
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3, Replicas: 1})
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	defer rdb.Close()
+	ctx := t.Context()
+	seq, err := idgen.NewSequence(rdb, "rs/seq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg, err := idgen.NewSegment(rdb, "rs/seg", idgen.WithMinStep(5), idgen.WithMaxStep(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seg.Close()
+	stop := c.Reshard(ctx, []string{"{rs}"}, redistest.MoveOptions{Batch: 1, Pause: 20 * time.Millisecond})
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		seen = map[string]bool{}
+	)
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 60 {
+				kind, next := "seq", seq.Next
+				if (w+i)%2 == 1 {
+					kind, next = "seg", seg.Next
+				}
+				v, err := next(ctx)
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", kind, err))
+				} else if k := fmt.Sprint(kind, v); seen[k] {
+					errs = append(errs, fmt.Errorf("%s: %d twice", kind, v))
+				} else {
+					seen[k] = true
+				}
+				mu.Unlock()
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	st := stop()
+	if st.Err != nil {
+		t.Fatal(st.Err)
+	}
+	t.Logf("%d values while %d slot moves migrated %d keys; %d errors", len(seen), st.Moves, st.Keys, len(errs))
+	if st.Moves == 0 {
+		t.Fatal("no slot moved")
+	}
+	if len(errs) > 0 {
+		t.Fatalf("%d errors returned to the caller, first: %v", len(errs), errs[0])
+	}
 }

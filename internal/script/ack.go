@@ -2,6 +2,8 @@ package script
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -106,10 +108,12 @@ func Acked(ctx context.Context, c redis.UniversalClient, ack Ack, key string) (i
 	var wait *redis.IntCmd
 	err = onPrimary(ctx, c, primary, key, func(node *redis.Client, asking bool) error {
 		pipe := node.Pipeline()
+		marker := AckKey(key)
 		if asking {
 			pipe.Do(ctx, "asking")
+			marker = askingMarker(marker)
 		}
-		set := pipe.Set(ctx, AckKey(key), "1", time.Minute)
+		set := pipe.Set(ctx, marker, "1", time.Minute)
 		wait = waitCmd(ctx, ack)
 		_ = pipe.Process(ctx, wait)
 		_, _ = pipe.Exec(ctx)
@@ -144,10 +148,12 @@ func evalAndWait(ctx context.Context, primary *redis.Client, ack Ack, s *Script,
 		pipe.Do(ctx, "asking")
 	}
 	cmd := pipe.EvalSha(ctx, s.Hash(), keys, args...)
+	marker := AckKey(keys[0])
 	if asking {
 		pipe.Do(ctx, "asking")
+		marker = askingMarker(marker)
 	}
-	pipe.Set(ctx, AckKey(keys[0]), "1", time.Minute)
+	pipe.Set(ctx, marker, "1", time.Minute)
 	wait := waitCmd(ctx, ack)
 	_ = pipe.Process(ctx, wait)
 	_, _ = pipe.Exec(ctx) // errors are on each command
@@ -242,6 +248,17 @@ func nodeAt(ctx context.Context, cc *redis.ClusterClient, addr string) *redis.Cl
 		return nil
 	})
 	return found
+}
+
+// askingMarker is the marker written on a node that is importing the slot:
+// a name of its own, so that it never exists on the node the slot is
+// migrating from (where AckKey may still be): MIGRATE of AckKey would
+// otherwise find it on the target and fail (BUSYKEY), stopping the
+// migration.
+func askingMarker(marker string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand.Read's contract)
+	return marker + ":" + hex.EncodeToString(b[:])
 }
 
 // AckKey is the key RunAck writes before WAIT: in key's slot and, for a
