@@ -10,10 +10,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/redkit-go/redkit/pgjournal"
+	"github.com/redkit-go/redkit/stock"
+	"github.com/redkit-go/redkit/wallet"
 )
 
 // The grants SECURITY.md lists for the sink's role are enough to open the
-// book, run both sinks and reconcile, and the role can neither delete nor
+// book, run both sinks, reconcile, checkpoint a wallet account and run the
+// repairs, and the role can neither delete nor
 // rewrite booked entries nor change the schema.
 func TestLeastPrivilegeRole(t *testing.T) {
 	f := shared(t) // migrated by the owner
@@ -60,6 +63,20 @@ func TestLeastPrivilegeRole(t *testing.T) {
 	}
 	if ds := append(f.reconcileStock(skus...), f.reconcileWallet(accounts...)...); len(ds) != 0 {
 		t.Fatalf("drift: %+v", ds)
+	}
+	// The checkpoint helper and the repairs need no further grant.
+	if _, err := f.led.Credit(t.Context(), wallet.Tx{ID: "lp-late", Account: "lp/x", Amount: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := book.CheckpointWallet(t.Context(), f.led, "lp/x"); err != nil {
+		t.Fatalf("checkpoint as the sink role: %v", err)
+	}
+	if _, err := book.RepairWallet(t.Context(), f.led, "lp/x"); err != nil {
+		t.Fatalf("repair as the sink role: %v", err)
+	}
+	noOrders := func(context.Context, string) (stock.Order, bool, error) { return stock.Order{}, false, nil }
+	if _, err := book.RepairStock(t.Context(), f.inv, "lp/a", noOrders); err != nil {
+		t.Fatalf("repair as the sink role: %v", err)
 	}
 	f.book = owner
 	for _, q := range []string{
