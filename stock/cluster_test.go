@@ -1,7 +1,10 @@
 package stock_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -72,4 +75,94 @@ func TestDeduct_Cluster_underResharding(t *testing.T) {
 		require.Equal(t, sold[g], lv.Sold, g)
 		require.Equal(t, initial-sold[g], lv.Available, g)
 	}
+}
+
+// TestChaos_Cluster_failover: Deduct with replica acknowledgement on an
+// ordinary ClusterClient while the SKUs' shards are failed over again and
+// again (CLUSTER FAILOVER plain, FORCE and TAKEOVER, a master killed with
+// kill -9 and its replica promoted, the slot migrated). A caller that gets
+// an error calls again with the same order ID until it is answered: every
+// order is answered in the end, and Sold counts each answered order once
+// (no acknowledged order lost, none applied twice).
+func TestChaos_Cluster_failover(t *testing.T) {
+	if os.Getenv("RUN_CHAOS") == "" {
+		t.Skip("chaos tier: make chaos")
+	}
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3, Replicas: 1,
+		Options: redistest.Options{Config: []string{"cluster-node-timeout 1000"}}})
+	ctx := t.Context()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	defer rdb.Close()
+	inv := stock.New(rdb, stock.WithReplicaAck(1, time.Second))
+	defer inv.Close()
+	const sku, initial = "fo/sku", 1_000_000
+	require.NoError(t, inv.Create(ctx, sku, initial))
+
+	runCtx, stopLoad := context.WithCancel(ctx)
+	var (
+		wg                sync.WaitGroup
+		mu                sync.Mutex
+		answered, retried int
+		firstErrs         = map[string]int{}
+	)
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; runCtx.Err() == nil; i++ {
+				o := stock.Order{ID: fmt.Sprintf("f-%d-%d", w, i), Buyer: fmt.Sprintf("b%d", w),
+					Items: []stock.Item{{SKU: sku, Qty: 1}}}
+				for try := 0; ; try++ {
+					cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+					_, err := inv.Deduct(cctx, o)
+					cancel()
+					mu.Lock()
+					if err == nil {
+						answered++
+						mu.Unlock()
+						break
+					}
+					retried++
+					if try == 0 {
+						switch {
+						case errors.Is(err, stock.ErrUnknownOutcome):
+							firstErrs["outcome unknown"]++
+						case errors.Is(err, stock.ErrReplicaAck):
+							firstErrs["replica ack not reached"]++
+						default:
+							firstErrs[err.Error()]++
+						}
+					}
+					mu.Unlock()
+					require.Less(t, try, 50, "order %s never answered: %v", o.ID, err)
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+		})
+	}
+	faults := 0
+	for range chaosScale() {
+		for _, f := range []func() error{
+			func() error { return c.Failover(ctx, sku, redistest.FailoverPlain) },
+			func() error { return c.Failover(ctx, sku, redistest.FailoverForce) },
+			func() error { return c.Failover(ctx, sku, redistest.FailoverTakeover) },
+			func() error {
+				killed, err := c.KillMaster(ctx, "{fo}")
+				if err != nil {
+					return err
+				}
+				return c.Rejoin(ctx, killed)
+			},
+			func() error { _, err := c.MoveSlot(ctx, "{fo}"); return err },
+		} {
+			time.Sleep(300 * time.Millisecond)
+			require.NoError(t, f())
+			faults++
+		}
+	}
+	stopLoad()
+	wg.Wait()
+	lv, err := inv.Level(ctx, sku)
+	require.NoError(t, err)
+	t.Logf("%d faults: %d orders answered, %d calls failed and were called again; first errors: %v", faults, answered, retried, firstErrs)
+	require.EqualValues(t, answered, lv.Sold, "every answered order sold once")
+	require.EqualValues(t, initial-answered, lv.Available)
 }
