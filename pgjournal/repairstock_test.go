@@ -3,6 +3,7 @@ package pgjournal_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -16,13 +17,14 @@ import (
 // reports both SKUs; RepairStock of the first gives both orders back once,
 // whole, from the caller's order records, which ends the second SKU's
 // drift too (nothing left to repair there); a client's retry is answered
-// from the restored marker; a lost order the caller does not know is
-// skipped and reported, and its SKU's drift stays.
+// from the restored marker; a lost order the caller does not know, and one
+// whose units went to other buyers meanwhile (ErrSoldOut), are skipped and
+// reported, and their SKUs' drift stays.
 func TestRepairStock_lostOrders(t *testing.T) {
 	pair := redistest.NewPair(t, redistest.Options{})
 	f := newFixture(t, sharedPG, pair.Primary)
 	ctx := t.Context()
-	skus := []string{"rs/a", "rs/b", "rs/c"}
+	skus := []string{"rs/a", "rs/b", "rs/c", "rs/d"}
 	stockWork(t, f.inv, "rs", 20, skus...)
 	if err := pair.Sync(ctx); err != nil {
 		t.Fatal(err)
@@ -35,8 +37,9 @@ func TestRepairStock_lostOrders(t *testing.T) {
 	orders := map[string]stock.Order{
 		"rs-lost":  {ID: "rs-lost", Buyer: "z1", Items: []stock.Item{{SKU: "rs/a", Qty: 2}}},
 		"rs-multi": {ID: "rs-multi", Buyer: "z2", Items: []stock.Item{{SKU: "rs/a", Qty: 1}, {SKU: "rs/b", Qty: 3}}},
+		"rs-sold":  {ID: "rs-sold", Buyer: "z4", Items: []stock.Item{{SKU: "rs/d", Qty: 1}}},
 	}
-	for _, id := range []string{"rs-lost", "rs-multi"} {
+	for _, id := range []string{"rs-lost", "rs-multi", "rs-sold"} {
 		if _, err := f.inv.Deduct(ctx, orders[id]); err != nil {
 			t.Fatal(err)
 		}
@@ -62,6 +65,17 @@ func TestRepairStock_lostOrders(t *testing.T) {
 	if keys := driftKeys(f.reconcileStock(skus...)); !slices.Equal(keys, skus) {
 		t.Fatalf("drift on %v, want %v", keys, skus)
 	}
+	// On the new primary, rs/d's last units go to other buyers.
+	lv, err := inv.Level(ctx, "rs/d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range lv.Available {
+		o := stock.Order{ID: fmt.Sprint("rs-other", i), Buyer: fmt.Sprint("w", i), Items: []stock.Item{{SKU: "rs/d", Qty: 1}}}
+		if _, err := inv.Deduct(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	known := func(_ context.Context, id string) (stock.Order, bool, error) {
 		o, ok := orders[id]
@@ -74,7 +88,14 @@ func TestRepairStock_lostOrders(t *testing.T) {
 		}
 		return got
 	}
-	rs, err := f.book.RepairStock(ctx, inv, "rs/a", known)
+	rs, err := f.book.RepairStock(ctx, inv, "rs/d", known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := outcomes(rs), []string{"rs-sold skipped"}; !slices.Equal(got, want) || !errors.Is(rs[0].Err, stock.ErrSoldOut) {
+		t.Fatalf("repair of rs/d: %v (%+v), want %v with ErrSoldOut", got, rs, want)
+	}
+	rs, err = f.book.RepairStock(ctx, inv, "rs/a", known)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,8 +124,8 @@ func TestRepairStock_lostOrders(t *testing.T) {
 	if n := f.int("SELECT count(*) FROM $S.stock_entries WHERE op IN ('rs-lost', 'rs-multi')"); n != 3 {
 		t.Errorf("entries of the two orders booked: %d, want 3", n)
 	}
-	if keys := driftKeys(f.reconcileStock(skus...)); !slices.Equal(keys, []string{"rs/c"}) {
-		t.Fatalf("drift after repair on %v, want only rs/c (its order was not given back)", keys)
+	if keys := driftKeys(f.reconcileStock(skus...)); !slices.Equal(keys, []string{"rs/c", "rs/d"}) {
+		t.Fatalf("drift after repair on %v, want only rs/c and rs/d (their orders were not given back)", keys)
 	}
 	if _, err := f.book.RepairStock(ctx, inv, "rs/a", nil); !errors.Is(err, pgjournal.ErrInvalid) {
 		t.Fatalf("nil order function: %v, want ErrInvalid", err)
