@@ -148,7 +148,9 @@
 // the same ID and other items would store a decision the client's own
 // retry then conflicts with; so the whole order comes from the caller's
 // order records, and an order the caller does not know, or whose buyer or
-// quantity differs from the book, is skipped. An order Redis now refuses
+// quantity differs from the book, is skipped. On a SKU split into buckets
+// only bucket 0's lost deducts are found (the reconciler reads that
+// journal alone). An order Redis now refuses
 // (the units went to other buyers after it lost the sale: ErrSoldOut) is
 // skipped: the buyer was told the units were theirs, and restocking or
 // cancelling the order is the operator's decision. Reservations and what

@@ -126,7 +126,11 @@ func (b *Book) RepairWallet(ctx context.Context, l *wallet.Ledger, account strin
 // cancellations, expiries and refunds (a hold's deadline is not in the
 // journal, and each depends on a hold Redis no longer has), restocks,
 // write-offs, creations, closings and transfers between buckets are
-// skipped: each is reported, never guessed. It returns ErrInvalid for a
+// skipped: each is reported, never guessed. For a SKU split into buckets
+// only the deducts of bucket 0 are found (the reconciler reads that
+// journal alone: stock reads the others only through Consume); the lost
+// orders of other buckets show in the drift's levels, not in BookOnly, and
+// are not given back. It returns ErrInvalid for a
 // nil inventory or order function, and ErrUnknownOutcome (calling
 // RepairStock again resolves it by the same order ID).
 func (b *Book) RepairStock(ctx context.Context, inv *stock.Inventory, sku string,
@@ -139,7 +143,7 @@ func (b *Book) RepairStock(ctx context.Context, inv *stock.Inventory, sku string
 		return nil, err
 	}
 	rows, err := b.pool.Query(ctx, "SELECT stream_id, kind, op, buyer, d_sold FROM "+b.t("stock_entries")+
-		" WHERE sku = $1 AND stream_id = ANY($2) ORDER BY ms, seq, bucket", sku, ds[0].BookOnly)
+		" WHERE sku = $1 AND bucket = 0 AND stream_id = ANY($2) ORDER BY ms, seq", sku, ds[0].BookOnly)
 	if err != nil {
 		return nil, fmt.Errorf("pgjournal: repair %s: %w", sku, err)
 	}
