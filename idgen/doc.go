@@ -96,7 +96,19 @@
 // without one would let the next failover hand those ranges out again. A
 // deployment that drops its replicas for good needs its processes restarted.
 // A server whose INFO is refused (an ACL without it, some managed services)
-// counts as having no replicas.
+// counts as having no replicas. An INFO answer from a node whose role is
+// not master (a stale Cluster slot map after a failover names the old
+// master) is refused: the map is reloaded and the master it then names is
+// asked, so a failover never makes a generator count no replicas
+// (TestCluster_failover_probeOnStaleMaster_noDuplicate).
+//
+// Resharding and Cluster failover. A reservation with replica
+// acknowledgement goes to the slot's master directly and follows MOVED and
+// ASK itself (to the node the reply names, the client's slot map reloaded),
+// within the call's deadline: after a slot migration or a failover the next
+// call succeeds (TestCluster_slotMigrated_withReplicas_recovers), and while
+// the counter's slot moves again and again no error reaches the caller
+// (TestCluster_underResharding).
 //
 // Snowflake. The wall clock is read once, when the generator starts; elapsed
 // time comes from Go's monotonic clock, so wall-clock steps in a running

@@ -236,6 +236,20 @@
 //     reached fails the acquire and gives the lock back
 //     (TestMutex_requiredReplicaAck_notReached); a lease whose renewals
 //     reach the demoted primary ends (TestLease_failover_endsLease).
+//   - Resharding (a name's slot migrated while locks are taken): MOVED,
+//     ASK, TRYAGAIN and CLUSTERDOWN are re-sent with the same owner ID
+//     after the client's slot map is reloaded, for up to 5s (never past
+//     ctx): no such reply reaches the caller, one holder at a time, tokens
+//     increasing (TestMutex_Cluster_underResharding). A waiter's channel
+//     dropped by the server with its slot is subscribed again on the new
+//     owner.
+//   - Cluster failover, a dropped subscriber connection: on a Cluster each
+//     slot has its own subscriber connection, so the reconnect re-sends
+//     channels of one slot only (one SSUBSCRIBE of two slots is refused);
+//     after CLIENT KILL TYPE pubsub, a slot migration or CLUSTER FAILOVER,
+//     PUBSUB SHARDNUMSUB counts every waiter's channel again and a release
+//     wakes its waiter (TestMutex_Cluster_notifyAfterFaults); WithReplicaAck
+//     acquires follow the redirection to the new master at once.
 //   - Redlock with one master of three silent (its replies dropped): with
 //     the defaults an acquire and a renewal return at once, decided by the
 //     two that answer, and the lease keeps 99% of its TTL; the lock stays

@@ -241,6 +241,20 @@
 //     their markers, so a retry of such an operation is applied again on the
 //     new primary (it is then applied once there). WithReplicaAck narrows
 //     this to writes the call was told were not acknowledged.
+//   - Resharding (a group's slot migrated while orders run, in batches or
+//     key by key): MOVED, ASK, TRYAGAIN and CLUSTERDOWN mean the command
+//     did not run where it was sent; redkit re-sends it, with the same
+//     operation ID, after the client's slot map is reloaded, for up to
+//     RetryPolicy.ClusterBudget (default 5s, never past ctx), and in
+//     DeductBatch only the orders that got such a reply. No such reply
+//     reaches the caller (TestDeduct_Cluster_underResharding); past the
+//     budget the error follows the contract above.
+//   - Cluster failover (CLUSTER FAILOVER plain, FORCE or TAKEOVER, or a
+//     master killed and its replica promoted) on an ordinary ClusterClient:
+//     WithReplicaAck writes follow the redirection to the new master at
+//     once; an error returned meanwhile (ErrReplicaAck, ErrUnknownOutcome)
+//     is resolved by calling again with the same ID, and each order is
+//     applied once (TestChaos_Cluster_failover, under make chaos).
 //   - maxmemory-policy other than noeviction: Redis may evict SKUs, markers
 //     or journals. Check reports it as critical.
 //

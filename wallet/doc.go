@@ -250,6 +250,18 @@
 //     a script's writes as one MULTI/EXEC block).
 //   - Failover to a replica: replication is asynchronous, so the last
 //     postings the old primary acknowledged may be missing on the new one.
+//   - Resharding (a group's slot migrated while postings run): MOVED, ASK,
+//     TRYAGAIN and CLUSTERDOWN mean the command did not run where it was
+//     sent; redkit re-sends it, with the same ID, after the client's slot
+//     map is reloaded, for up to the policy's ClusterBudget (default 5s,
+//     never past ctx), and in TransferBatch only the transfers that got
+//     such a reply. No such reply reaches the caller, within or across
+//     groups (TestLedger_Cluster_underResharding); past the budget the
+//     error follows the contract above.
+//   - Cluster failover on an ordinary ClusterClient: WithReplicaAck writes
+//     follow the redirection to the new master at once (internal/script's
+//     TestRunAck_cluster_followsNewOwner); without acknowledgement, as
+//     "Failover to a replica" above.
 //   - Eviction: with a maxmemory-policy other than noeviction Redis may
 //     drop markers (a retry then applies twice) or accounts. Never run a
 //     ledger on an evicting instance.
@@ -267,7 +279,7 @@
 //	redkit:wallet:v2:{shop-7}:holds:shop-7/alice    hash: hold ID -> hold record (JSON); expires a window after the newest decision while no hold is open
 //	redkit:wallet:v2:{shop-7}:hidx:shop-7/alice     sorted set: hold IDs by expiry, decided ones by when they are forgotten; expires with the holds hash
 //	redkit:wallet:v2:{shop-7}:xpend                 sorted set: transfers from this group to others still in flight
-//	redkit:wallet:v2:{shop-8}:xin:shop-7/<tx id>    hash: a cross-group transfer's credit at the destination, by source group and ID, with the transfer's begin time and nonce, with the transfer's begin time and nonce
+//	redkit:wallet:v2:{shop-8}:xin:shop-7/<tx id>    hash: a cross-group transfer's credit at the destination, by source group and ID, with the transfer's begin time and nonce
 //	redkit:wallet:v2:{shop-7}:ack                   written before WAIT (WithReplicaAck); expires after a minute
 //
 // Upgrading a running deployment keeps v2: the stored formats of
