@@ -210,13 +210,16 @@ func (l *Ledger) Verify(ctx context.Context, account string) (err error) {
 // the journal entry up to which the account was proved.
 func (l *Ledger) verify(ctx context.Context, account string) (last string, err error) {
 	// A checkpoint taken while Verify pages trims entries it has not read
-	// yet; it then starts over from the new checkpoint.
+	// yet; it then starts over from the new checkpoint. So it does when a
+	// transfer across groups began in the account's group between its
+	// read of the in-flight index and head.lua.
 	for range verifyRounds {
 		if last, err = l.verifyOnce(ctx, account); err != errRestart {
-			break
+			return last, err
 		}
 	}
-	return last, err
+	return "", fmt.Errorf("a checkpoint, or a transfer across groups beginning in the account's group, "+
+		"came between each of %d reads; nothing is wrong with the journal so far, call again", verifyRounds)
 }
 
 // totals are an account's running totals, in the order of head.lua's reply.

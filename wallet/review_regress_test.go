@@ -411,3 +411,34 @@ func TestRegress_Transfer_acrossGroups_resultCountsNoExpiredHold(t *testing.T) {
 	require.NoError(t, led2.Verify(ctx, "g/a"))
 	require.NoError(t, led2.Verify(ctx, "h/b"))
 }
+
+// Verify is not thrown off by transfers across groups that begin and end
+// in the account's group while it runs (its first step reads the group's
+// in-flight index, then the records of those transfers with the balances).
+func TestRegress_Verify_whileTransfersAcrossGroupsRun(t *testing.T) {
+	ctx := t.Context()
+	led, _, _ := newLedger(t)
+	openFunded(t, led, map[string]int64{"g/a": 1_000_000, "g/b": 1_000_000, "h/c": 0})
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			from := []string{"g/a", "g/b"}[i%2]
+			if _, err := led.Transfer(ctx, wallet.Transfer{ID: "x" + strconv.Itoa(i), From: from, To: "h/c", Amount: 1}); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	for range 50 {
+		require.NoError(t, led.Verify(ctx, "g/a"))
+	}
+	close(stop)
+	require.NoError(t, <-done)
+}

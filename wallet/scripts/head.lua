@@ -12,8 +12,8 @@
 -- ARGV[1] account ID
 -- ARGV[2..] the in-flight index's IDs
 --
--- Reply: {"not_found"}; {"moved"} when the in-flight index no longer
--- holds ARGV[2..] (the caller reads it again); or {"ok", posted, held, cr,
+-- Reply: {"not_found"}; {"moved"} when the in-flight index holds an ID
+-- not in ARGV[2..] (the caller reads it again); or {"ok", posted, held, cr,
 -- db, tin, tout, ck, last, tail, added, open}: last is the account's record
 -- of its newest entry, tail the journal's (they differ when either was
 -- rolled back or appended to behind the scripts' back); added is the
@@ -24,10 +24,12 @@
 
 local v = redis.call('HMGET', KEYS[1], 'cur', 'posted', 'held', 'cr', 'db', 'tin', 'tout', 'ck', 'last')
 if not v[1] then return {'not_found'} end
-local ids = redis.call('ZRANGE', KEYS[4], '0', '-1')
-if #ids ~= #ARGV - 1 then return {'moved'} end
-for i, id in ipairs(ids) do
-  if id ~= ARGV[i + 1] then return {'moved'} end
+-- A transfer that left the index since the caller read it is finished (no
+-- longer held); one that joined it is not among KEYS: read again.
+local passed = {}
+for i = 2, #ARGV do passed[ARGV[i]] = true end
+for _, id in ipairs(redis.call('ZRANGE', KEYS[4], '0', '-1')) do
+  if not passed[id] then return {'moved'} end
 end
 local tail = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', '1')
 local t = ''
