@@ -20,9 +20,18 @@ import (
 // MaxBuckets is the most buckets a SKU can be split into.
 const MaxBuckets = 64
 
-// maxRoutingRounds bounds the script calls of one order: learning the
-// bucket count, then refilling a short bucket a few times.
+// maxRoutingRounds bounds the script calls of one order that learn the
+// bucket count.
 const maxRoutingRounds = 5
+
+// maxRefills bounds the refills of one order's home bucket. Each asks twice
+// as much as the one before, so only refills taken by other orders while
+// the other buckets are restocked again and again reach it.
+const maxRefills = 64
+
+// errContended is an order whose home bucket was refilled maxRefills times,
+// each time emptied by other orders first: nothing was decided or stored.
+var errContended = errors.New("stock: refills of the home bucket taken by other orders; nothing decided, call again with the same ID")
 
 // WithBuckets splits a hot SKU into b buckets (default 1, at most 64) on
 // different hash tags, so that on a Cluster its sales spread over several

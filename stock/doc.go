@@ -104,7 +104,11 @@
 // by a crashed caller were finished and every other bucket that may hold
 // units was asked, its expired holds reclaimed first: a bucket is skipped
 // only when one read found it with nothing available, nothing reserved and
-// no transfer toward it just finished. Audit counts units in flight. Clients learn
+// no transfer toward it just finished, and only once such a refill found
+// nothing to move: while the units a refill brings are taken by other
+// orders of the bucket first, the order tries again, asking twice as much
+// each time, within ctx (never a stored sold out while another bucket
+// holds units). Audit counts units in flight. Clients learn
 // the bucket count once per SKU: a script refuses a call routed with the
 // wrong count and names the right one. A SKU split into buckets must be the
 // only item of its orders; restocks and write-offs go to the bucket of their

@@ -324,3 +324,58 @@ func TestBuckets_claimOutlivesMarker(t *testing.T) {
 		})
 	}
 }
+
+// A buyer's home bucket is empty, the other bucket holds 1000 units. The
+// buyer's link is slow (replies take 100ms) and rival buyers of the same
+// home bucket take whatever a refill brings before the slow buyer's next
+// try. The slow order is never refused as sold out (a refusal stored for
+// good) while the other bucket still holds units: it keeps trying, asking
+// more each time, until it buys or the units are gone.
+func TestBuckets_noSoldOutWhileAnotherBucketHoldsUnits(t *testing.T) {
+	inv, rdb, prefix := newInventory(t, stock.WithReclaimInterval(0))
+	ctx := t.Context()
+	const b, sku = 2, "g/hot"
+	require.NoError(t, inv.Create(ctx, sku, 2000, stock.WithBuckets(b)))
+	_, err := inv.Deduct(ctx, order("first", buyerOfBucket(0, b), sku, 1000)) // empties bucket 0
+	require.NoError(t, err)
+
+	px := redistest.NewProxy(t, shared.Addr())
+	slow := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 2 * time.Second})
+	defer slow.Close()
+	slowInv := stock.New(slow, stock.WithKeyPrefix(prefix), stock.WithReclaimInterval(0))
+	defer slowInv.Close()
+	require.NoError(t, slow.Ping(ctx).Err())
+	px.SetLatency(100 * time.Millisecond)
+
+	bucket0 := prefix + ":stock:v1:{g}:sku:" + sku
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			a, err := rdb.HGet(context.Background(), bucket0, "available").Int64()
+			if err == nil && a > 0 {
+				buyer := opOfBucket(fmt.Sprintf("rival%d", i), 0, b)
+				_, _ = inv.Deduct(context.Background(), order("rival-"+buyer, buyer, sku, int(a)))
+			}
+		}
+	}()
+	victim := buyerOfBucket(0, b)
+	_, err = slowInv.Deduct(ctx, order("victim-order", victim, sku, 1))
+	close(stop)
+	wg.Wait()
+	px.SetLatency(0)
+	lv := level(t, inv, sku)
+	if errors.Is(err, stock.ErrSoldOut) {
+		require.Zero(t, lv.Available, "refused as sold out while units were left")
+	} else {
+		require.NoError(t, err)
+	}
+	audited(t, inv, sku)
+}

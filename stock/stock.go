@@ -430,7 +430,8 @@ func (inv *Inventory) runOrder(ctx context.Context, op string, s *script.Script,
 	var earlyAck error // fence records and claim not acknowledged (WithReplicaAck)
 	var claimedAt time.Time
 	claim := func() (bool, error, error) { return inv.claim(ctx, op, c.group, o, mode) }
-	for round := 0; ; round++ {
+	routed, refills := 0, 0
+	for {
 		if b := inv.bucketsOf(c.skus[0]); c.fence.fence != nil && b != raised {
 			fenceAck, err := inv.raiseFences(ctx, c.fence, c.group, b)
 			if err != nil {
@@ -457,23 +458,38 @@ func (inv *Inventory) runOrder(ctx context.Context, op string, s *script.Script,
 			earlyAck = errors.Join(earlyAck, lengthenClaim(&claimedAt, claim))
 		}
 		ackErr = errors.Join(earlyAck, ackErr)
-		if err != nil || round >= maxRoutingRounds {
+		if err != nil {
 			return c.finish(reply, ackErr, err)
 		}
 		switch str(reply, 0) {
 		case "buckets":
+			if routed >= maxRoutingRounds {
+				return c.finish(reply, ackErr, err)
+			}
+			routed++
 			// The SKU is split into buckets and this process did not
 			// know yet: route to the buyer's home bucket.
 			inv.learnBuckets(c.skus[0], str(reply, 2))
 			c = inv.prepare(op, s, o, mode, extra, opts)
 		case "short":
 			// The home bucket ran short: move units from the others, then
-			// try again; the last try decides, sold out or not.
-			moved, err := inv.refill(ctx, c.skus[0], o.Items[0].Qty, home(o.Buyer, inv.bucketsOf(c.skus[0])))
+			// try again. Sold out is decided (and stored for good) only
+			// once a refill found nothing to move; while refills move
+			// units that other orders of the bucket take first, the order
+			// keeps trying, asking twice as much each time, within ctx.
+			if refills >= maxRefills {
+				return Result{}, fmt.Errorf("stock: %s %s: %w", op, o.ID, errContended)
+			}
+			want := o.Items[0].Qty
+			for i := 0; i < refills && want <= valid.MaxAmount/2; i++ {
+				want *= 2
+			}
+			refills++
+			moved, err := inv.refill(ctx, c.skus[0], want, home(o.Buyer, inv.bucketsOf(c.skus[0])))
 			if err != nil {
 				return Result{}, fmt.Errorf("stock: %s %s: refill: %w", op, o.ID, err)
 			}
-			if moved == 0 || round >= maxRoutingRounds-2 {
+			if moved == 0 {
 				c.markFinal()
 			}
 		default:
