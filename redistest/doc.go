@@ -70,6 +70,20 @@
 //   - MoveSlot(ctx, key): the slot of key moves, with its keys, to another
 //     master (IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE); clients are not
 //     told, so their next command for it meets MOVED.
+//   - MoveSlotWith(ctx, key, MoveOptions{Batch, Pause}): the same, Batch
+//     keys per MIGRATE (default 10, as redis-cli --cluster reshard; 1 for
+//     key by key) with Pause between them: meanwhile the slot's keys are
+//     split, and a script over both halves gets TRYAGAIN, a key already
+//     moved ASK.
+//   - Reshard(ctx, keys, o): MoveSlotWith of each key's slot in turn, again
+//     and again, in the background until the returned stop is called (a
+//     move in progress is finished); stop reports moves and keys migrated.
+//   - Failover(ctx, key, mode): CLUSTER FAILOVER, FailoverPlain, FailoverForce
+//     or FailoverTakeover, on the first replica of the shard serving key
+//     now. KillMaster(ctx, key): kill -9 of that shard's master, returning
+//     once the cluster promoted its replica (after cluster-node-timeout:
+//     set it low in Options.Config); Rejoin restarts the killed node as a
+//     replica. Clients made elsewhere than c.Client are not told.
 //
 // On a Proxy (requests always pass through, so commands run; the faults act
 // on replies and connections):
