@@ -14,7 +14,7 @@ import (
 	"github.com/redkit-go/redkit/redistest"
 )
 
-// nameGrammar is DESIGN §2.4's name rule, an oracle independent of package
+// nameGrammar is ARCHITECTURE.md §5's name rule, an oracle independent of package
 // valid: 1–128 bytes of A-Z a-z 0-9 . _ - : with at most one inner '/'.
 var nameGrammar = regexp.MustCompile(`^[A-Za-z0-9._:-]+(/[A-Za-z0-9._:-]+)?$`)
 

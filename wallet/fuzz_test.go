@@ -14,7 +14,7 @@ import (
 	"github.com/redkit-go/redkit/wallet"
 )
 
-// Oracles independent of package valid: DESIGN §2.4's name rule and the
+// Oracles independent of package valid: ARCHITECTURE.md §5's name rule and the
 // currency code rule of WithCurrency.
 var (
 	nameGrammar     = regexp.MustCompile(`^[A-Za-z0-9._:-]+(/[A-Za-z0-9._:-]+)?$`)

@@ -301,7 +301,7 @@ func reply(w http.ResponseWriter, o stock.Order, status string, res stock.Result
 	return nil
 }
 
-// statusError gives err the status DESIGN §9 gives it, or returns it
+// statusError gives err the status ARCHITECTURE.md §10 gives it, or returns it
 // unchanged when it is unexpected (a 500).
 func statusError(err error) error {
 	var conflict *stock.ConflictError

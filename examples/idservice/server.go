@@ -309,7 +309,7 @@ func issue(w http.ResponseWriter, r *http.Request, gen idgen.Generator, most int
 	return nil
 }
 
-// statusError gives err the status DESIGN §9 gives it, or returns it
+// statusError gives err the status ARCHITECTURE.md §10 gives it, or returns it
 // unchanged when it is unexpected (a 500).
 func statusError(err error) error { return httpx.StatusOf(err, errorStatuses) }
 

@@ -317,7 +317,7 @@ func (s *server) void(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// statusError gives err the status DESIGN §9 gives it, or returns it
+// statusError gives err the status ARCHITECTURE.md §10 gives it, or returns it
 // unchanged when it is unexpected (a 500).
 func statusError(err error) error {
 	var ce *wallet.ConflictError

@@ -16,7 +16,7 @@ var ErrInvalid = errors.New("redkit: invalid argument")
 // balance: 2^53-1, the largest integer a Lua number (a double) holds exactly.
 const MaxAmount = 1<<53 - 1
 
-// Bounds of the durations redkit accepts (DESIGN §2.4).
+// Bounds of the durations redkit accepts (ARCHITECTURE.md §5).
 const (
 	LockTTLMin     = 10 * time.Millisecond
 	LockTTLMax     = 24 * time.Hour

@@ -13,7 +13,7 @@ import (
 	"github.com/redkit-go/redkit/internal/valid"
 )
 
-// nameGrammar is DESIGN §2.4 written as a regular expression, an oracle
+// nameGrammar is ARCHITECTURE.md §5 written as a regular expression, an oracle
 // independent of the byte loop in valid.Name.
 var nameGrammar = regexp.MustCompile(`^[A-Za-z0-9._:-]+(/[A-Za-z0-9._:-]+)?$`)
 
