@@ -356,3 +356,20 @@ func TestRun_usage(t *testing.T) {
 		t.Errorf("-h: %v", err)
 	}
 }
+
+// TestStatusError_crossGroupRefusals: the two stored refusals of a transfer
+// across slot groups are business refusals (422), not a 500.
+func TestStatusError_crossGroupRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		code string
+	}{
+		{fmt.Errorf("transfer x: %w", wallet.ErrDestinationFull), "destination_full"},
+		{fmt.Errorf("transfer x: %w", wallet.ErrTransferExpired), "transfer_expired"},
+	} {
+		var se *httpx.StatusError
+		if !errors.As(statusError(tc.err), &se) || se.Status != 422 || se.Code != tc.code {
+			t.Fatalf("%v: got %#v, want 422 %s", tc.err, se, tc.code)
+		}
+	}
+}
