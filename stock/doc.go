@@ -126,12 +126,13 @@
 // that applied an order and lost the reply learns it was applied, even
 // after its successor wrote); the fence is judged only for an operation not
 // decided yet, before its first write. On a SKU split into buckets each
-// bucket has its own fence key ({g#k}); the group's own key ({g}) is the
-// authority: a fenced call first checks and records its token there, then
-// in every other bucket's key (keeping a higher one), and is refused
-// (ErrStaleFence) if any of them holds a higher token, before the operation
-// is sent. Every token accepted in the group went through {g}, so a lower
-// token is stale through every bucket of every SKU of the group.
+// bucket has its own fence key ({g#k}): a fenced call first records its
+// token in the group's own key ({g}), then in every other bucket's (keeping
+// a higher one); when any of them holds a higher token, that token is
+// recorded in every bucket's key too, so the operation's script, after its
+// replay, refuses the call (ErrStaleFence). Every token accepted in the
+// group went through {g}, so a lower token is stale through every bucket
+// of every SKU of the group.
 // WithReplicaAck(n, timeout) pipelines WAIT with every write (CloseSKU, the
 // claim of an ID in {g} and the fence records of a SKU split into buckets
 // included) on the connection to the primary that owns its key (the right

@@ -36,11 +36,11 @@ type callConfig struct {
 // with ErrStaleFence, writing nothing, when it is lower. A call that repeats
 // an operation already decided gets the stored decision first, whatever its
 // token. An accepted token is recorded even if the operation itself is then
-// refused. On a SKU split into buckets the token is checked and recorded
-// in the group's own fence key first, then in every bucket's (tag
-// {<group>#k}), before the call runs; a higher token in any of them refuses
-// the call, so a token accepted anywhere in the group makes lower tokens
-// stale through every bucket.
+// refused. On a SKU split into buckets the token is recorded in the
+// group's own fence key first, then in every bucket's (tag {<group>#k}),
+// before the call runs; a higher token found in any of them is recorded in
+// all, so a token accepted anywhere in the group makes lower tokens stale
+// through every bucket (after the replay of a decided operation).
 func WithFence(f lock.Fence) CallOption {
 	return callOptionFunc(func(c *callConfig) { c.fence = &f })
 }
@@ -104,25 +104,52 @@ func (inv *Inventory) withFence(c callConfig, g string, s *script.Script, keys [
 // raiseFences records the call's fence token in the fence key of every
 // bucket of a SKU split into b buckets, before the operation runs in one of
 // them. The slot group's own key ({g}, bucket 0's, also the key of every SKU
-// of the group without buckets) is the authority: it is checked and raised
-// first, and every accepted token of the group passed through it, so a
-// token lower than one seen anywhere in the group is refused there. Each
-// other bucket has its own fence key (a script can only touch the keys of
-// its own bucket's hash tag), raised next; a stale answer from any of them
-// refuses the call too (ErrStaleFence), before the operation is sent. A
-// bucket holding a higher token keeps it (lock.CheckFence writes nothing
-// then); the operation's own script judges the token in its bucket again,
-// after its replay check. With WithReplicaAck each raise is acknowledged
-// like a write; ackErr reports those the replicas did not acknowledge, for
-// the caller to return with the operation's result. Nothing of the
-// operation has been sent when err is not nil.
+// of the group without buckets) comes first, then every other bucket's (a
+// script can only touch the keys of its own bucket's hash tag). When any of
+// them holds a higher token, that token is recorded in every bucket's key
+// too: the operation's own script, which judges the token in its bucket
+// after its replay check (a decided operation is answered whatever its
+// token), then refuses it (ErrStaleFence). So a token lower than one seen
+// anywhere in the group is stale through every bucket of every SKU of the
+// group. A key holding a higher token keeps it (lock.CheckFence writes
+// nothing then). With WithReplicaAck each record is acknowledged like a
+// write; ackErr reports those the replicas did not acknowledge, for the
+// caller to return with the operation's result. Nothing of the operation
+// has been sent when err is not nil.
 func (inv *Inventory) raiseFences(ctx context.Context, c callConfig, g string, b int) (ackErr, err error) {
 	if c.fence == nil || b <= 1 {
 		return nil, nil
 	}
-	for k := range b {
-		key := lock.FenceKey(inv.cfg.prefix, bucketTag(g, k), c.fence.Name)
-		if err := lock.CheckFence(ctx, inv.rdb, key, *c.fence); err != nil {
+	keys := make([]string, b)
+	for k := range keys {
+		keys[k] = lock.FenceKey(inv.cfg.prefix, bucketTag(g, k), c.fence.Name)
+	}
+	f, higher := *c.fence, uint64(0)
+	for _, key := range keys {
+		err := lock.CheckFence(ctx, inv.rdb, key, f)
+		if errors.Is(err, lock.ErrStaleFence) {
+			v, err := inv.rdb.Get(ctx, key).Uint64()
+			if err != nil {
+				return nil, err
+			}
+			higher = max(higher, v)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if _, err := script.Acked(ctx, inv.rdb, inv.cfg.ack, key); errors.Is(err, script.ErrReplicaAck) {
+			ackErr = errors.Join(ackErr, err)
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	if higher == 0 {
+		return ackErr, nil
+	}
+	f.Token = higher
+	for _, key := range keys {
+		if err := lock.CheckFence(ctx, inv.rdb, key, f); err != nil && !errors.Is(err, lock.ErrStaleFence) {
 			return nil, err
 		}
 		if _, err := script.Acked(ctx, inv.rdb, inv.cfg.ack, key); errors.Is(err, script.ErrReplicaAck) {
