@@ -112,7 +112,10 @@
 // the bucket count once per SKU: a script refuses a call routed with the
 // wrong count and names the right one. A SKU split into buckets must be the
 // only item of its orders; restocks and write-offs go to the bucket of their
-// operation ID (a write-off takes from that bucket only); Level, Audit,
+// operation ID (a write-off takes from that bucket only), and each bucket
+// takes units (its initial share and restocks) up to its own share of
+// 2^53-1, about 2^53/b, so the SKU's total never passes 2^53-1 (a restock
+// beyond its bucket's share is refused with ErrInvalid); Level, Audit,
 // Checkpoint, Trim, Reclaim, CloseSKU and Consume cover every bucket, and
 // Journal reads bucket 0.
 //

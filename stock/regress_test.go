@@ -258,19 +258,19 @@ func TestBuckets_transferInFlightToThirdBucketIsFound(t *testing.T) {
 	require.Zero(t, rep.InFlight)
 }
 
-// Near 2^53 a transfer moves only what the receiving bucket can take, and
-// later refills go on.
+// A bucket filled up to its share of 2^53-1 (2^52 for bucket 0 of 2) sells
+// it all, and later refills go on.
 func TestBuckets_transferNear2p53StrandsNothing(t *testing.T) {
 	inv, _, _ := newInventory(t, stock.WithReclaimInterval(0))
 	ctx := t.Context()
-	const maxUnits = 1<<53 - 1
+	const maxUnits = 1 << 52 // bucket 0's share
 	require.NoError(t, inv.Create(ctx, "z", 2, stock.WithBuckets(2)))
 	b0, b1 := buyerOfBucket(0, 2), buyerOfBucket(1, 2)
-	_, err := inv.Restock(ctx, opOfBucket("r", 0, 2), "z", maxUnits-2)
+	_, err := inv.Restock(ctx, opOfBucket("r", 0, 2), "z", maxUnits-1)
 	require.NoError(t, err)
 	_, err = inv.Restock(ctx, opOfBucket("r", 1, 2), "z", 5)
 	require.NoError(t, err)
-	_, err = inv.Deduct(ctx, order("big", b0, "z", maxUnits-1)) // bucket 0: supply 2^53-1, nothing available
+	_, err = inv.Deduct(ctx, order("big", b0, "z", maxUnits-1)) // bucket 0: one unit left
 	require.NoError(t, err)
 	_, err = inv.Deduct(ctx, order("o1", b0, "z", 1))
 	require.NoError(t, err)
@@ -282,7 +282,7 @@ func TestBuckets_transferNear2p53StrandsNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, rep.OK(), "%v", rep.Problems)
 	require.Zero(t, rep.InFlight)
-	require.Equal(t, stock.Levels{Sold: maxUnits + 5}, rep.Levels)
+	require.Equal(t, stock.Levels{Available: 1, Sold: maxUnits + 5}, rep.Levels)
 }
 
 // Consume started before a SKU split into buckets is created delivers the

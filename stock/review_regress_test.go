@@ -379,3 +379,28 @@ func TestBuckets_noSoldOutWhileAnotherBucketHoldsUnits(t *testing.T) {
 	}
 	audited(t, inv, sku)
 }
+
+// Restocks through several buckets never take a SKU's total past 2^53-1:
+// each bucket takes units up to its own share of it.
+func TestBuckets_restocksStayWithin2p53(t *testing.T) {
+	inv, _, _ := newInventory(t)
+	ctx := t.Context()
+	const maxAmount = 1<<53 - 1
+	for _, b := range []int{2, 3, 64} {
+		sku := fmt.Sprintf("big/sku%d", b)
+		require.NoError(t, inv.Create(ctx, sku, 0, stock.WithBuckets(b)))
+		for k := range b {
+			// Over the bucket's share: refused, nothing written.
+			_, err := inv.Restock(ctx, opOfBucket(fmt.Sprintf("over%d", b), k, b), sku, maxAmount/int64(b)+2)
+			require.ErrorIs(t, err, stock.ErrInvalid, "bucket %d of %d", k, b)
+			// Up to the bucket's share: accepted.
+			_, err = inv.Restock(ctx, opOfBucket(fmt.Sprintf("fill%d", b), k, b), sku, maxAmount/int64(b))
+			require.NoError(t, err, "bucket %d of %d", k, b)
+		}
+		rep, err := inv.Audit(ctx, sku)
+		require.NoError(t, err)
+		require.True(t, rep.OK(), "%+v", rep)
+		require.LessOrEqual(t, rep.Supply, int64(maxAmount))
+		require.LessOrEqual(t, level(t, inv, sku).Available, int64(maxAmount))
+	}
+}

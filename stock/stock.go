@@ -184,11 +184,13 @@ func (inv *Inventory) create(ctx context.Context, sku string, initial int64, opt
 		return fmt.Errorf("stock: create %s: %w", sku, err)
 	}
 	// Bucket 0 last: it is where other calls learn the bucket count, so a
-	// SKU is visible only once every bucket exists.
+	// SKU is visible only once every bucket exists. The remainder goes one
+	// unit each to the first buckets, as the buckets' shares of 2^53-1
+	// (adjust.lua), so no bucket starts above its share.
 	for k := b - 1; k >= 0; k-- {
 		share := initial / int64(b)
-		if k == 0 {
-			share += initial % int64(b)
+		if int64(k) < initial%int64(b) {
+			share++
 		}
 		t := bucketTag(g, k)
 		reply, ackErr, err := inv.write(ctx, createScript, []string{inv.skuKey(t, sku), inv.journalKey(t, sku)},

@@ -51,7 +51,7 @@ end
 if not fence_ok() then return {'stale_fence', 0, '', 0} end
 
 local h = redis.call('HMGET', KEYS[2], 'available', 'reserved', 'sold', 'refunded', 'supply',
-  'restocked', 'written_off', 'closed', 'buckets', 'bucket')
+  'restocked', 'written_off', 'closed', 'buckets', 'bucket', 'initial')
 local buckets = tonumber(h[9] or '1')
 if buckets > 1 then
   -- A SKU split into buckets: the operation's bucket is hash(op ID) mod B.
@@ -67,7 +67,19 @@ if not h[1] then
 elseif kind == 'restock' then
   total = tonumber(h[6])
   if h[8] == '1' then code = 'closed'
-  elseif a + q > MAX or supply + q > MAX or total + q > MAX then code = 'overflow' end
+  elseif a + q > MAX or supply + q > MAX or total + q > MAX then code = 'overflow'
+  elseif buckets > 1 then
+    -- Bucket k takes units (its initial share and restocks) up to its own
+    -- share of 2^53-1: floor(MAX/B), plus one for the first MAX mod B
+    -- buckets (Create spreads the initial stock the same way). The shares
+    -- add up to 2^53-1, so the SKU's total never passes it, whichever
+    -- buckets are restocked.
+    local k, share = tonumber(h[10]), math.floor(MAX / buckets)
+    while share * buckets > MAX do share = share - 1 end -- exact integers: MAX / B rounds
+    while (share + 1) * buckets <= MAX do share = share + 1 end
+    local cap = share + ((k < MAX - share * buckets) and 1 or 0)
+    if tonumber(h[11] or '0') + total + q > cap then code = 'overflow' end
+  end
 else
   sign, total, field = -1, tonumber(h[7]), 'written_off'
   if a < q then code = 'sold_out'
