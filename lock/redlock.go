@@ -98,8 +98,9 @@ func (rl *Redlock) Mutex(name string, opts ...Option) *RedlockMutex {
 		}
 		// A master that is down must not hold up the others: no retries
 		// beyond go-redis's own, and the coordinator, not the master's
-		// attempt, decides what to give back.
-		pr.policy = retry.Policy{Attempts: 1}.For(p.rdb)
+		// attempt, decides what to give back. A Cluster master gets no
+		// slot-move budget either: its deadline is the quorum's.
+		pr.policy = retry.Policy{Attempts: 1, ClusterBudget: -1}.For(p.rdb)
 		pr.peer = true
 		r.peers = append(r.peers, pr)
 	}
