@@ -245,8 +245,18 @@ func TestStock_bucketTransferWithoutReplicaAck_failover(t *testing.T) {
 	t.Logf("audit: supply %d, levels %+v, in flight %d, problems %v", rep.Supply, rep.Levels, rep.InFlight, rep.Problems)
 	require.Empty(t, rep.Problems, "units in flight are counted")
 
-	// The order sent again finishes the transfer and is decided.
-	_, err = inv.Deduct(ctx, stock.Order{ID: "o-1", Buyer: buyer, Items: []stock.Item{{SKU: "hot", Qty: 7}}})
+	// The failover ends as Sentinel ends one: the demoted primary's client
+	// connections are dropped (CLIENT KILL TYPE normal), so no call reaches
+	// it on a pooled connection, and it has caught up as a replica. The
+	// order sent again then finishes the transfer and is decided, every
+	// step of it acknowledged (its ID claim included). A replica that has
+	// just resynced can take more than 100ms to acknowledge under -race, so
+	// the call sent again allows it a second.
+	pxA.ResetConnections()
+	require.NoError(t, p.Sync(ctx))
+	again := stock.New(rdb, stock.WithReplicaAck(1, time.Second))
+	defer again.Close()
+	_, err = again.Deduct(ctx, stock.Order{ID: "o-1", Buyer: buyer, Items: []stock.Item{{SKU: "hot", Qty: 7}}})
 	require.NoError(t, err)
 	_, err = check.Deduct(ctx, stock.Order{ID: "o-2", Buyer: buyer, Items: []stock.Item{{SKU: "hot", Qty: 1}}})
 	t.Logf("a later order from the same bucket: %v", err)
