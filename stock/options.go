@@ -47,7 +47,7 @@ func newConfig(opts []Option) config {
 	if err := valid.Prefix(c.prefix); err != nil && c.err == nil {
 		c.err = err
 	}
-	if err := valid.Duration("idempotency window", c.window, valid.IdemWindowMin, valid.IdemWindowMax); err != nil && c.err == nil {
+	if err := valid.Duration("idempotency window", c.window, valid.IdemWindowFloor(), valid.IdemWindowMax); err != nil && c.err == nil {
 		c.err = err
 	}
 	if err := valid.Duration("journal holdback", c.holdback, holdbackMin, holdbackMax); err != nil && c.err == nil {

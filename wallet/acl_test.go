@@ -20,7 +20,7 @@ func TestACL_redisACL_leastPrivilege(t *testing.T) {
 	rdb := s.Client(func(o *redis.Options) { o.Username, o.Password = "redkit-wallet", password })
 	admin := s.Client()
 	ctx := t.Context()
-	led := wallet.New(rdb, wallet.WithRecovery(10*time.Millisecond))
+	led := wallet.New(rdb, wallet.WithRecovery(time.Second))
 	t.Cleanup(func() { _ = led.Close() })
 
 	const alice, till, bob = "shop-7/alice", "shop-7/till", "shop-8/bob"

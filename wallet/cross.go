@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -283,10 +284,35 @@ func (l *Ledger) Recover(ctx context.Context) (n int, err error) {
 			n++
 		}
 	}
+	errs = append(errs, l.sweepQuiet(ctx)...)
 	if len(errs) > 0 {
 		return n, fmt.Errorf("recover: %w", errors.Join(errs...))
 	}
 	return n, nil
+}
+
+// sweepQuiet sweeps every account whose hold records keep no expiry (it
+// had a hold open when it was last written): expired holds are released
+// and decided ones past the window forgotten, so the records of an account
+// nobody calls again go, whatever became of the Ledger that placed its
+// holds. An account whose holds are all decided gets the expiry back from
+// the sweep.
+func (l *Ledger) sweepQuiet(ctx context.Context) []error {
+	idx, err := scanKeys(ctx, l.rdb, l.space.Key("*", "hidx", "*"))
+	if err != nil {
+		return []error{err}
+	}
+	var errs []error
+	for _, key := range idx {
+		_, account, ok := strings.Cut(key[strings.IndexByte(key, '}')+1:], ":hidx:")
+		if !ok || l.rdb.PTTL(ctx, key).Val() != -1 {
+			continue // malformed, gone, or forgotten in time by Redis itself
+		}
+		if _, _, err := l.sweep(ctx, account, sweepLimit); err != nil && !errors.Is(err, ErrAccountNotFound) {
+			errs = append(errs, fmt.Errorf("sweep %s: %w", account, err))
+		}
+	}
+	return errs
 }
 
 func (l *Ledger) recoverOne(ctx context.Context, group, indexKey, id string) error {
@@ -351,20 +377,32 @@ type recoverer struct {
 }
 
 func (l *Ledger) startRecoverer(every time.Duration) {
+	switch l.rdb.(type) {
+	case *redis.Client, *redis.ClusterClient:
+	default:
+		return // Recover cannot scan this client's keyspace
+	}
 	r := &recoverer{stop: make(chan struct{}), done: make(chan struct{})}
 	l.recoverer = r
+	turn := l.space.Key("recovery", "turn")
 	go func() {
 		defer close(r.done)
 		ctx, cancel := untilClosed(r.stop)
 		defer cancel()
-		t := time.NewTicker(every)
-		defer t.Stop()
+		// The first run comes within an interval of the start, spread so
+		// that processes started together do not all scan together.
+		wait := every/2 + time.Duration(rand.Int64N(int64(every/2)+1))
 		for {
-			_, _ = l.Recover(ctx) // failures are retried on the next tick
 			select {
 			case <-r.stop:
 				return
-			case <-t.C:
+			case <-time.After(wait):
+			}
+			wait = every
+			// One Ledger per interval and prefix takes the turn; failures
+			// are retried on the next tick.
+			if ok, err := l.rdb.SetNX(ctx, turn, "1", every/2).Result(); err == nil && ok {
+				_, _ = l.Recover(ctx)
 			}
 		}
 	}()

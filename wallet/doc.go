@@ -160,9 +160,10 @@
 // transfer only rolls forward: it ends posted or voided, never both, and
 // no money is created or destroyed. A call interrupted midway (crash,
 // timeout) leaves the transfer in flight; calling Transfer again with the
-// same ID, or Recover (run it at start-up, or WithRecovery in the
-// background), finishes it. Neither is needed for the money to come back:
-// step 1 marks the source account, and once a transfer has been in flight
+// same ID, or Recover, finishes it. Neither is needed for the money to come
+// back: every Ledger runs Recover in the background (WithRecovery, once a
+// minute by default, one Ledger per prefix per interval), and
+// step 1 marks the source account: once a transfer has been in flight
 // for 10 seconds (a live call takes a few round trips), the next Credit,
 // Debit, same-group Transfer from the source or Balance of it, through any
 // Ledger, finishes the transfers of the source's slot group left that
@@ -209,9 +210,11 @@
 // an account with no hold open, by the expiry of its holds keys (one window
 // after its newest decision), so an account nobody calls again forgets
 // them on time whichever process decided them and whether it still runs.
-// An account with a hold still open keeps its records until a call on it
-// (or the reclaimer of the Ledger that placed the hold) releases that hold
-// at its expiry; the account field ho counts its open holds (an account
+// An account with a hold still open keeps its records until a call on it,
+// the reclaimer of the Ledger that placed the hold, or the background
+// recovery of any Ledger on the prefix (WithRecovery, on by default: it
+// sweeps every account whose hold records keep no expiry) releases that
+// hold at its expiry; the account field ho counts its open holds (an account
 // from before that field is counted once from its records). A transfer across slot groups keeps its records, without
 // expiry, while it is in flight, and for one window after it finished (the
 // destination's record of it for two).
@@ -225,10 +228,20 @@
 //     within the window. A transfer across groups whose caller crashed
 //     midway is finished by the next call on its source account once it
 //     is 10 seconds old (or by Recover), so its amount does not stay held
-//     (TestRegress_Transfer_acrossGroups_cutCallerFinishedWithoutRecover).
-//     Hold records of an account nobody calls again expire a window after
-//     their last decision whatever became of the Ledger that decided them
-//     (TestRegress_HoldRecords_quietAccountsForgottenAfterWindow).
+//     (TestRegress_Transfer_acrossGroups_cutCallerFinishedWithoutRecover);
+//     on a source nobody calls again, by the background recovery of any
+//     Ledger on the same Redis and prefix within an interval
+//     (TestRegress_Recovery_onByDefault_finishesCutTransferNobodyTouches,
+//     the caller killed with SIGKILL). Hold records of an account nobody
+//     calls again expire a window after their last decision whatever became
+//     of the Ledger that decided them
+//     (TestRegress_HoldRecords_quietAccountsForgottenAfterWindow); a hold
+//     left open by a killed process is released at its expiry by the next
+//     call on its account or, failing one, by the background recovery,
+//     and its records then expire too
+//     (TestRegress_Recovery_onByDefault_releasesHoldsOfQuietAccount).
+//     With recovery off (WithRecovery(0)) and no call on the account, they
+//     stay.
 //   - A lost reply followed by a refused dial (the port cut), LOADING (a
 //     restart with a large AOF), a pool timeout, BUSY (a slow script) or,
 //     on a Cluster, MOVED (the slot moved): the posting may have run, so the
@@ -281,6 +294,7 @@
 //	redkit:wallet:v2:{shop-7}:xpend                 sorted set: transfers from this group to others still in flight
 //	redkit:wallet:v2:{shop-8}:xin:shop-7/<tx id>    hash: a cross-group transfer's credit at the destination, by source group and ID, with the transfer's begin time and nonce
 //	redkit:wallet:v2:{shop-7}:ack                   written before WAIT (WithReplicaAck); expires after a minute
+//	redkit:wallet:v2:{recovery}:turn                string: the background recovery's turn (WithRecovery); expires after half the interval
 //
 // Upgrading a running deployment keeps v2: the stored formats of
 // accounts, journals and holds are unchanged (ho and xt are added fields),

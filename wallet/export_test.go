@@ -36,3 +36,18 @@ func ScriptSource(name string) string {
 		"head": headScript, "xstale": xstaleScript,
 	}[name].Source()
 }
+
+// SetDefaultRecovery sets the background recovery interval of the Ledgers
+// made after it without its 1-second floor, until the test ends: no fault
+// makes a minute pass faster.
+func SetDefaultRecovery(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := defaultRecovery.Swap(int64(d))
+	t.Cleanup(func() { defaultRecovery.Store(old) })
+}
+
+// DisableDefaultRecovery turns the background recovery off for Ledgers made
+// without WithRecovery, for this package's tests: most of them make a
+// Ledger and leave it to the end of the test binary, and goleak would count
+// its worker. The tests of the default turn it on again
+// (SetDefaultRecovery).
+func DisableDefaultRecovery() { defaultRecovery.Store(0) }

@@ -25,12 +25,16 @@ func (r runAndClose) Run() int {
 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(runChild())
+	}
 	s, err := redistest.Start(context.Background(), redistest.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	shared = s
+	wallet.DisableDefaultRecovery()
 	goleak.VerifyTestMain(runAndClose{m})
 }
 

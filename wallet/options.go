@@ -2,6 +2,7 @@ package wallet
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/redkit-go/redkit/internal/keys"
@@ -36,7 +37,8 @@ type config struct {
 }
 
 func newConfig(opts []Option) config {
-	c := config{prefix: keys.DefaultPrefix, window: DefaultIdempotencyWindow, policy: retry.DefaultPolicy()}
+	c := config{prefix: keys.DefaultPrefix, window: DefaultIdempotencyWindow, policy: retry.DefaultPolicy(),
+		recoverEvery: time.Duration(defaultRecovery.Load())}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&c)
@@ -46,10 +48,13 @@ func newConfig(opts []Option) config {
 		c.err = valid.Prefix(c.prefix)
 	}
 	if c.err == nil {
-		c.err = valid.Duration("idempotency window", c.window, valid.IdemWindowMin, valid.IdemWindowMax)
+		c.err = valid.Duration("idempotency window", c.window, valid.IdemWindowFloor(), valid.IdemWindowMax)
 	}
 	if c.err == nil && (c.ack.Replicas < 0 || c.ack.Replicas > 0 && c.ack.Timeout <= 0) {
 		c.err = fmt.Errorf("%w: replica ack %d within %v", ErrInvalid, c.ack.Replicas, c.ack.Timeout)
+	}
+	if c.err == nil && c.recoverEvery > 0 && c.recoverEvery != time.Duration(defaultRecovery.Load()) {
+		c.err = valid.Duration("recovery interval", c.recoverEvery, time.Second, 24*time.Hour)
 	}
 	if c.err == nil && c.policy.Attempts < 1 {
 		c.err = fmt.Errorf("%w: retry attempts %d, want at least 1", ErrInvalid, c.policy.Attempts)
@@ -107,12 +112,32 @@ func WithReplicaAck(n int, timeout time.Duration) Option {
 	return optionFunc(func(c *config) { c.ack = script.Ack{Replicas: n, Timeout: timeout, Required: true} })
 }
 
-// WithRecovery runs Recover every interval in the background until Close
-// (default: never; a transfer left in flight is finished anyway by the next
-// call on its source account, see the package documentation; Recover also
-// finds those no call touches, and those begun before that mark). Each
-// run scans the keyspace for transfers in flight, so keep the interval at
-// a minute or more on large databases.
+// DefaultRecoveryInterval is how often, by default, the Ledgers sharing a
+// Redis and a key prefix run Recover in the background (WithRecovery).
+const DefaultRecoveryInterval = time.Minute
+
+// defaultRecovery is DefaultRecoveryInterval; tests shorten it.
+var defaultRecovery = func() *atomic.Int64 {
+	var v atomic.Int64
+	v.Store(int64(DefaultRecoveryInterval))
+	return &v
+}()
+
+// WithRecovery sets how often Recover runs in the background until Close
+// (default DefaultRecoveryInterval, allowed 1s..24h; 0 or less turns it
+// off). It finishes the transfers across slot groups that crashed or
+// cancelled calls left in flight, with their amounts held, and sweeps the
+// hold records of accounts nobody calls any more, so neither money nor
+// records stay behind a process that died, even on an account no call
+// touches again (a call on the source account finishes its own stale
+// transfers anyway, see the package documentation).
+//
+// Of all the Ledgers sharing a Redis and a key prefix, one runs it per
+// interval (the first to take a turn key, SET NX with a lifetime of half
+// the interval), so its cost does not grow with the number of processes.
+// Each run scans the keyspace (SCAN on every primary of a Cluster): keep
+// the interval at a minute or more on large databases. It runs only on a
+// *redis.Client or a *redis.ClusterClient (Recover needs one of those).
 func WithRecovery(interval time.Duration) Option {
 	return optionFunc(func(c *config) { c.recoverEvery = interval })
 }
