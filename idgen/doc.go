@@ -108,7 +108,9 @@
 // within the call's deadline: after a slot migration or a failover the next
 // call succeeds (TestCluster_slotMigrated_withReplicas_recovers), and while
 // the counter's slot moves again and again no error reaches the caller
-// (TestCluster_underResharding).
+// (TestCluster_underResharding); leased Snowflakes keep their nodes and
+// renew them while the node table's slot moves
+// (TestLease_Cluster_underResharding).
 //
 // Snowflake. The wall clock is read once, when the generator starts; elapsed
 // time comes from Go's monotonic clock, so wall-clock steps in a running

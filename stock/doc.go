@@ -255,8 +255,10 @@
 //     operation ID, after the client's slot map is reloaded, for up to
 //     RetryPolicy.ClusterBudget (default 5s, never past ctx), and in
 //     DeductBatch only the orders that got such a reply. No such reply
-//     reaches the caller (TestDeduct_Cluster_underResharding); past the
-//     budget the error follows the contract above.
+//     reaches the caller (TestDeduct_Cluster_underResharding; Reserve,
+//     Confirm, Cancel, Restock, a SKU split into buckets and DeductBatch in
+//     TestWritePaths_Cluster_underResharding); past the budget the error
+//     follows the contract above.
 //   - Cluster failover (CLUSTER FAILOVER plain, FORCE or TAKEOVER, or a
 //     master killed and its replica promoted) on an ordinary ClusterClient:
 //     WithReplicaAck writes follow the redirection to the new master at

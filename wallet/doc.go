@@ -269,8 +269,9 @@
 //     map is reloaded, for up to the policy's ClusterBudget (default 5s,
 //     never past ctx), and in TransferBatch only the transfers that got
 //     such a reply. No such reply reaches the caller, within or across
-//     groups (TestLedger_Cluster_underResharding); past the budget the
-//     error follows the contract above.
+//     groups (TestLedger_Cluster_underResharding; holds, TransferBatch and
+//     fenced postings in TestWritePaths_Cluster_underResharding); past the
+//     budget the error follows the contract above.
 //   - Cluster failover on an ordinary ClusterClient: WithReplicaAck writes
 //     follow the redirection to the new master at once (internal/script's
 //     TestRunAck_cluster_followsNewOwner); without acknowledgement, as
