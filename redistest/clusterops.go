@@ -210,3 +210,37 @@ func (c *Cluster) refreshClients(ctx context.Context, key string, master *Server
 	}
 	return nil
 }
+
+// FaultRound runs each kind of Cluster fault once, in turn, on the shard
+// that serves key's slot, waiting pause before each: CLUSTER FAILOVER
+// plain, FORCE and TAKEOVER, the master killed with SIGKILL and its replica
+// promoted (the old master then rejoins as a replica), and the slot moved
+// to another master. It needs a replica per master and, for the kill, a
+// short cluster-node-timeout in Options.Config. It returns how many faults
+// ran.
+func (c *Cluster) FaultRound(ctx context.Context, key string, pause time.Duration) (int, error) {
+	faults := []func() error{
+		func() error { return c.Failover(ctx, key, FailoverPlain) },
+		func() error { return c.Failover(ctx, key, FailoverForce) },
+		func() error { return c.Failover(ctx, key, FailoverTakeover) },
+		func() error {
+			killed, err := c.KillMaster(ctx, key)
+			if err != nil {
+				return err
+			}
+			return c.Rejoin(ctx, killed)
+		},
+		func() error { _, err := c.MoveSlot(ctx, key); return err },
+	}
+	for i, f := range faults {
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return i, ctx.Err()
+		}
+		if err := f(); err != nil {
+			return i, err
+		}
+	}
+	return len(faults), nil
+}

@@ -140,29 +140,20 @@ func TestChaos_Cluster_failover(t *testing.T) {
 	}
 	faults := 0
 	for range chaosScale() {
-		for _, f := range []func() error{
-			func() error { return c.Failover(ctx, sku, redistest.FailoverPlain) },
-			func() error { return c.Failover(ctx, sku, redistest.FailoverForce) },
-			func() error { return c.Failover(ctx, sku, redistest.FailoverTakeover) },
-			func() error {
-				killed, err := c.KillMaster(ctx, "{fo}")
-				if err != nil {
-					return err
-				}
-				return c.Rejoin(ctx, killed)
-			},
-			func() error { _, err := c.MoveSlot(ctx, "{fo}"); return err },
-		} {
-			time.Sleep(300 * time.Millisecond)
-			require.NoError(t, f())
-			faults++
-		}
+		n, err := c.FaultRound(ctx, "{fo}", 300*time.Millisecond)
+		faults += n
+		require.NoError(t, err)
 	}
 	stopLoad()
 	wg.Wait()
 	lv, err := inv.Level(ctx, sku)
 	require.NoError(t, err)
 	t.Logf("%d faults: %d orders answered, %d calls failed and were called again; first errors: %v", faults, answered, retried, firstErrs)
+	broken := 0
+	if int64(answered) != lv.Sold || initial-int64(answered) != lv.Available {
+		broken++
+	}
+	t.Logf("chaos table | stock Deduct | %d | %d | %d | %d", answered, faults, retried, broken)
 	require.EqualValues(t, answered, lv.Sold, "every answered order sold once")
 	require.EqualValues(t, initial-answered, lv.Available)
 }
