@@ -273,7 +273,7 @@ func (c *Client) resource(k *kind, kindName, name string, opts []Option) *resour
 			o.apply(&cfg)
 		}
 	}
-	r := &resource{c: c, cfg: cfg, kind: k, name: name, err: cfg.err, policy: retry.DefaultPolicy().For(c.rdb)}
+	r := &resource{c: c, cfg: cfg, kind: k, name: name, err: cfg.err, policy: cfg.policy.For(c.rdb)}
 	if r.err == nil {
 		r.err = valid.Name("lock name", name)
 	}

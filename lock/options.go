@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/redkit-go/redkit/internal/keys"
+	"github.com/redkit-go/redkit/internal/retry"
 	"github.com/redkit-go/redkit/internal/script"
 	"github.com/redkit-go/redkit/internal/valid"
 	"github.com/redkit-go/redkit/otelx"
@@ -38,6 +39,7 @@ type config struct {
 	ack            script.Ack
 	providers      otelx.Providers
 	label          string
+	policy         retry.Policy
 	err            error // first invalid option
 }
 
@@ -47,6 +49,7 @@ func newConfig() config {
 		ttl:            DefaultTTL,
 		watchdog:       true,
 		releaseTimeout: DefaultReleaseTimeout,
+		policy:         retry.DefaultPolicy(),
 	}
 }
 
@@ -172,3 +175,32 @@ const (
 	FairHeartbeat = 500 * time.Millisecond
 	FairEviction  = 2 * time.Second
 )
+
+// WithRetry sets how often an acquire, extend or release is attempted when
+// its outcome is unknown or it failed before it ran (default 3 attempts
+// with 10ms..200ms jittered backoff, never past the call's context; allowed
+// 1..100 attempts and 0 <= minBackoff <= maxBackoff <= 1m). Every attempt
+// carries the same owner ID, so a retry never takes a second lease; 1
+// attempt turns retrying off.
+func WithRetry(attempts int, minBackoff, maxBackoff time.Duration) Option {
+	return optionFunc(func(c *config) {
+		c.policy.SetAttempts(attempts, minBackoff, maxBackoff)
+		if err := c.policy.Validate(); err != nil {
+			c.fail(err)
+		}
+	})
+}
+
+// WithClusterBudget sets how long, from a call's first attempt, a lock
+// script is sent again past WithRetry's attempts while a Redis Cluster
+// client meets replies that say the name's slot is moving (MOVED, ASK,
+// TRYAGAIN, CLUSTERDOWN: the command did not run where it was sent), never
+// past the call's context (default 5s, allowed up to 1m; 0 turns it off).
+func WithClusterBudget(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		c.policy.SetClusterBudget(d)
+		if err := c.policy.Validate(); err != nil {
+			c.fail(err)
+		}
+	})
+}

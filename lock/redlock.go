@@ -48,7 +48,8 @@ type Redlock struct {
 
 // NewRedlock returns a Redlock over the given masters (at least 1; use an
 // odd number, typically 3 or 5). The go-redis clients stay owned by the
-// caller. Options as for New; waiting polls with a 10ms..200ms backoff unless
+// caller. Options as for New, except those Redlock.Mutex lists as not
+// applying (every call then fails with ErrInvalid); waiting polls with a 10ms..200ms backoff unless
 // WithPolling says otherwise.
 func NewRedlock(masters []redis.UniversalClient, opts ...Option) *Redlock {
 	opts = append([]Option{WithPolling(10*time.Millisecond, 200*time.Millisecond)}, opts...)
@@ -57,6 +58,15 @@ func NewRedlock(masters []redis.UniversalClient, opts ...Option) *Redlock {
 		rl.err = fmt.Errorf("%w: redlock needs at least one master", ErrInvalid)
 		masters = []redis.UniversalClient{nil}
 	}
+	cfg := newConfig()
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	if err := redlockOptionErr(cfg); err != nil && rl.err == nil {
+		rl.err = err
+	}
 	rl.coord = New(masters[0], opts...)
 	for _, m := range masters {
 		if m != nil {
@@ -64,6 +74,22 @@ func NewRedlock(masters []redis.UniversalClient, opts ...Option) *Redlock {
 		}
 	}
 	return rl
+}
+
+// redlockOptionErr reports an option that cannot apply to a Redlock, as an
+// error wrapping ErrInvalid: its masters are independent (nothing to
+// acknowledge), it waits by polling (no fair queue), and it tries each
+// master once within the quorum's deadline (no retry policy).
+func redlockOptionErr(c config) error {
+	switch {
+	case c.fair:
+		return fmt.Errorf("%w: WithFair does not apply to a Redlock: it waits by polling", ErrInvalid)
+	case c.ack.Replicas > 0:
+		return fmt.Errorf("%w: WithReplicaAck does not apply to a Redlock: its masters are independent", ErrInvalid)
+	case c.policy != retry.DefaultPolicy():
+		return fmt.Errorf("%w: WithRetry and WithClusterBudget do not apply to a Redlock: each master is tried once", ErrInvalid)
+	}
+	return nil
 }
 
 // Close stops the background work of the Redlock and its leases, like
@@ -82,11 +108,16 @@ func (rl *Redlock) Close() error {
 type RedlockMutex struct{ r *resource }
 
 // Mutex returns the Redlock mutex called name (same grammar as Mutex names).
-// Options as for Client.Mutex; WithFair and WithReplicaAck do not apply.
+// Options as for Client.Mutex, except WithFair, WithReplicaAck,
+// WithRequiredReplicaAck, WithRetry and WithClusterBudget, which cannot
+// apply: with any of them every call fails with ErrInvalid.
 func (rl *Redlock) Mutex(name string, opts ...Option) *RedlockMutex {
 	r := rl.coord.resource(mutexKind, "redlock", name, opts)
 	if r.err == nil {
 		r.err = rl.err
+	}
+	if r.err == nil {
+		r.err = redlockOptionErr(r.cfg)
 	}
 	for _, p := range rl.peers {
 		pr := p.resource(mutexKind, "redlock", name, opts)

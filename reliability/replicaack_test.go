@@ -73,7 +73,7 @@ func TestStock_refusalWithReplicaAck_failover(t *testing.T) {
 	ctx := t.Context()
 	p := redistest.NewPair(t, redistest.Options{})
 	inv := stock.New(p.Primary.Client(func(o *redis.Options) { o.ReadTimeout = time.Second }),
-		stock.WithReplicaAck(1, 100*time.Millisecond), stock.WithRetry(stock.RetryPolicy{Attempts: 1}))
+		stock.WithReplicaAck(1, 100*time.Millisecond), stock.WithRetry(1, 0, 0))
 	defer inv.Close()
 	admin := stock.New(p.Primary.Client())
 	defer admin.Close()

@@ -107,7 +107,7 @@ func stockAnswer(err error) bool {
 	if errors.Is(err, stock.ErrReplicaAck) || errors.Is(err, stock.ErrUnknownOutcome) {
 		return false
 	}
-	for _, e := range []error{stock.ErrSoldOut, stock.ErrBuyerLimit, stock.ErrConflict, stock.ErrClosed,
+	for _, e := range []error{stock.ErrSoldOut, stock.ErrBuyerLimit, stock.ErrConflict, stock.ErrSKUClosed,
 		stock.ErrNotFound, stock.ErrInvalid, stock.ErrHoldExpired, stock.ErrCancelled} {
 		if errors.Is(err, e) {
 			return true
@@ -118,7 +118,7 @@ func stockAnswer(err error) bool {
 
 func answerOf(res stock.Result, err error) string {
 	if err != nil {
-		for _, e := range []error{stock.ErrSoldOut, stock.ErrBuyerLimit, stock.ErrConflict, stock.ErrClosed, stock.ErrNotFound, stock.ErrInvalid} {
+		for _, e := range []error{stock.ErrSoldOut, stock.ErrBuyerLimit, stock.ErrConflict, stock.ErrSKUClosed, stock.ErrNotFound, stock.ErrInvalid} {
 			if errors.Is(err, e) {
 				return e.Error()
 			}

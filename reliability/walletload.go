@@ -129,7 +129,7 @@ func walletAnswer(err error) bool {
 	if errors.Is(err, wallet.ErrReplicaAck) || errors.Is(err, wallet.ErrUnknownOutcome) {
 		return false
 	}
-	for _, e := range []error{wallet.ErrInsufficientFunds, wallet.ErrAccountNotFound, wallet.ErrClosed,
+	for _, e := range []error{wallet.ErrInsufficientFunds, wallet.ErrAccountNotFound, wallet.ErrAccountClosed,
 		wallet.ErrCurrencyMismatch, wallet.ErrConflict, wallet.ErrInvalid, wallet.ErrCrossGroup} {
 		if errors.Is(err, e) {
 			return true
@@ -140,7 +140,7 @@ func walletAnswer(err error) bool {
 
 func walletAnswerOf(res wallet.Result, err error) string {
 	if err != nil {
-		for _, e := range []error{wallet.ErrInsufficientFunds, wallet.ErrAccountNotFound, wallet.ErrClosed,
+		for _, e := range []error{wallet.ErrInsufficientFunds, wallet.ErrAccountNotFound, wallet.ErrAccountClosed,
 			wallet.ErrCurrencyMismatch, wallet.ErrConflict, wallet.ErrInvalid} {
 			if errors.Is(err, e) {
 				return e.Error()

@@ -199,6 +199,6 @@ func TestInventory_buckets_lifecycle(t *testing.T) {
 	require.NoError(t, inv.CloseSKU(ctx, "g/sku"))
 	for i := range 5 {
 		_, err := inv.Deduct(ctx, order(fmt.Sprintf("c%d", i), fmt.Sprintf("buyer-%d", i), "g/sku", 1))
-		require.ErrorIs(t, err, stock.ErrClosed)
+		require.ErrorIs(t, err, stock.ErrSKUClosed)
 	}
 }

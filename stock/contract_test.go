@@ -155,7 +155,7 @@ func contractWrites() []contractWrite {
 			},
 			check: func(t *testing.T, inv *stock.Inventory, sku string) {
 				_, err := inv.Deduct(context.Background(), contractOrder("after-close", sku+".x1", 1))
-				require.ErrorIs(t, err, stock.ErrClosed)
+				require.ErrorIs(t, err, stock.ErrSKUClosed)
 			}},
 	}
 }
@@ -206,7 +206,13 @@ const busyFor = time.Second
 
 // contractPolicy spreads the module's own retries over a few hundred
 // milliseconds, so they meet the fault rather than outrun it.
-var contractPolicy = stock.RetryPolicy{Attempts: 4, MinBackoff: 50 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}
+var contractPolicy = contractRetry{Attempts: 4, MinBackoff: 50 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}
+
+// contractRetry is the arguments of stock.WithRetry.
+type contractRetry struct {
+	Attempts               int
+	MinBackoff, MaxBackoff time.Duration
+}
 
 func contractFaults() []contractFault {
 	return []contractFault{
@@ -412,14 +418,14 @@ var contractSKUs atomic.Int64
 // ran (ran), the call ended in nil or ErrUnknownOutcome and calling again
 // with the same ID returns the first decision; when it did not, calling
 // again applies it for the first time.
-func runContract(t *testing.T, rdb redis.UniversalClient, p stock.RetryPolicy, w contractWrite, ran bool,
+func runContract(t *testing.T, rdb redis.UniversalClient, p contractRetry, w contractWrite, ran bool,
 	inject func(sku string, call func() error) error, heal func()) {
 	t.Helper()
 	ctx := t.Context()
 	n := contractSKUs.Add(1)
 	sku := fmt.Sprintf("c%d/sku", n)
 	inv := stock.New(rdb, stock.WithKeyPrefix(fmt.Sprintf("contract%d", n)),
-		stock.WithReclaimInterval(0), stock.WithRetry(p))
+		stock.WithReclaimInterval(0), stock.WithRetry(p.Attempts, p.MinBackoff, p.MaxBackoff))
 	t.Cleanup(func() { require.NoError(t, inv.Close()) })
 	require.NoError(t, inv.Create(ctx, sku, contractInitial))
 	for _, id := range []string{"warm", "x1"} {

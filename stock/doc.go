@@ -253,7 +253,7 @@
 //     key by key): MOVED, ASK, TRYAGAIN and CLUSTERDOWN mean the command
 //     did not run where it was sent; redkit re-sends it, with the same
 //     operation ID, after the client's slot map is reloaded, for up to
-//     RetryPolicy.ClusterBudget (default 5s, never past ctx), and in
+//     WithClusterBudget (default 5s, never past ctx), and in
 //     DeductBatch only the orders that got such a reply. No such reply
 //     reaches the caller (TestDeduct_Cluster_underResharding; Reserve,
 //     Confirm, Cancel, Restock, a SKU split into buckets and DeductBatch in

@@ -9,7 +9,7 @@ import (
 	"github.com/redkit-go/redkit/lock"
 )
 
-// Sentinel errors. Refusals (ErrSoldOut, ErrBuyerLimit, ErrClosed,
+// Sentinel errors. Refusals (ErrSoldOut, ErrBuyerLimit, ErrSKUClosed,
 // ErrNotFound) are decisions: the operation was judged and stored, and a
 // retry with the same ID returns the same refusal.
 var (
@@ -22,8 +22,8 @@ var (
 	// ErrConflict means the operation ID was already used for a different
 	// operation; see ConflictError for the field that differs.
 	ErrConflict = errors.New("stock: operation ID reused with different fields")
-	// ErrClosed means the SKU was closed with CloseSKU.
-	ErrClosed = errors.New("stock: sku closed")
+	// ErrSKUClosed means the SKU was closed with CloseSKU.
+	ErrSKUClosed = errors.New("stock: sku closed")
 	// ErrNotFound means the SKU does not exist or, for Confirm and Refund,
 	// the order is unknown: never placed, or its marker expired after the
 	// idempotency window.
@@ -71,7 +71,7 @@ func (e *ConflictError) Error() string {
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
 // ItemError names the SKU an order was refused for. It wraps the reason
-// (ErrSoldOut, ErrBuyerLimit, ErrClosed, ErrNotFound or ErrInvalid).
+// (ErrSoldOut, ErrBuyerLimit, ErrSKUClosed, ErrNotFound or ErrInvalid).
 type ItemError struct {
 	SKU string
 	Err error
@@ -93,7 +93,7 @@ func refusal(code, id, detail, sku string) error {
 	case "limit":
 		err = ErrBuyerLimit
 	case "closed":
-		err = ErrClosed
+		err = ErrSKUClosed
 	case "not_found":
 		err = ErrNotFound
 	case "expired":

@@ -49,7 +49,7 @@ func TestInventory_WithFence_refusesStaleToken(t *testing.T) {
 func TestInventory_WithReplicaAck_pair(t *testing.T) {
 	p := redistest.NewPair(t, redistest.Options{})
 	rdb := p.Primary.Client(func(o *redis.Options) { o.ReadTimeout = 5 * time.Second })
-	inv := stock.New(rdb, stock.WithReplicaAck(1, time.Second), stock.WithRetry(stock.RetryPolicy{Attempts: 1}))
+	inv := stock.New(rdb, stock.WithReplicaAck(1, time.Second), stock.WithRetry(1, 0, 0))
 	defer inv.Close()
 	ctx := t.Context()
 	require.NoError(t, inv.Create(ctx, "sku", 10))

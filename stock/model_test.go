@@ -141,7 +141,7 @@ func classify(err error) string {
 		return "sold_out"
 	case errors.Is(err, stock.ErrBuyerLimit):
 		return "limit"
-	case errors.Is(err, stock.ErrClosed):
+	case errors.Is(err, stock.ErrSKUClosed):
 		return "closed"
 	case errors.Is(err, stock.ErrNotFound):
 		return "not_found"
@@ -204,7 +204,7 @@ func runModel(t *testing.T, checks, steps int) {
 			client = lossy
 		}
 		r.inv = stock.New(client, stock.WithKeyPrefix(r.prefix), stock.WithReclaimInterval(0),
-			stock.WithRetry(stock.RetryPolicy{Attempts: 2}))
+			stock.WithRetry(2, 10*time.Millisecond, 200*time.Millisecond))
 		defer r.inv.Close()
 		initial := int64(rapid.IntRange(0, 3*r.m.buckets).Draw(rt, "initial"))
 		if r.big {

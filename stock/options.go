@@ -17,14 +17,10 @@ type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
 
-// RetryPolicy bounds how often a write whose reply was lost is sent again
-// (with the same operation ID, so it is applied at most once).
-type RetryPolicy = retry.Policy
-
 type config struct {
 	prefix    string
 	window    time.Duration
-	retry     RetryPolicy
+	retry     retry.Policy
 	ack       script.Ack
 	providers otelx.Providers
 	label     string
@@ -53,8 +49,8 @@ func newConfig(opts []Option) config {
 	if err := valid.Duration("journal holdback", c.holdback, holdbackMin, holdbackMax); err != nil && c.err == nil {
 		c.err = err
 	}
-	if c.retry.Attempts < 1 {
-		c.retry.Attempts = 1
+	if err := c.retry.Validate(); err != nil && c.err == nil {
+		c.err = err
 	}
 	return c
 }
@@ -71,10 +67,24 @@ func WithIdempotencyWindow(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.window = d })
 }
 
-// WithRetry sets how a write whose reply was lost or that failed before it
-// ran is retried (default 3 attempts, 10ms–200ms jittered backoff, never
-// past the context's deadline). Attempts 1 disables retrying.
-func WithRetry(p RetryPolicy) Option { return optionFunc(func(c *config) { c.retry = p }) }
+// WithRetry sets how often a write is attempted when its outcome is unknown
+// or it failed before it ran (default 3 attempts with 10ms..200ms jittered
+// backoff, never past the call's context; allowed 1..100 attempts and
+// 0 <= minBackoff <= maxBackoff <= 1m). Every attempt carries the same
+// operation ID, so retrying never applies an operation twice; 1 attempt
+// turns retrying off.
+func WithRetry(attempts int, minBackoff, maxBackoff time.Duration) Option {
+	return optionFunc(func(c *config) { c.retry.SetAttempts(attempts, minBackoff, maxBackoff) })
+}
+
+// WithClusterBudget sets how long, from a call's first attempt, a write is
+// sent again past WithRetry's attempts while a Redis Cluster client meets
+// replies that say the key's slot is moving (MOVED, ASK, TRYAGAIN,
+// CLUSTERDOWN: the command did not run where it was sent), never past the
+// call's context (default 5s, allowed up to 1m; 0 turns it off).
+func WithClusterBudget(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.retry.SetClusterBudget(d) })
+}
 
 // ErrReplicaAck is returned, joined with the operation's own outcome, when
 // WithReplicaAck is set and fewer replicas than asked acknowledged a write in

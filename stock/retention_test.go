@@ -126,7 +126,7 @@ func TestRetention_closeSKUDropsBuyerCounters(t *testing.T) {
 	require.Empty(t, buyers(), "a closed SKU keeps its per-buyer counters")
 
 	_, err = inv.Deduct(ctx, order("late", "u9", "sale", 1))
-	require.ErrorIs(t, err, stock.ErrClosed)
+	require.ErrorIs(t, err, stock.ErrSKUClosed)
 	_, err = inv.Cancel(ctx, order("h-held", "u1", "sale", 2))
 	require.NoError(t, err)
 	_, err = inv.Confirm(ctx, order("h-conf", "u2", "sale", 2))

@@ -82,7 +82,7 @@ func TestReplicaAck_closeSKUWaits(t *testing.T) {
 	require.ErrorIs(t, err, stock.ErrReplicaAck)
 	// The close did happen on the primary.
 	_, err = inv.Deduct(ctx, order("after-close", "u", sku, 1))
-	require.ErrorIs(t, err, stock.ErrClosed)
+	require.ErrorIs(t, err, stock.ErrSKUClosed)
 }
 
 // On a Cluster the claim of an order's ID in {g} and the order in the

@@ -54,7 +54,7 @@ func TestTelemetry_recordsNoSecrets(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, inv.CloseSKU(ctx, sku))
 	_, err = inv.Deduct(ctx, order("zq-order-5", "zq-buyer-4", sku, 1))
-	require.ErrorIs(t, err, stock.ErrClosed)
+	require.ErrorIs(t, err, stock.ErrSKUClosed)
 
 	out, _ := tel.Strings(t)
 	all := strings.Join(out, "\n")

@@ -46,7 +46,9 @@ func New(rdb redis.UniversalClient, opts ...Option) *Inventory {
 
 // Close stops the Inventory's background work (the reservation reclaimer)
 // and waits for it. It does not close the Redis client. Close is idempotent;
-// reservations still expire lazily after Close.
+// calls made after Close still work, and reservations still expire lazily.
+// (So the package has no ErrClosed: a SKU closed with CloseSKU is
+// ErrSKUClosed.)
 func (inv *Inventory) Close() error {
 	inv.reclaimer.close()
 	return nil
@@ -213,7 +215,7 @@ func (inv *Inventory) create(ctx context.Context, sku string, initial int64, opt
 }
 
 // Restock adds qty units to sku's available stock, once per operation ID
-// opID. A closed SKU refuses with ErrClosed.
+// opID. A closed SKU refuses with ErrSKUClosed.
 func (inv *Inventory) Restock(ctx context.Context, opID, sku string, qty int64, opts ...CallOption) (Result, error) {
 	return inv.tel.observe(ctx, "restock", func(ctx context.Context) (Result, error) {
 		return inv.adjust(ctx, "restock", opID, sku, qty, opts)
@@ -390,7 +392,7 @@ func (l Levels) add(m Levels) Levels {
 }
 
 // Deduct sells every item of o at once, or none: it fails with an *ItemError
-// wrapping ErrSoldOut, ErrBuyerLimit, ErrClosed or ErrNotFound for the first
+// wrapping ErrSoldOut, ErrBuyerLimit, ErrSKUClosed or ErrNotFound for the first
 // item that cannot be sold. The decision, success or refusal, is stored under
 // o.ID for the idempotency window: calling Deduct again with the same order
 // returns the same decision with Result.Replayed set, and the same ID with

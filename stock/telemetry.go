@@ -179,7 +179,7 @@ var outcomes = []struct {
 }{
 	{ErrSoldOut, "sold_out"},
 	{ErrBuyerLimit, "buyer_limit"},
-	{ErrClosed, "closed"},
+	{ErrSKUClosed, "closed"},
 	{ErrNotFound, "not_found"},
 	{ErrConflict, "conflict"},
 	{ErrCancelled, "cancelled"},

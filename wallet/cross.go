@@ -232,7 +232,7 @@ func decodeCross(t Transfer, r []string, res Result) (Result, error) {
 	case "to_not_found":
 		refusal = fmt.Errorf("account %s: %w", t.To, ErrAccountNotFound)
 	case "to_closed":
-		refusal = fmt.Errorf("account %s: %w", t.To, ErrClosed)
+		refusal = fmt.Errorf("account %s: %w", t.To, ErrAccountClosed)
 	case "currency":
 		refusal = ErrCurrencyMismatch
 	case "late":

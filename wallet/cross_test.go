@@ -80,7 +80,7 @@ func TestLedger_Transfer_acrossGroups_destinationRefusesAndHoldIsReleased(t *tes
 	openFunded(t, led, map[string]int64{"a/src": 100, "b/closed": 0})
 	require.NoError(t, led.Open(ctx, "c/usd", wallet.WithCurrency("USD")))
 	require.NoError(t, led.CloseAccount(ctx, "b/closed"))
-	for to, want := range map[string]error{"b/closed": wallet.ErrClosed, "c/usd": wallet.ErrCurrencyMismatch,
+	for to, want := range map[string]error{"b/closed": wallet.ErrAccountClosed, "c/usd": wallet.ErrCurrencyMismatch,
 		"d/none": wallet.ErrAccountNotFound} {
 		tr := wallet.Transfer{ID: "to-" + to, From: "a/src", To: to, Amount: 40}
 		res, err := led.Transfer(ctx, tr)
@@ -115,7 +115,7 @@ func TestLedger_Transfer_acrossGroups_crashAfterEachStep(t *testing.T) {
 						if step > 1 {
 							_, err = led.TransferSteps(ctx, tr, step)
 							if step >= 3 { // finished (voided), cleanup steps cut short
-								require.ErrorIs(t, err, wallet.ErrClosed)
+								require.ErrorIs(t, err, wallet.ErrAccountClosed)
 							} else {
 								require.NoError(t, err)
 							}
@@ -137,7 +137,7 @@ func TestLedger_Transfer_acrossGroups_crashAfterEachStep(t *testing.T) {
 					} else {
 						_, err := led.Transfer(ctx, tr)
 						if dest == "closed" {
-							require.ErrorIs(t, err, wallet.ErrClosed)
+							require.ErrorIs(t, err, wallet.ErrAccountClosed)
 						} else {
 							require.NoError(t, err)
 						}
@@ -164,7 +164,7 @@ func TestLedger_Transfer_acrossGroups_crashAfterEachStep(t *testing.T) {
 						require.Equal(t, int64(100), src.Posted)
 						require.Equal(t, []string{"open", "credit", "transfer_hold", "transfer_void"}, sk)
 						_, err := led.Transfer(ctx, tr)
-						require.ErrorIs(t, err, wallet.ErrClosed)
+						require.ErrorIs(t, err, wallet.ErrAccountClosed)
 					}
 					require.NoError(t, led.Verify(ctx, "a/src"))
 					require.NoError(t, led.Verify(ctx, "b/dst"))

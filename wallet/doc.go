@@ -266,7 +266,7 @@
 //   - Resharding (a group's slot migrated while postings run): MOVED, ASK,
 //     TRYAGAIN and CLUSTERDOWN mean the command did not run where it was
 //     sent; redkit re-sends it, with the same ID, after the client's slot
-//     map is reloaded, for up to the policy's ClusterBudget (default 5s,
+//     map is reloaded, for up to WithClusterBudget (default 5s,
 //     never past ctx), and in TransferBatch only the transfers that got
 //     such a reply. No such reply reaches the caller, within or across
 //     groups (TestLedger_Cluster_underResharding; holds, TransferBatch and

@@ -31,9 +31,9 @@ var (
 	// currencies, or a Tx whose Currency differs from its account's.
 	ErrCurrencyMismatch = errors.New("wallet: currency mismatch")
 
-	// ErrClosed refuses a posting on an account closed with CloseAccount.
+	// ErrAccountClosed refuses a posting on an account closed with CloseAccount.
 	// The refusal is remembered under the transaction ID.
-	ErrClosed = errors.New("wallet: closed")
+	ErrAccountClosed = errors.New("wallet: account closed")
 
 	// ErrConflict is matched by every *ConflictError: a transaction ID, or
 	// an account being opened, was seen before with a different field.

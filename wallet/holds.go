@@ -40,7 +40,7 @@ type HoldReq struct {
 // ID (a repeated call returns the first Result, Replayed set; other fields
 // give a *ConflictError naming "amount", "ttl" or "memo"). Result.Expires
 // is the hold's expiry on the server's clock. Refusals, remembered under
-// r.ID: ErrInsufficientFunds, ErrClosed, ErrAccountNotFound (a hold ID
+// r.ID: ErrInsufficientFunds, ErrAccountClosed, ErrAccountNotFound (a hold ID
 // refused before its account was opened stays refused). Also ErrInvalid,
 // ErrUnknownOutcome.
 func (l *Ledger) Hold(ctx context.Context, r HoldReq, opts ...CallOption) (res Result, err error) {
@@ -74,7 +74,7 @@ func (l *Ledger) Hold(ctx context.Context, r HoldReq, opts ...CallOption) (res R
 // same amount returns the first Result (Replayed set), another amount a
 // *ConflictError naming "amount". Errors: ErrHoldNotFound (never placed,
 // refused, or forgotten after the window), ErrHoldExpired, a *ConflictError
-// naming "resolution" when the hold was voided, ErrClosed when the account
+// naming "resolution" when the hold was voided, ErrAccountClosed when the account
 // is closed (the hold stays open), ErrInvalid (amount above the hold).
 func (l *Ledger) Capture(ctx context.Context, account, holdID string, amount int64, opts ...CallOption) (res Result, err error) {
 	ctx, op := l.tel.start(ctx, "capture")

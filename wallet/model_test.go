@@ -452,7 +452,7 @@ func classify(res wallet.Result, err error, to bool) mOutcome {
 	for _, c := range []struct {
 		err  error
 		name string
-	}{{wallet.ErrAccountNotFound, "not_found"}, {wallet.ErrClosed, "closed"}} {
+	}{{wallet.ErrAccountNotFound, "not_found"}, {wallet.ErrAccountClosed, "closed"}} {
 		if errors.Is(err, c.err) {
 			return mOutcome{class: c.name, named: true}
 		}

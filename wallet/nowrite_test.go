@@ -165,7 +165,7 @@ func TestLedger_scriptErrors_writeNothing(t *testing.T) {
 		{"capture: closed account", func(t *testing.T, e env) {
 			held(t, e)
 			require.NoError(t, e.led.CloseAccount(t.Context(), "g/a"))
-		}, func(ctx context.Context, e env) error { return op(e.led.Capture(ctx, "g/a", "h1", 1)) }, wallet.ErrClosed},
+		}, func(ctx context.Context, e env) error { return op(e.led.Capture(ctx, "g/a", "h1", 1)) }, wallet.ErrAccountClosed},
 		{"capture: stale fence", func(t *testing.T, e env) { fenced(t, e); held(t, e) },
 			func(ctx context.Context, e env) error { return op(e.led.Capture(ctx, "g/a", "h1", 1, fence(4))) },
 			wallet.ErrStaleFence},
@@ -234,7 +234,7 @@ func TestLedger_scriptErrors_writeNothing(t *testing.T) {
 		}, wallet.ErrConflict},
 		{"open: closed", func(t *testing.T, e env) { require.NoError(t, e.led.CloseAccount(t.Context(), "g/a")) },
 			func(ctx context.Context, e env) error { return e.led.Open(ctx, "g/a", wallet.WithCurrency("CNY")) },
-			wallet.ErrClosed},
+			wallet.ErrAccountClosed},
 		{"open: overdraft 2^53", nil, func(ctx context.Context, e env) error {
 			return e.eval(ctx, "open", e.acct("g/new"), "CNY", "9007199254740992")
 		}, nil},

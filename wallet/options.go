@@ -56,8 +56,8 @@ func newConfig(opts []Option) config {
 	if c.err == nil && c.recoverEvery > 0 && c.recoverEvery != time.Duration(defaultRecovery.Load()) {
 		c.err = valid.Duration("recovery interval", c.recoverEvery, time.Second, 24*time.Hour)
 	}
-	if c.err == nil && c.policy.Attempts < 1 {
-		c.err = fmt.Errorf("%w: retry attempts %d, want at least 1", ErrInvalid, c.policy.Attempts)
+	if c.err == nil {
+		c.err = c.policy.Validate()
 	}
 	return c
 }
@@ -76,15 +76,23 @@ func WithIdempotencyWindow(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.window = d })
 }
 
-// WithRetry sets how often a write is attempted when its outcome is
-// unknown or the server is briefly unavailable (default 3 attempts with
-// 10ms..200ms jittered backoff, never past the call's context). Every
-// attempt carries the same transaction ID, so retrying never applies a
-// transaction twice.
+// WithRetry sets how often a write is attempted when its outcome is unknown
+// or it failed before it ran (default 3 attempts with 10ms..200ms jittered
+// backoff, never past the call's context; allowed 1..100 attempts and
+// 0 <= minBackoff <= maxBackoff <= 1m). Every attempt carries the same
+// transaction ID, so retrying never applies a transaction twice; 1 attempt
+// turns retrying off.
 func WithRetry(attempts int, minBackoff, maxBackoff time.Duration) Option {
-	return optionFunc(func(c *config) {
-		c.policy = retry.Policy{Attempts: attempts, MinBackoff: minBackoff, MaxBackoff: maxBackoff}
-	})
+	return optionFunc(func(c *config) { c.policy.SetAttempts(attempts, minBackoff, maxBackoff) })
+}
+
+// WithClusterBudget sets how long, from a call's first attempt, a write is
+// sent again past WithRetry's attempts while a Redis Cluster client meets
+// replies that say the key's slot is moving (MOVED, ASK, TRYAGAIN,
+// CLUSTERDOWN: the command did not run where it was sent), never past the
+// call's context (default 5s, allowed up to 1m; 0 turns it off).
+func WithClusterBudget(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.policy.SetClusterBudget(d) })
 }
 
 // WithReplicaAck makes every posting (Credit, Debit, Transfer, Hold,

@@ -34,7 +34,7 @@ func definite(ctx context.Context, op func() (wallet.Result, error)) (res wallet
 }
 
 func businessAnswer(err error) bool {
-	for _, e := range []error{wallet.ErrInsufficientFunds, wallet.ErrAccountNotFound, wallet.ErrClosed,
+	for _, e := range []error{wallet.ErrInsufficientFunds, wallet.ErrAccountNotFound, wallet.ErrAccountClosed,
 		wallet.ErrCurrencyMismatch, wallet.ErrConflict, wallet.ErrInvalid, wallet.ErrCrossGroup} {
 		if errors.Is(err, e) {
 			return true
@@ -46,7 +46,7 @@ func businessAnswer(err error) bool {
 // outcomeOf names an answer for comparing repeated submissions.
 func outcomeOf(res wallet.Result, err error) string {
 	if err != nil {
-		for _, e := range []error{wallet.ErrInsufficientFunds, wallet.ErrAccountNotFound, wallet.ErrClosed,
+		for _, e := range []error{wallet.ErrInsufficientFunds, wallet.ErrAccountNotFound, wallet.ErrAccountClosed,
 			wallet.ErrCurrencyMismatch, wallet.ErrConflict, wallet.ErrInvalid} {
 			if errors.Is(err, e) {
 				return e.Error()

@@ -102,7 +102,7 @@ var outcomes = []struct {
 	{ErrInsufficientFunds, "insufficient_funds", true},
 	{ErrAccountNotFound, "account_not_found", true},
 	{ErrCurrencyMismatch, "currency_mismatch", true},
-	{ErrClosed, "closed", true},
+	{ErrAccountClosed, "closed", true},
 	{ErrConflict, "conflict", true},
 	{ErrHoldNotFound, "hold_not_found", true},
 	{ErrHoldExpired, "hold_expired", true},

@@ -62,7 +62,8 @@ func New(rdb redis.UniversalClient, opts ...Option) *Ledger {
 // Close stops the Ledger's background work (the hold reclaimer and the
 // WithRecovery worker) and waits for it. It does not close rdb, and calls
 // made after Close still work; holds are then released by the next call on
-// their account.
+// their account. (So the package has no ErrClosed: an account closed with
+// CloseAccount is ErrAccountClosed.)
 func (l *Ledger) Close() error {
 	l.closeOnce.Do(func() {
 		l.reclaim.close()
@@ -159,7 +160,7 @@ func (l *Ledger) accountKeys(account string) []string {
 // Open creates an account, or does nothing when it exists with the same
 // settings. WithCurrency is required. Errors: ErrInvalid, a *ConflictError
 // (field "currency" or "overdraft") when the account exists with other
-// settings, ErrClosed when it was closed (accounts are never reopened).
+// settings, ErrAccountClosed when it was closed (accounts are never reopened).
 func (l *Ledger) Open(ctx context.Context, account string, opts ...AccountOption) (err error) {
 	ctx, op := l.tel.start(ctx, "open")
 	defer func() { op.end(err, false) }()
@@ -182,7 +183,7 @@ func (l *Ledger) Open(ctx context.Context, account string, opts ...AccountOption
 	case "ok", "exists":
 		return nil
 	case "closed":
-		return fmt.Errorf("open %s: %w", account, ErrClosed)
+		return fmt.Errorf("open %s: %w", account, ErrAccountClosed)
 	case "conflict":
 		return &ConflictError{ID: account, Field: status(r, 1)}
 	}
@@ -191,7 +192,7 @@ func (l *Ledger) Open(ctx context.Context, account string, opts ...AccountOption
 
 // Credit adds tx.Amount to an account. It is idempotent by tx.ID: see
 // Result and the package documentation. Errors: ErrInvalid (nothing
-// written), and, remembered under tx.ID, ErrAccountNotFound, ErrClosed,
+// written), and, remembered under tx.ID, ErrAccountNotFound, ErrAccountClosed,
 // ErrCurrencyMismatch; a *ConflictError when tx.ID was used with other
 // fields; ErrUnknownOutcome (joined with the cause) when no attempt got an
 // answer.
@@ -278,7 +279,7 @@ func (l *Ledger) fence(group string, opts []CallOption) ([]string, []any, error)
 // hold is posted or released; a call interrupted midway leaves the
 // transfer in flight, finished by calling again with the same t.ID or by
 // Recover. The same account on both sides is ErrSameAccount, before any
-// I/O. Refusals (remembered under t.ID): ErrAccountNotFound, ErrClosed,
+// I/O. Refusals (remembered under t.ID): ErrAccountNotFound, ErrAccountClosed,
 // ErrCurrencyMismatch, ErrInsufficientFunds, and across groups
 // ErrTransferExpired (the destination step came a window or more after the
 // first) and ErrDestinationFull (the destination filled up after the
@@ -373,9 +374,9 @@ func decodePosting(kind, id string, r []string, res *Result, from, to string) (R
 	case "to_not_found":
 		refusal = fmt.Errorf("account %s: %w", to, ErrAccountNotFound)
 	case "closed":
-		refusal = fmt.Errorf("account %s: %w", from, ErrClosed)
+		refusal = fmt.Errorf("account %s: %w", from, ErrAccountClosed)
 	case "to_closed":
-		refusal = fmt.Errorf("account %s: %w", to, ErrClosed)
+		refusal = fmt.Errorf("account %s: %w", to, ErrAccountClosed)
 	case "currency":
 		refusal = ErrCurrencyMismatch
 	case "insufficient":
@@ -463,7 +464,7 @@ func (l *Ledger) sweepThen(ctx context.Context, account string, limit int, recov
 }
 
 // CloseAccount closes an account to new postings: every later Credit,
-// Debit or Transfer touching it is refused with ErrClosed. Its balance and
+// Debit or Transfer touching it is refused with ErrAccountClosed. Its balance and
 // journal stay readable; it cannot be reopened. Closing a closed account is
 // a no-op. Errors: ErrInvalid, ErrAccountNotFound.
 func (l *Ledger) CloseAccount(ctx context.Context, account string) (err error) {

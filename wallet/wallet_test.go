@@ -251,14 +251,14 @@ func TestLedger_CloseAccount(t *testing.T) {
 	require.ErrorIs(t, led.CloseAccount(ctx, "g/nobody"), wallet.ErrAccountNotFound)
 
 	_, err = led.Credit(ctx, wallet.Tx{ID: "c2", Account: "g/a", Amount: 10})
-	require.ErrorIs(t, err, wallet.ErrClosed)
+	require.ErrorIs(t, err, wallet.ErrAccountClosed)
 	_, err = led.Transfer(ctx, wallet.Transfer{ID: "t1", From: "g/b", To: "g/a", Amount: 1})
-	require.ErrorIs(t, err, wallet.ErrClosed)
+	require.ErrorIs(t, err, wallet.ErrAccountClosed)
 	bal, err := led.Balance(ctx, "g/a")
 	require.NoError(t, err)
 	require.True(t, bal.Closed)
 	require.Equal(t, int64(10), bal.Posted)
-	require.ErrorIs(t, led.Open(ctx, "g/a", wallet.WithCurrency("CNY")), wallet.ErrClosed)
+	require.ErrorIs(t, led.Open(ctx, "g/a", wallet.WithCurrency("CNY")), wallet.ErrAccountClosed)
 	require.NoError(t, led.Verify(ctx, "g/a"))
 }
 

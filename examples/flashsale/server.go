@@ -324,7 +324,7 @@ var errorStatuses = []httpx.ErrorStatus{
 	{Err: stock.ErrNotFound, Status: http.StatusNotFound, Code: "not_found"},
 	{Err: stock.ErrSoldOut, Status: http.StatusUnprocessableEntity, Code: "sold_out"},
 	{Err: stock.ErrBuyerLimit, Status: http.StatusUnprocessableEntity, Code: "buyer_limit"},
-	{Err: stock.ErrClosed, Status: http.StatusUnprocessableEntity, Code: "closed"},
+	{Err: stock.ErrSKUClosed, Status: http.StatusUnprocessableEntity, Code: "closed"},
 	{Err: stock.ErrHoldExpired, Status: http.StatusUnprocessableEntity, Code: "hold_expired"},
 	{Err: stock.ErrCancelled, Status: http.StatusUnprocessableEntity, Code: "cancelled"},
 }

@@ -338,7 +338,7 @@ var errorStatuses = []httpx.ErrorStatus{
 	{Err: wallet.ErrHoldNotFound, Status: http.StatusNotFound, Code: "hold_not_found"},
 	{Err: wallet.ErrInsufficientFunds, Status: http.StatusUnprocessableEntity, Code: "insufficient_funds"},
 	{Err: wallet.ErrCurrencyMismatch, Status: http.StatusUnprocessableEntity, Code: "currency_mismatch"},
-	{Err: wallet.ErrClosed, Status: http.StatusUnprocessableEntity, Code: "account_closed"},
+	{Err: wallet.ErrAccountClosed, Status: http.StatusUnprocessableEntity, Code: "account_closed"},
 	{Err: wallet.ErrHoldExpired, Status: http.StatusUnprocessableEntity, Code: "hold_expired"},
 	// Refusals of a transfer across slot groups, stored under its ID.
 	{Err: wallet.ErrDestinationFull, Status: http.StatusUnprocessableEntity, Code: "destination_full"},
