@@ -1,11 +1,14 @@
 package wallet_test
 
 import (
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/redis/go-redis/v9"
 	"github.com/redkit-go/redkit/lock"
 	"github.com/redkit-go/redkit/redistest"
@@ -133,4 +136,79 @@ func TestWritePaths_Cluster_underResharding(t *testing.T) {
 	tb, err := led.TrialBalance(ctx, accounts...)
 	require.NoError(t, err)
 	require.Zero(t, tb.NetTransfers())
+}
+
+// TestLinearizable_Cluster_underResharding: Credit, Debit and Balance of
+// one account from concurrent clients on an ordinary ClusterClient while
+// its slot is moved again and again, 10 keys per MIGRATE 5 ms apart: no
+// error reaches a caller, and the history is linearizable against an
+// account that may not go negative (porcupine): no re-sent posting applied
+// twice or lost.
+func TestLinearizable_Cluster_underResharding(t *testing.T) {
+	ctx := t.Context()
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3})
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	defer rdb.Close()
+	led := wallet.New(rdb)
+	defer led.Close()
+	const account, clients, ops = "lw/acct", 4, 100
+	require.NoError(t, led.Open(ctx, account, wallet.WithCurrency("CNY")))
+	for i := range 10 {
+		require.NoError(t, rdb.Set(ctx, fmt.Sprintf("{lw}:fill:%d", i), i, 0).Err())
+	}
+	stop := c.Reshard(ctx, []string{"{lw}"}, redistest.MoveOptions{Batch: 10, Pause: 5 * time.Millisecond})
+	start := time.Now()
+	var (
+		mu      sync.Mutex
+		history []porcupine.Operation
+		wg      sync.WaitGroup
+	)
+	for cl := range clients {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(cl), 5))
+			for i := range ops {
+				tx := wallet.Tx{ID: fmt.Sprintf("c%d-%d", cl, i), Account: account, Amount: int64(1 + r.IntN(50))}
+				in := bankInput{amount: tx.Amount}
+				var out bankOutput
+				var err error
+				call := time.Since(start).Nanoseconds()
+				switch k := r.IntN(10); {
+				case k < 5:
+					in.kind = "credit"
+					var res wallet.Result
+					res, err = led.Credit(ctx, tx)
+					out = bankOutput{applied: err == nil, replayed: res.Replayed, balance: res.Balance.Posted}
+				case k < 9:
+					in.kind = "debit"
+					var res wallet.Result
+					res, err = led.Debit(ctx, tx)
+					out = bankOutput{applied: err == nil, replayed: res.Replayed, balance: res.Balance.Posted}
+					if errors.Is(err, wallet.ErrInsufficientFunds) {
+						err = nil
+					}
+				default:
+					in = bankInput{kind: "read"}
+					var b wallet.Balance
+					b, err = led.Balance(ctx, account)
+					out.balance = b.Posted
+				}
+				ret := time.Since(start).Nanoseconds()
+				if err != nil {
+					t.Errorf("%s %s: %v", in.kind, tx.ID, err)
+					return
+				}
+				mu.Lock()
+				history = append(history, porcupine.Operation{ClientId: cl, Input: in, Call: call, Output: out, Return: ret})
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	st := stop()
+	require.NoError(t, st.Err)
+	t.Logf("%d operations while %d slot moves migrated %d keys", len(history), st.Moves, st.Keys)
+	require.Positive(t, st.Moves)
+	require.Len(t, history, clients*ops)
+	res := porcupine.CheckOperationsTimeout(bankModel, history, time.Minute)
+	require.Equal(t, porcupine.Ok, res, "history is not linearizable (or the check timed out)")
 }
