@@ -2,14 +2,12 @@ package idgen_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/redkit-go/redkit/idgen"
 	"github.com/redkit-go/redkit/redistest"
 )
@@ -24,10 +22,7 @@ func TestChaos_Cluster_failover(t *testing.T) {
 	if os.Getenv("RUN_CHAOS") == "" {
 		t.Skip("chaos tier: make chaos")
 	}
-	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3, Replicas: 1,
-		Options: redistest.Options{Config: []string{"cluster-node-timeout 1000"}}})
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
-	defer rdb.Close()
+	c, rdb := redistest.NewFailoverCluster(t)
 	ctx := t.Context()
 	seq, err := idgen.NewSequence(rdb, "fi/seq")
 	if err != nil {
@@ -43,67 +38,47 @@ func TestChaos_Cluster_failover(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sf.Close()
+	answers := &redistest.Answers{Tries: 100, Timeout: 5 * time.Second, Kinds: map[string]error{
+		"unavailable": idgen.ErrUnavailable, "lease lost": idgen.ErrLeaseLost}}
 	runCtx, stopLoad := context.WithCancel(ctx)
 	var (
-		wg                       sync.WaitGroup
-		mu                       sync.Mutex
-		issued, retried, repeats int
-		seen                     = map[string]bool{}
-		firstErrs                = map[string]int{}
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		repeats int
+		seen    = map[string]bool{}
 	)
 	for w := range 3 {
 		kind, next := []string{"seq", "seg", "snowflake"}[w], []func(context.Context) (idgen.ID, error){seq.Next, seg.Next, sf.Next}[w]
 		wg.Go(func() {
 			for runCtx.Err() == nil {
-				for try := 0; ; try++ {
-					cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-					v, err := next(cctx)
-					cancel()
-					mu.Lock()
-					if err == nil {
-						issued++
-						if k := fmt.Sprint(kind, v); seen[k] {
-							repeats++
-						} else {
-							seen[k] = true
-						}
-						mu.Unlock()
-						break
-					}
-					retried++
-					if try == 0 {
-						switch {
-						case errors.Is(err, idgen.ErrUnavailable):
-							firstErrs[kind+": unavailable"]++
-						default:
-							firstErrs[kind+": "+err.Error()]++
-						}
-					}
-					mu.Unlock()
-					if try >= 100 {
-						t.Errorf("%s never answered: %v", kind, err)
-						return
-					}
-					time.Sleep(50 * time.Millisecond)
+				var v idgen.ID
+				if ok, err := answers.Call(ctx, func(ctx context.Context) (err error) {
+					v, err = next(ctx)
+					return err
+				}); !ok {
+					t.Errorf("%s never answered: %v", kind, err)
+					return
 				}
+				mu.Lock()
+				if k := fmt.Sprint(kind, v); seen[k] {
+					repeats++
+				} else {
+					seen[k] = true
+				}
+				mu.Unlock()
 				time.Sleep(time.Millisecond)
 			}
 		})
 	}
-	faults := 0
-	for range chaosScale() {
-		for _, tag := range []string{"{fi}"} {
-			n, err := c.FaultRound(ctx, tag, 300*time.Millisecond)
-			faults += n
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	faults, err := c.FaultRounds(ctx, chaosScale(), 300*time.Millisecond, "{fi}")
 	stopLoad()
 	wg.Wait()
-	t.Logf("%d faults: %d IDs, %d calls failed and were called again; first errors: %v", faults, issued, retried, firstErrs)
-	t.Logf("chaos table | idgen Sequence/Segment/Snowflake | %d | %d | %d | %d", issued, faults, retried, repeats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d faults: %d IDs, %d calls failed and were called again; first errors: %s",
+		faults, answers.Answered(), answers.Retried(), answers.FirstErrors())
+	t.Logf("chaos table | idgen Sequence/Segment/Snowflake | %d | %d | %d | %d", answers.Answered(), faults, answers.Retried(), repeats)
 	if repeats > 0 {
 		t.Fatalf("%d values handed out twice", repeats)
 	}

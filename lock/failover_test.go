@@ -2,13 +2,11 @@ package lock_test
 
 import (
 	"context"
-	"errors"
 	"os"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/redkit-go/redkit/lock"
 	"github.com/redkit-go/redkit/redistest"
 	"github.com/stretchr/testify/require"
@@ -27,22 +25,20 @@ func TestChaos_Cluster_failover(t *testing.T) {
 	if os.Getenv("RUN_CHAOS") == "" {
 		t.Skip("chaos tier: make chaos")
 	}
-	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3, Replicas: 1,
-		Options: redistest.Options{Config: []string{"cluster-node-timeout 1000"}}})
+	c, rdb := redistest.NewFailoverCluster(t)
 	ctx := t.Context()
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
-	defer rdb.Close()
 	locks := lock.New(rdb, lock.WithRequiredReplicaAck(1, time.Second), lock.WithTTL(3*time.Second))
 	defer locks.Close()
 	names := []string{"fl1/a", "fl2/b"}
+	answers := &redistest.Answers{Kinds: map[string]error{
+		"outcome unknown": lock.ErrUnknownOutcome, "replica ack not reached": lock.ErrReplicaAck}}
 	runCtx, stopLoad := context.WithCancel(ctx)
 	var (
-		wg                        sync.WaitGroup
-		mu                        sync.Mutex
-		rounds, retried, overlaps int
-		holding                   = map[string]int{}
-		last                      = map[string]uint64{}
-		firstErrs                 = map[string]int{}
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		overlaps int
+		holding  = map[string]int{}
+		last     = map[string]uint64{}
 	)
 	for w := range 4 {
 		wg.Go(func() {
@@ -50,29 +46,12 @@ func TestChaos_Cluster_failover(t *testing.T) {
 				name := names[(w+i)%len(names)]
 				m := locks.Mutex(name)
 				var l *lock.Lease
-				for try := 0; ; try++ {
-					cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-					var err error
-					l, err = m.Acquire(cctx)
-					cancel()
-					if err == nil {
-						break
-					}
-					mu.Lock()
-					retried++
-					if try == 0 {
-						switch {
-						case errors.Is(err, lock.ErrUnknownOutcome):
-							firstErrs["outcome unknown"]++
-						case errors.Is(err, lock.ErrReplicaAck):
-							firstErrs["replica ack not reached"]++
-						default:
-							firstErrs[err.Error()]++
-						}
-					}
-					mu.Unlock()
-					require.Less(t, try, 50, "%s never acquired: %v", name, err)
-					time.Sleep(50 * time.Millisecond)
+				if ok, err := answers.Call(ctx, func(ctx context.Context) (err error) {
+					l, err = m.Acquire(ctx)
+					return err
+				}); !ok {
+					t.Errorf("%s never acquired: %v", name, err)
+					return
 				}
 				mu.Lock()
 				holding[name]++
@@ -89,23 +68,17 @@ func TestChaos_Cluster_failover(t *testing.T) {
 				_ = l.Extend(ctx) // may fail while the shard fails over: the lease stays ours until its TTL
 				mu.Lock()
 				holding[name]--
-				rounds++
 				mu.Unlock()
 				_ = l.Release(ctx) // a lost release leaves the lock to its TTL
 			}
 		})
 	}
-	faults := 0
-	for range chaosScale() {
-		for _, tag := range []string{"{fl1}", "{fl2}"} {
-			k, err := c.FaultRound(ctx, tag, 300*time.Millisecond)
-			faults += k
-			require.NoError(t, err)
-		}
-	}
+	faults, err := c.FaultRounds(ctx, chaosScale(), 300*time.Millisecond, "{fl1}", "{fl2}")
 	stopLoad()
 	wg.Wait()
-	t.Logf("%d faults: %d leases, %d acquires failed and were called again; first errors: %v", faults, rounds, retried, firstErrs)
-	t.Logf("chaos table | lock Acquire/Extend/Release | %d | %d | %d | %d", rounds, faults, retried, overlaps)
+	require.NoError(t, err)
+	t.Logf("%d faults: %d leases, %d acquires failed and were called again; first errors: %s",
+		faults, answers.Answered(), answers.Retried(), answers.FirstErrors())
+	t.Logf("chaos table | lock Acquire/Extend/Release | %d | %d | %d | %d", answers.Answered(), faults, answers.Retried(), overlaps)
 	require.Zero(t, overlaps, "two holders at once or a token not above the last")
 }

@@ -78,6 +78,16 @@
 //   - Reshard(ctx, keys, o): MoveSlotWith of each key's slot in turn, again
 //     and again, in the background until the returned stop is called (a
 //     move in progress is finished); stop reports moves and keys migrated.
+//   - FaultRound(ctx, key, pause) and FaultRounds: every failover kind
+//     (CLUSTER FAILOVER plain, FORCE, TAKEOVER), a master killed with
+//     SIGKILL and its replica promoted, and a slot move, in turn, on the
+//     shard of key; NewFailoverCluster starts a Cluster fit for them (a
+//     replica per master, a 1 s cluster-node-timeout) with a client.
+//
+// Answers calls an operation again until it is answered, as a caller that
+// gets an error should, and tallies the calls and the first errors by kind:
+// the failover runs use it to show that every error returned is one that
+// calling again resolves.
 //   - Failover(ctx, key, mode): CLUSTER FAILOVER, FailoverPlain, FailoverForce
 //     or FailoverTakeover, on the first replica of the shard serving key
 //     now. KillMaster(ctx, key): kill -9 of that shard's master, returning

@@ -2,7 +2,6 @@ package stock_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -88,72 +87,46 @@ func TestChaos_Cluster_failover(t *testing.T) {
 	if os.Getenv("RUN_CHAOS") == "" {
 		t.Skip("chaos tier: make chaos")
 	}
-	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3, Replicas: 1,
-		Options: redistest.Options{Config: []string{"cluster-node-timeout 1000"}}})
+	c, rdb := redistest.NewFailoverCluster(t)
 	ctx := t.Context()
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
-	defer rdb.Close()
 	inv := stock.New(rdb, stock.WithReplicaAck(1, time.Second))
 	defer inv.Close()
 	const sku, initial = "fo/sku", 1_000_000
 	require.NoError(t, inv.Create(ctx, sku, initial))
 
+	answers := &redistest.Answers{Kinds: map[string]error{
+		"outcome unknown": stock.ErrUnknownOutcome, "replica ack not reached": stock.ErrReplicaAck}}
 	runCtx, stopLoad := context.WithCancel(ctx)
-	var (
-		wg                sync.WaitGroup
-		mu                sync.Mutex
-		answered, retried int
-		firstErrs         = map[string]int{}
-	)
+	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Go(func() {
 			for i := 0; runCtx.Err() == nil; i++ {
 				o := stock.Order{ID: fmt.Sprintf("f-%d-%d", w, i), Buyer: fmt.Sprintf("b%d", w),
 					Items: []stock.Item{{SKU: sku, Qty: 1}}}
-				for try := 0; ; try++ {
-					cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-					_, err := inv.Deduct(cctx, o)
-					cancel()
-					mu.Lock()
-					if err == nil {
-						answered++
-						mu.Unlock()
-						break
-					}
-					retried++
-					if try == 0 {
-						switch {
-						case errors.Is(err, stock.ErrUnknownOutcome):
-							firstErrs["outcome unknown"]++
-						case errors.Is(err, stock.ErrReplicaAck):
-							firstErrs["replica ack not reached"]++
-						default:
-							firstErrs[err.Error()]++
-						}
-					}
-					mu.Unlock()
-					require.Less(t, try, 50, "order %s never answered: %v", o.ID, err)
-					time.Sleep(50 * time.Millisecond)
+				if ok, err := answers.Call(ctx, func(ctx context.Context) error {
+					_, err := inv.Deduct(ctx, o)
+					return err
+				}); !ok {
+					t.Errorf("order %s never answered: %v", o.ID, err)
+					return
 				}
 			}
 		})
 	}
-	faults := 0
-	for range chaosScale() {
-		n, err := c.FaultRound(ctx, "{fo}", 300*time.Millisecond)
-		faults += n
-		require.NoError(t, err)
-	}
+	faults, err := c.FaultRounds(ctx, chaosScale(), 300*time.Millisecond, "{fo}")
 	stopLoad()
 	wg.Wait()
+	require.NoError(t, err)
 	lv, err := inv.Level(ctx, sku)
 	require.NoError(t, err)
-	t.Logf("%d faults: %d orders answered, %d calls failed and were called again; first errors: %v", faults, answered, retried, firstErrs)
+	answered := int64(answers.Answered())
+	t.Logf("%d faults: %d orders answered, %d calls failed and were called again; first errors: %s",
+		faults, answered, answers.Retried(), answers.FirstErrors())
 	broken := 0
-	if int64(answered) != lv.Sold || initial-int64(answered) != lv.Available {
+	if answered != lv.Sold || initial-answered != lv.Available {
 		broken++
 	}
-	t.Logf("chaos table | stock Deduct | %d | %d | %d | %d", answered, faults, retried, broken)
+	t.Logf("chaos table | stock Deduct | %d | %d | %d | %d", answered, faults, answers.Retried(), broken)
 	require.EqualValues(t, answered, lv.Sold, "every answered order sold once")
 	require.EqualValues(t, initial-answered, lv.Available)
 }

@@ -2,14 +2,12 @@ package wallet_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/redkit-go/redkit/redistest"
 	"github.com/redkit-go/redkit/wallet"
 	"github.com/stretchr/testify/require"
@@ -28,11 +26,8 @@ func TestChaos_Cluster_failover(t *testing.T) {
 	if os.Getenv("RUN_CHAOS") == "" {
 		t.Skip("chaos tier: make chaos")
 	}
-	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3, Replicas: 1,
-		Options: redistest.Options{Config: []string{"cluster-node-timeout 1000"}}})
+	c, rdb := redistest.NewFailoverCluster(t)
 	ctx := t.Context()
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
-	defer rdb.Close()
 	led := wallet.New(rdb, wallet.WithReplicaAck(1, time.Second))
 	defer led.Close()
 	groups := []string{"fa", "fb"}
@@ -47,89 +42,54 @@ func TestChaos_Cluster_failover(t *testing.T) {
 			want[g+a] = 1_000_000
 		}
 	}
+	answers := &redistest.Answers{Kinds: map[string]error{
+		"outcome unknown": wallet.ErrUnknownOutcome, "replica ack not reached": wallet.ErrReplicaAck}}
 	runCtx, stopLoad := context.WithCancel(ctx)
 	var (
-		wg                sync.WaitGroup
-		mu                sync.Mutex
-		answered, retried int
-		firstErrs         = map[string]int{}
+		wg sync.WaitGroup
+		mu sync.Mutex
 	)
 	for w := range 4 {
 		wg.Go(func() {
 			for i := 0; runCtx.Err() == nil; i++ {
 				g, o := groups[(w+i)%2], groups[(w+i+1)%2]
 				id := fmt.Sprintf("f-%d-%d", w, i)
-				var (
-					call  func(context.Context) error
-					moves map[string]int64
-				)
+				tr := wallet.Transfer{ID: id, From: g + "/x", To: g + "/y", Amount: 5}
 				switch i % 4 {
 				case 0:
-					call = func(ctx context.Context) error {
-						_, err := led.Credit(ctx, wallet.Tx{ID: id, Account: g + "/x", Amount: 3})
-						return err
-					}
-					moves = map[string]int64{g + "/x": 3}
+					tr = wallet.Transfer{ID: id, To: g + "/x", Amount: 3}
 				case 1:
-					call = func(ctx context.Context) error {
-						_, err := led.Debit(ctx, wallet.Tx{ID: id, Account: g + "/y", Amount: 2})
-						return err
-					}
-					moves = map[string]int64{g + "/y": -2}
-				case 2:
-					call = func(ctx context.Context) error {
-						_, err := led.Transfer(ctx, wallet.Transfer{ID: id, From: g + "/x", To: g + "/y", Amount: 5})
-						return err
-					}
-					moves = map[string]int64{g + "/x": -5, g + "/y": 5}
+					tr = wallet.Transfer{ID: id, From: g + "/y", Amount: 2}
 				case 3:
-					call = func(ctx context.Context) error {
-						_, err := led.Transfer(ctx, wallet.Transfer{ID: id, From: g + "/y", To: o + "/x", Amount: 7})
-						return err
-					}
-					moves = map[string]int64{g + "/y": -7, o + "/x": 7}
+					tr = wallet.Transfer{ID: id, From: g + "/y", To: o + "/x", Amount: 7}
 				}
-				for try := 0; ; try++ {
-					cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-					err := call(cctx)
-					cancel()
-					mu.Lock()
-					if err == nil {
-						answered++
-						for a, d := range moves {
-							want[a] += d
-						}
-						mu.Unlock()
-						break
+				ok, err := answers.Call(ctx, func(ctx context.Context) error {
+					var err error
+					switch {
+					case tr.From == "":
+						_, err = led.Credit(ctx, wallet.Tx{ID: id, Account: tr.To, Amount: tr.Amount})
+					case tr.To == "":
+						_, err = led.Debit(ctx, wallet.Tx{ID: id, Account: tr.From, Amount: tr.Amount})
+					default:
+						_, err = led.Transfer(ctx, tr)
 					}
-					retried++
-					if try == 0 {
-						switch {
-						case errors.Is(err, wallet.ErrUnknownOutcome):
-							firstErrs["outcome unknown"]++
-						case errors.Is(err, wallet.ErrReplicaAck):
-							firstErrs["replica ack not reached"]++
-						default:
-							firstErrs[err.Error()]++
-						}
-					}
-					mu.Unlock()
-					require.Less(t, try, 50, "%s never answered: %v", id, err)
-					time.Sleep(50 * time.Millisecond)
+					return err
+				})
+				if !ok {
+					t.Errorf("%s never answered: %v", id, err)
+					return
 				}
+				mu.Lock()
+				want[tr.From] -= tr.Amount
+				want[tr.To] += tr.Amount
+				mu.Unlock()
 			}
 		})
 	}
-	faults := 0
-	for range chaosScale() {
-		for _, g := range groups {
-			n, err := c.FaultRound(ctx, "{"+g+"}", 300*time.Millisecond)
-			faults += n
-			require.NoError(t, err)
-		}
-	}
+	faults, err := c.FaultRounds(ctx, chaosScale(), 300*time.Millisecond, "{fa}", "{fb}")
 	stopLoad()
 	wg.Wait()
+	require.NoError(t, err)
 	broken := 0
 	for _, a := range accounts {
 		b, err := led.Balance(ctx, a)
@@ -143,7 +103,8 @@ func TestChaos_Cluster_failover(t *testing.T) {
 	}
 	tb, err := led.TrialBalance(ctx, accounts...)
 	require.NoError(t, err)
-	t.Logf("%d faults: %d operations answered, %d calls failed and were called again; first errors: %v", faults, answered, retried, firstErrs)
-	t.Logf("chaos table | wallet Credit/Debit/Transfer | %d | %d | %d | %d", answered, faults, retried, broken)
+	t.Logf("%d faults: %d operations answered, %d calls failed and were called again; first errors: %s",
+		faults, answers.Answered(), answers.Retried(), answers.FirstErrors())
+	t.Logf("chaos table | wallet Credit/Debit/Transfer | %d | %d | %d | %d", answers.Answered(), faults, answers.Retried(), broken)
 	require.Zero(t, tb.NetTransfers())
 }
