@@ -6,6 +6,7 @@ require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redkit-go/redkit/idgen v0.0.0
+	github.com/redkit-go/redkit/internal v0.0.0
 	github.com/redkit-go/redkit/lock v0.0.0
 	github.com/redkit-go/redkit/redistest v0.0.0
 	github.com/redkit-go/redkit/stock v0.0.0
@@ -21,7 +22,6 @@ require (
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/redis/go-redis/extra/rediscmd/v9 v9.23.0 // indirect
 	github.com/redis/go-redis/extra/redisotel/v9 v9.23.0 // indirect
-	github.com/redkit-go/redkit/internal v0.0.0 // indirect
 	github.com/redkit-go/redkit/otelx v0.0.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
