@@ -53,17 +53,30 @@ func counterModel(initial int64) porcupine.Model {
 // linearizable against a counter that never goes below zero.
 func TestInventory_linearizableConcurrentSafe(t *testing.T) {
 	inv, _, _ := newInventory(t)
-	ctx := t.Context()
 	const initial, clients, opsPerClient = 20, 8, 1000
-	require.NoError(t, inv.Create(ctx, "sku", initial))
+	require.NoError(t, inv.Create(t.Context(), "sku", initial))
+	history := counterHistory(t, inv, "sku", clients, opsPerClient, 1)
+	require.Len(t, history, clients*opsPerClient)
+	res := porcupine.CheckOperationsTimeout(counterModel(initial), history, time.Minute)
+	require.Equal(t, porcupine.Ok, res, "history is not linearizable (or the check timed out)")
+}
+
+// counterHistory runs clients goroutines that each make ops random calls of
+// Deduct, Restock and Level on sku, and returns their history for
+// counterModel. A call that fails (other than ErrSoldOut) fails the test
+// and ends its client.
+func counterHistory(t *testing.T, inv *stock.Inventory, sku string, clients, ops int, seed uint64) []porcupine.Operation {
+	ctx := t.Context()
 	start := time.Now()
-	var mu sync.Mutex
-	var history []porcupine.Operation
-	var wg sync.WaitGroup
+	var (
+		mu      sync.Mutex
+		history []porcupine.Operation
+		wg      sync.WaitGroup
+	)
 	for c := range clients {
 		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(c), 1))
-			for i := range opsPerClient {
+			rng := rand.New(rand.NewPCG(uint64(c), seed))
+			for i := range ops {
 				id := fmt.Sprintf("c%d-%d", c, i)
 				in := counterOp{qty: rng.Int64N(3) + 1}
 				var out counterOut
@@ -72,19 +85,19 @@ func TestInventory_linearizableConcurrentSafe(t *testing.T) {
 				switch p := rng.IntN(4); {
 				case p < 2:
 					in.kind = "deduct"
-					_, err = inv.Deduct(ctx, order(id, "u", "sku", int(in.qty)))
+					_, err = inv.Deduct(ctx, order(id, "u", sku, int(in.qty)))
 					out.ok = err == nil
 					if errors.Is(err, stock.ErrSoldOut) {
 						err = nil
 					}
 				case p == 2:
 					in.kind = "restock"
-					_, err = inv.Restock(ctx, id, "sku", in.qty)
+					_, err = inv.Restock(ctx, id, sku, in.qty)
 					out.ok = err == nil
 				default:
 					in.kind, in.qty = "level", 0
 					var lv stock.Levels
-					lv, err = inv.Level(ctx, "sku")
+					lv, err = inv.Level(ctx, sku)
 					out.level = lv.Available
 				}
 				ret := time.Since(start).Nanoseconds()
@@ -99,7 +112,5 @@ func TestInventory_linearizableConcurrentSafe(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	require.Len(t, history, clients*opsPerClient)
-	res := porcupine.CheckOperationsTimeout(counterModel(initial), history, time.Minute)
-	require.Equal(t, porcupine.Ok, res, "history is not linearizable (or the check timed out)")
+	return history
 }

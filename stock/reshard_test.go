@@ -1,9 +1,7 @@
 package stock_test
 
 import (
-	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -168,51 +166,7 @@ func TestLinearizable_Cluster_underResharding(t *testing.T) {
 		require.NoError(t, rdb.Set(ctx, fmt.Sprintf("{lz}:fill:%d", i), i, 0).Err())
 	}
 	stop := c.Reshard(ctx, []string{"{lz}"}, redistest.MoveOptions{Batch: 10, Pause: 5 * time.Millisecond})
-	start := time.Now()
-	var (
-		mu      sync.Mutex
-		history []porcupine.Operation
-		wg      sync.WaitGroup
-	)
-	for cl := range clients {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(cl), 7))
-			for i := range ops {
-				id := fmt.Sprintf("c%d-%d", cl, i)
-				in := counterOp{qty: rng.Int64N(3) + 1}
-				var out counterOut
-				var err error
-				call := time.Since(start).Nanoseconds()
-				switch p := rng.IntN(4); {
-				case p < 2:
-					in.kind = "deduct"
-					_, err = inv.Deduct(ctx, order(id, "u", sku, int(in.qty)))
-					out.ok = err == nil
-					if errors.Is(err, stock.ErrSoldOut) {
-						err = nil
-					}
-				case p == 2:
-					in.kind = "restock"
-					_, err = inv.Restock(ctx, id, sku, in.qty)
-					out.ok = err == nil
-				default:
-					in.kind, in.qty = "level", 0
-					var lv stock.Levels
-					lv, err = inv.Level(ctx, sku)
-					out.level = lv.Available
-				}
-				ret := time.Since(start).Nanoseconds()
-				if err != nil {
-					t.Errorf("%s %s: %v", in.kind, id, err)
-					return
-				}
-				mu.Lock()
-				history = append(history, porcupine.Operation{ClientId: cl, Input: in, Call: call, Output: out, Return: ret})
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+	history := counterHistory(t, inv, sku, clients, ops, 7)
 	st := stop()
 	require.NoError(t, st.Err)
 	t.Logf("%d operations while %d slot moves migrated %d keys", len(history), st.Moves, st.Keys)
