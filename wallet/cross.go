@@ -292,28 +292,55 @@ func (l *Ledger) Recover(ctx context.Context) (n int, err error) {
 }
 
 // sweepQuiet sweeps every account whose hold records keep no expiry (it
-// had a hold open when it was last written): expired holds are released
-// and decided ones past the window forgotten, so the records of an account
-// nobody calls again go, whatever became of the Ledger that placed its
-// holds. An account whose holds are all decided gets the expiry back from
-// the sweep.
+// had a hold open when it was last written) and whose first hold index
+// entry is due: expired holds are released and decided ones past the
+// window forgotten, so the records of an account nobody calls again go,
+// whatever became of the Ledger that placed its holds. An account whose
+// holds are all decided gets the expiry back from the sweep. The index
+// keys are looked at in pipelines of quietBatch, so an account with
+// nothing due costs no script.
 func (l *Ledger) sweepQuiet(ctx context.Context) []error {
 	idx, err := scanKeys(ctx, l.rdb, l.space.Key("*", "hidx", "*"))
 	if err != nil {
 		return []error{err}
 	}
+	if len(idx) == 0 {
+		return nil
+	}
+	now, err := l.rdb.Time(ctx).Result() // index scores are on the server's clock
+	if err != nil {
+		return []error{err}
+	}
 	var errs []error
-	for _, key := range idx {
-		_, account, ok := strings.Cut(key[strings.IndexByte(key, '}')+1:], ":hidx:")
-		if !ok || l.rdb.PTTL(ctx, key).Val() != -1 {
-			continue // malformed, gone, or forgotten in time by Redis itself
-		}
-		if _, _, err := l.sweep(ctx, account, sweepLimit); err != nil && !errors.Is(err, ErrAccountNotFound) {
-			errs = append(errs, fmt.Errorf("sweep %s: %w", account, err))
+	for start := 0; start < len(idx); start += quietBatch {
+		batch := idx[start:min(start+quietBatch, len(idx))]
+		ttls := make([]*redis.DurationCmd, len(batch))
+		firsts := make([]*redis.ZSliceCmd, len(batch))
+		_, _ = l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for k, key := range batch {
+				ttls[k] = p.PTTL(ctx, key)
+				firsts[k] = p.ZRangeWithScores(ctx, key, 0, 0)
+			}
+			return nil
+		})
+		for k, key := range batch {
+			_, account, ok := strings.Cut(key[strings.IndexByte(key, '}')+1:], ":hidx:")
+			if !ok || ttls[k].Err() != nil || ttls[k].Val() != -1 {
+				continue // malformed, gone, or forgotten in time by Redis itself
+			}
+			if z, err := firsts[k].Result(); err != nil || len(z) == 0 || int64(z[0].Score) > now.UnixMilli() {
+				continue // nothing due yet (or looked at on the next run)
+			}
+			if _, _, err := l.sweep(ctx, account, sweepLimit); err != nil && !errors.Is(err, ErrAccountNotFound) {
+				errs = append(errs, fmt.Errorf("sweep %s: %w", account, err))
+			}
 		}
 	}
 	return errs
 }
+
+// quietBatch is how many hold indexes sweepQuiet looks at per pipeline.
+const quietBatch = 500
 
 func (l *Ledger) recoverOne(ctx context.Context, group, indexKey, id string) error {
 	rec, err := l.rdb.HGetAll(ctx, l.txKey(group, id)).Result()
