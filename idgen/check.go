@@ -21,6 +21,10 @@ const (
 	SeverityCritical = server.SeverityCritical
 )
 
+// ErrRiskySettings is wrapped by Report.Err (the same error in every
+// module).
+var ErrRiskySettings = server.ErrRiskySettings
+
 // Check reports server settings that can make the counter go backwards and
 // so let two processes be handed the same range: a restart without AOF
 // (appendonly no, appendfsync other than always) or an eviction policy other

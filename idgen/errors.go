@@ -3,6 +3,7 @@ package idgen
 import (
 	"errors"
 
+	"github.com/redkit-go/redkit/internal/script"
 	"github.com/redkit-go/redkit/internal/valid"
 )
 
@@ -16,6 +17,12 @@ var (
 	// replica acknowledgement missing, or ctx ended while waiting). The cause
 	// is wrapped too. The next successful fetch ends it.
 	ErrUnavailable = errors.New("idgen: unavailable")
+
+	// ErrReplicaAck is wrapped by Sequence.Next (and Segment.Next's cause)
+	// when a replica did not acknowledge the reservation in time: the value
+	// is not handed out, and the next call reserves again (the same error
+	// stock, wallet and lock export).
+	ErrReplicaAck = script.ErrReplicaAck
 
 	// ErrLeaseLost is returned by a leased Snowflake's Next when its node lease
 	// could not be renewed in time. It is returned before the lease could have

@@ -13,6 +13,10 @@ type (
 	Severity = server.Severity
 )
 
+// ErrRiskySettings is wrapped by Report.Err (the same error in every
+// module).
+var ErrRiskySettings = server.ErrRiskySettings
+
 // Severities of a Finding, lowest first. SeverityUnknown means the setting
 // could not be read (managed services often refuse CONFIG).
 const (
