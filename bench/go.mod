@@ -23,6 +23,7 @@ require (
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/redis/go-redis/extra/rediscmd/v9 v9.23.0 // indirect
 	github.com/redis/go-redis/extra/redisotel/v9 v9.23.0 // indirect
+	github.com/redkit-go/redkit/health v0.0.0 // indirect
 	github.com/redkit-go/redkit/internal v0.0.0 // indirect
 	github.com/redkit-go/redkit/otelx v0.0.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
@@ -36,6 +37,7 @@ require (
 )
 
 replace (
+	github.com/redkit-go/redkit/health => ../health
 	github.com/redkit-go/redkit/idgen => ../idgen
 	github.com/redkit-go/redkit/internal => ../internal
 	github.com/redkit-go/redkit/lock => ../lock

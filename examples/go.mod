@@ -3,6 +3,7 @@ module github.com/redkit-go/redkit/examples
 go 1.26.0
 
 replace (
+	github.com/redkit-go/redkit/health => ../health
 	github.com/redkit-go/redkit/idgen => ../idgen
 	github.com/redkit-go/redkit/internal => ../internal
 	github.com/redkit-go/redkit/lock => ../lock
@@ -18,6 +19,7 @@ require (
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redkit-go/redkit/health v0.0.0
 	github.com/redkit-go/redkit/idgen v0.0.0-00010101000000-000000000000
 	github.com/redkit-go/redkit/lock v0.0.0
 	github.com/redkit-go/redkit/otelx v0.0.0

@@ -6,6 +6,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redkit-go/redkit/health"
 	"github.com/redkit-go/redkit/idgen"
 	"github.com/redkit-go/redkit/redistest"
 )
@@ -44,7 +45,7 @@ func TestACL_redisACL_leastPrivilege(t *testing.T) {
 	require.NoError(t, err, "Check degrades instead of failing")
 	require.NotEmpty(t, rep.Findings)
 	for _, f := range rep.Findings {
-		require.Equal(t, idgen.SeverityUnknown, f.Severity, "%+v", f)
+		require.Equal(t, health.Unknown, f.Severity, "%+v", f)
 	}
 
 	require.True(t, redistest.IsNoPerm(rdb.FlushAll(ctx).Err()), "FLUSHALL")

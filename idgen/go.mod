@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/bwmarrin/snowflake v0.3.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redkit-go/redkit/health v0.0.0
 	github.com/redkit-go/redkit/internal v0.0.0
 	github.com/redkit-go/redkit/otelx v0.0.0
 	github.com/redkit-go/redkit/redistest v0.0.0
@@ -33,6 +34,7 @@ require (
 )
 
 replace (
+	github.com/redkit-go/redkit/health => ../health
 	github.com/redkit-go/redkit/internal => ../internal
 	github.com/redkit-go/redkit/otelx => ../otelx
 	github.com/redkit-go/redkit/redistest => ../redistest

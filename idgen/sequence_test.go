@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/redkit-go/redkit/health"
 	"github.com/redkit-go/redkit/idgen"
 	"github.com/redkit-go/redkit/redistest"
 )
@@ -77,5 +78,5 @@ func TestSequence_Check_reportsRiskySettings(t *testing.T) {
 	defer seg.Close()
 	rep, err = seg.Check(t.Context())
 	require.NoError(t, err)
-	require.NoError(t, rep.Err(idgen.SeverityWarning))
+	require.NoError(t, rep.Err(health.Warning))
 }

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redkit-go/redkit/health v0.0.0
 	github.com/redkit-go/redkit/redistest v0.0.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
@@ -18,3 +19,5 @@ require (
 )
 
 replace github.com/redkit-go/redkit/redistest => ../redistest
+
+replace github.com/redkit-go/redkit/health => ../health

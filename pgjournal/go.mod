@@ -20,6 +20,7 @@ require (
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/redis/go-redis/extra/rediscmd/v9 v9.23.0 // indirect
 	github.com/redis/go-redis/extra/redisotel/v9 v9.23.0 // indirect
+	github.com/redkit-go/redkit/health v0.0.0 // indirect
 	github.com/redkit-go/redkit/internal v0.0.0 // indirect
 	github.com/redkit-go/redkit/lock v0.0.0 // indirect
 	github.com/redkit-go/redkit/otelx v0.0.0 // indirect
@@ -35,6 +36,7 @@ require (
 )
 
 replace (
+	github.com/redkit-go/redkit/health => ../health
 	github.com/redkit-go/redkit/internal => ../internal
 	github.com/redkit-go/redkit/lock => ../lock
 	github.com/redkit-go/redkit/otelx => ../otelx

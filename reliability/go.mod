@@ -22,6 +22,7 @@ require (
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/redis/go-redis/extra/rediscmd/v9 v9.23.0 // indirect
 	github.com/redis/go-redis/extra/redisotel/v9 v9.23.0 // indirect
+	github.com/redkit-go/redkit/health v0.0.0 // indirect
 	github.com/redkit-go/redkit/otelx v0.0.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
@@ -34,6 +35,7 @@ require (
 )
 
 replace (
+	github.com/redkit-go/redkit/health => ../health
 	github.com/redkit-go/redkit/idgen => ../idgen
 	github.com/redkit-go/redkit/internal => ../internal
 	github.com/redkit-go/redkit/lock => ../lock

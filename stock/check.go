@@ -3,28 +3,11 @@ package stock
 import (
 	"context"
 
-	"github.com/redkit-go/redkit/internal/server"
-)
-
-// Report is the result of Check: one finding per risky (or unknown) server
-// setting.
-type (
-	Report   = server.Report
-	Finding  = server.Finding
-	Severity = server.Severity
-)
-
-// Severities of a Finding, lowest first. Unknown means the server did not
-// say (it refused CONFIG GET).
-const (
-	SeverityUnknown  = server.SeverityUnknown
-	SeverityOK       = server.SeverityOK
-	SeverityWarning  = server.SeverityWarning
-	SeverityCritical = server.SeverityCritical
+	"github.com/redkit-go/redkit/health"
 )
 
 // ErrRiskySettings is wrapped by Report.Err.
-var ErrRiskySettings = server.ErrRiskySettings
+var ErrRiskySettings = health.ErrRiskySettings
 
 // Check inspects the settings of every primary behind the client that decide
 // what a crash or memory pressure can lose, so a service can refuse to start
@@ -40,6 +23,6 @@ var ErrRiskySettings = server.ErrRiskySettings
 //
 // A server that does not answer CONFIG GET gives findings of unknown
 // severity, not an error.
-func (inv *Inventory) Check(ctx context.Context) (Report, error) {
-	return server.Check(ctx, inv.rdb)
+func (inv *Inventory) Check(ctx context.Context) (health.Report, error) {
+	return health.Check(ctx, inv.rdb)
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/redkit-go/redkit/health"
 	"github.com/redkit-go/redkit/redistest"
 	"github.com/redkit-go/redkit/stock"
 )
@@ -14,16 +15,16 @@ func TestInventory_Check(t *testing.T) {
 	inv := stock.New(risky.Client())
 	rep, err := inv.Check(t.Context())
 	require.NoError(t, err)
-	settings := map[string]stock.Severity{}
+	settings := map[string]health.Severity{}
 	for _, f := range rep.Findings {
 		settings[f.Setting] = f.Severity
 	}
 	require.Contains(t, settings, "maxmemory-policy")
 	require.Contains(t, settings, "appendonly")
-	require.Equal(t, stock.SeverityCritical, rep.Worst())
+	require.Equal(t, health.Critical, rep.Worst())
 
 	safe := redistest.New(t, redistest.Options{AOF: true, AppendFsync: "always"})
 	rep, err = stock.New(safe.Client()).Check(t.Context())
 	require.NoError(t, err)
-	require.Less(t, rep.Worst(), stock.SeverityWarning, rep.Findings)
+	require.Less(t, rep.Worst(), health.Warning, rep.Findings)
 }

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redkit-go/redkit/health v0.0.0
 	github.com/redkit-go/redkit/internal v0.0.0
 	github.com/redkit-go/redkit/lock v0.0.0
 	github.com/redkit-go/redkit/otelx v0.0.0
@@ -34,6 +35,7 @@ require (
 )
 
 replace (
+	github.com/redkit-go/redkit/health => ../health
 	github.com/redkit-go/redkit/internal => ../internal
 	github.com/redkit-go/redkit/lock => ../lock
 	github.com/redkit-go/redkit/otelx => ../otelx

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redkit-go/redkit/health"
 	"github.com/redkit-go/redkit/lock"
 	"github.com/redkit-go/redkit/redistest"
 	"github.com/redkit-go/redkit/wallet"
@@ -75,7 +76,7 @@ func TestACL_redisACL_leastPrivilege(t *testing.T) {
 	require.NoError(t, err, "Check degrades instead of failing")
 	require.NotEmpty(t, rep.Findings)
 	for _, f := range rep.Findings {
-		require.Equal(t, wallet.SeverityUnknown, f.Severity, "%+v", f)
+		require.Equal(t, health.Unknown, f.Severity, "%+v", f)
 	}
 	if testing.Verbose() {
 		t.Log(admin.Info(ctx, "commandstats").Val())

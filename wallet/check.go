@@ -3,28 +3,12 @@ package wallet
 import (
 	"context"
 
-	"github.com/redkit-go/redkit/internal/server"
-)
-
-// Report, Finding and Severity describe the server settings Check found.
-type (
-	Report   = server.Report
-	Finding  = server.Finding
-	Severity = server.Severity
+	"github.com/redkit-go/redkit/health"
 )
 
 // ErrRiskySettings is wrapped by Report.Err (the same error in every
 // module).
-var ErrRiskySettings = server.ErrRiskySettings
-
-// Severities of a Finding, lowest first. SeverityUnknown means the setting
-// could not be read (managed services often refuse CONFIG).
-const (
-	SeverityUnknown  = server.SeverityUnknown
-	SeverityOK       = server.SeverityOK
-	SeverityWarning  = server.SeverityWarning
-	SeverityCritical = server.SeverityCritical
-)
+var ErrRiskySettings = health.ErrRiskySettings
 
 // Check reports server settings that can lose acknowledged transactions,
 // on every primary the Ledger writes to. What each one costs a ledger:
@@ -46,8 +30,8 @@ const (
 // (replication is asynchronous): a failover can drop the last writes the
 // old primary acknowledged.
 //
-// Use rep.Err(SeverityWarning) at start-up to refuse to run on risky
+// Use rep.Err(health.Warning) at start-up to refuse to run on risky
 // settings. The error is non-nil only when the nodes cannot be listed.
-func (l *Ledger) Check(ctx context.Context) (Report, error) {
-	return server.Check(ctx, l.rdb)
+func (l *Ledger) Check(ctx context.Context) (health.Report, error) {
+	return health.Check(ctx, l.rdb)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redkit-go/redkit/health"
 	"github.com/redkit-go/redkit/redistest"
 	"github.com/redkit-go/redkit/wallet"
 	"github.com/stretchr/testify/require"
@@ -352,14 +353,14 @@ func TestLedger_Check(t *testing.T) {
 	risky := redistest.New(t, redistest.Options{MaxmemoryPolicy: "allkeys-lru"})
 	rep, err := wallet.New(risky.Client()).Check(ctx)
 	require.NoError(t, err)
-	require.Equal(t, wallet.SeverityCritical, rep.Worst())
-	require.Error(t, rep.Err(wallet.SeverityWarning))
+	require.Equal(t, health.Critical, rep.Worst())
+	require.Error(t, rep.Err(health.Warning))
 
 	safe := redistest.New(t, redistest.Options{AOF: true, AppendFsync: "always"})
 	rep, err = wallet.New(safe.Client()).Check(ctx)
 	require.NoError(t, err)
-	require.Equal(t, wallet.SeverityOK, rep.Worst(), "%v", rep.Findings)
-	require.NoError(t, rep.Err(wallet.SeverityWarning))
+	require.Equal(t, health.OK, rep.Worst(), "%v", rep.Findings)
+	require.NoError(t, rep.Err(health.Warning))
 }
 
 func TestLedger_postings_oneRoundTrip(t *testing.T) {

@@ -60,6 +60,7 @@ import (
 	"github.com/redkit-go/redkit/examples/internal/book"
 	"github.com/redkit-go/redkit/examples/internal/httpx"
 	"github.com/redkit-go/redkit/examples/internal/redisconn"
+	"github.com/redkit-go/redkit/health"
 	"github.com/redkit-go/redkit/stock"
 )
 
@@ -124,13 +125,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	inv := stock.New(a.Redis.Client, stock.WithKeyPrefix(keyPrefix), stock.WithReclaimInterval(250*time.Millisecond))
 	defer inv.Close()
 	if !a.Redis.Embedded {
-		app.WarnRiskySettings(ctx, a, inv.Check, stock.SeverityWarning)
+		app.WarnRiskySettings(ctx, a, inv.Check, health.Warning)
 	}
 
 	if *serve != "" {
 		edge := httpx.Edge{Auth: authn, Limit: a.RateLimit(srvCfg), Log: log}
 		return a.Serve(ctx, app.Server{Addr: *serve, Handler: newServer(inv, edge), Config: srvCfg,
-			Ready: app.Readiness(inv.Check, stock.SeverityCritical)})
+			Ready: app.Readiness(inv.Check, health.Critical)})
 	}
 	if url := os.Getenv(book.Env); url != "" {
 		bk, err := book.Open(ctx, url, "flashsale_book", log)

@@ -50,6 +50,7 @@ import (
 	"github.com/redkit-go/redkit/examples/internal/auth"
 	"github.com/redkit-go/redkit/examples/internal/httpx"
 	"github.com/redkit-go/redkit/examples/internal/redisconn"
+	"github.com/redkit-go/redkit/health"
 	"github.com/redkit-go/redkit/idgen"
 )
 
@@ -116,7 +117,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	edge := httpx.Edge{Auth: authn, Limit: a.RateLimit(srvCfg), Log: log}
 	return a.Serve(ctx, app.Server{Addr: *addr, Handler: newServer(g, edge), Config: srvCfg,
-		Ready: app.Readiness(probe.Check, idgen.SeverityCritical)})
+		Ready: app.Readiness(probe.Check, health.Critical)})
 }
 
 // runDemo prints a few IDs of each kind and the status.

@@ -66,6 +66,7 @@ import (
 	"github.com/redkit-go/redkit/examples/internal/book"
 	"github.com/redkit-go/redkit/examples/internal/httpx"
 	"github.com/redkit-go/redkit/examples/internal/redisconn"
+	"github.com/redkit-go/redkit/health"
 	"github.com/redkit-go/redkit/wallet"
 )
 
@@ -124,11 +125,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	if *serve != "" {
 		if !a.Redis.Embedded {
-			app.WarnRiskySettings(ctx, a, led.Check, wallet.SeverityWarning)
+			app.WarnRiskySettings(ctx, a, led.Check, health.Warning)
 		}
 		edge := httpx.Edge{Auth: authn, Limit: a.RateLimit(srvCfg), Log: log}
 		return a.Serve(ctx, app.Server{Addr: *serve, Handler: newServer(led, edge), Config: srvCfg,
-			Ready: app.Readiness(led.Check, wallet.SeverityCritical)})
+			Ready: app.Readiness(led.Check, health.Critical)})
 	}
 	if url := os.Getenv(book.Env); url != "" {
 		bk, err := book.Open(ctx, url, "wallet_book", log)

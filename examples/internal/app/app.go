@@ -73,7 +73,7 @@ func (a *App) Close(ctx context.Context) {
 }
 
 // settingsReport is what the libraries' Check methods return
-// (stock.Report, wallet.Report): findings about the Redis settings that
+// (health.Report): findings about the Redis settings that
 // decide what a crash or memory pressure can lose.
 type settingsReport[S ~int] interface {
 	// Err lists the findings of severity min or above; nil when there are none.
