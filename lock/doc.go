@@ -238,10 +238,11 @@
 //     reach the demoted primary ends (TestLease_failover_endsLease).
 //   - Resharding (a name's slot migrated while locks are taken): MOVED,
 //     ASK, TRYAGAIN and CLUSTERDOWN are re-sent with the same owner ID
-//     after the client's slot map is reloaded, for up to 5s (never past
-//     ctx): no such reply reaches the caller, one holder at a time, tokens
-//     increasing (TestMutex_Cluster_underResharding; RWMutex, Semaphore
-//     and fair mode in TestKinds_Cluster_underResharding). A waiter's channel
+//     after the client's slot map is reloaded, for up to WithClusterBudget
+//     (5s by default, never past ctx): no such reply reaches the caller,
+//     one holder at a time, tokens increasing
+//     (TestMutex_Cluster_underResharding; RWMutex, Semaphore and fair mode
+//     in TestKinds_Cluster_underResharding). A waiter's channel
 //     dropped by the server with its slot is subscribed again on the new
 //     owner.
 //   - Cluster failover, a dropped subscriber connection: on a Cluster each

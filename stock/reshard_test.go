@@ -147,8 +147,9 @@ func TestWritePaths_Cluster_underResharding(t *testing.T) {
 // TestLinearizable_Cluster_underResharding: Deduct, Restock and Level from
 // concurrent clients on an ordinary ClusterClient while the SKU's slot is
 // moved again and again, 10 keys per MIGRATE 5 ms apart: no error reaches
-// a caller, and the history is linearizable against a counter that never goes below zero
-// (porcupine), so no re-sent call was applied twice or lost. Every order
+// a caller, and the history is linearizable against a counter that never
+// goes below zero (porcupine), so no re-sent call was applied twice or
+// lost. Every order
 // leaves a marker in the slot, so each move takes longer than the last;
 // moved key by key 10 ms apart, a move soon outlasts WithClusterBudget's
 // default, and while a slot migrates a script creating a key meets
