@@ -26,10 +26,10 @@ type Severity int
 
 // The severities, lowest first.
 const (
-	Unknown Severity = iota // the setting could not be read
-	OK                      // safe for redkit's guarantees
-	Warning                 // a crash or restart can lose recent acknowledged writes
-	Critical                // acknowledged writes can be lost in normal operation
+	Unknown  Severity = iota // the setting could not be read
+	OK                       // safe for redkit's guarantees
+	Warning                  // a crash or restart can lose recent acknowledged writes
+	Critical                 // acknowledged writes can be lost in normal operation
 )
 
 // String returns the severity's name: "unknown", "ok", "warning" or
