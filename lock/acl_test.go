@@ -19,7 +19,7 @@ func TestACL_redisACL_leastPrivilege(t *testing.T) {
 	rdb := s.Client(func(o *redis.Options) { o.Username, o.Password = "redkit-lock", password })
 	admin := s.Client()
 	ctx := t.Context()
-	locks := lock.New(rdb)
+	locks := mustNew(t, rdb)
 	t.Cleanup(func() { _ = locks.Close() })
 
 	m := locks.Mutex("shop-7/payout", lock.WithTTL(time.Second))
@@ -57,7 +57,7 @@ func TestACL_redisACL_leastPrivilege(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, acked.Release(ctx))
 	require.NoError(t, locks.Do(ctx, "do", func(context.Context, *lock.Lease) error { return nil }))
-	rl := lock.NewRedlock([]redis.UniversalClient{rdb}).Mutex("redlock", lock.WithTTL(time.Second))
+	rl := mustRedlock(t, []redis.UniversalClient{rdb}).Mutex("redlock", lock.WithTTL(time.Second))
 	lr, err := rl.Acquire(ctx)
 	require.NoError(t, err)
 	require.NoError(t, lr.Release(ctx))

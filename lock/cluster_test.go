@@ -22,7 +22,7 @@ import (
 func TestMutex_Cluster(t *testing.T) {
 	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3, Replicas: 1})
 	cc := c.Client()
-	locks := lock.New(cc)
+	locks := mustNew(t, cc)
 	defer locks.Close()
 	ctx := t.Context()
 
@@ -104,7 +104,7 @@ func TestMutex_Cluster_notifyAfterFaults(t *testing.T) {
 	ctx := t.Context()
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
 	defer rdb.Close()
-	holders, waiters := lock.New(rdb), lock.New(rdb)
+	holders, waiters := mustNew(t, rdb), mustNew(t, rdb)
 	defer holders.Close()
 	defer waiters.Close()
 
@@ -213,7 +213,7 @@ func TestMutex_Cluster_underResharding(t *testing.T) {
 	ctx := t.Context()
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
 	defer rdb.Close()
-	locks := lock.New(rdb)
+	locks := mustNew(t, rdb)
 	defer locks.Close()
 	names := []string{"ls1/a", "ls2/b"}
 	// Other keys of the same slots (an application's, say) make each move

@@ -196,7 +196,7 @@ func TestContract_TryAcquire_lostReplyThenFault(t *testing.T) {
 					px := redistest.NewProxy(t, s.Addr())
 					rdb := contractClient(t, px, v.sendsOnce, fault.client)
 					prefix := fmt.Sprintf("contract%d", contractN.Add(1))
-					locks := lock.New(rdb, lock.WithKeyPrefix(prefix), lock.WithWatchdog(false))
+					locks := mustNew(t, rdb, lock.WithKeyPrefix(prefix), lock.WithWatchdog(false))
 					t.Cleanup(func() { _ = locks.Close() })
 					m := locks.Mutex("g/res", lock.WithTTL(time.Minute))
 					warm, err := m.TryAcquire(ctx)
@@ -217,7 +217,7 @@ func TestContract_TryAcquire_lostReplyThenFault(t *testing.T) {
 					} else {
 						require.NoError(t, lease.Release(ctx))
 					}
-					other := lock.New(s.Client(), lock.WithKeyPrefix(prefix), lock.WithWatchdog(false))
+					other := mustNew(t, s.Client(), lock.WithKeyPrefix(prefix), lock.WithWatchdog(false))
 					defer other.Close()
 					var next *lock.Lease
 					for next == nil {

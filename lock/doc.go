@@ -2,7 +2,10 @@
 // fencing tokens, renew themselves, tell you when they are lost, and wake
 // waiters by notification instead of polling.
 //
-//	locks := lock.New(rdb)                 // one per process; locks.Close() on shutdown
+//	locks, err := lock.New(rdb)            // one per process; locks.Close() on shutdown
+//	if err != nil {
+//		return err                         // an invalid option: ErrInvalid, at start
+//	}
 //	m := locks.Mutex("payout:merchant-42", lock.WithTTL(10*time.Second))
 //	lease, err := m.Acquire(ctx)           // waits; TryAcquire does not
 //	if err != nil {

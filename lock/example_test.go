@@ -20,7 +20,10 @@ func Example() {
 	defer srv.Close()
 	rdb := srv.Client()
 
-	locks := lock.New(rdb)
+	locks, err := lock.New(rdb)
+	if err != nil {
+		panic(err)
+	}
 	defer locks.Close()
 	m := locks.Mutex("payout:merchant-42", lock.WithTTL(10*time.Second))
 
@@ -57,7 +60,10 @@ func ExampleClient_Do() {
 		panic(err)
 	}
 	defer srv.Close()
-	locks := lock.New(srv.Client())
+	locks, err := lock.New(srv.Client())
+	if err != nil {
+		panic(err)
+	}
 	defer locks.Close()
 
 	err = locks.Do(ctx, "reports/nightly", func(ctx context.Context, l *lock.Lease) error {
@@ -81,7 +87,10 @@ func ExampleFenceLua() {
 	}
 	defer srv.Close()
 	rdb := srv.Client()
-	locks := lock.New(rdb)
+	locks, err := lock.New(rdb)
+	if err != nil {
+		panic(err)
+	}
 	defer locks.Close()
 
 	write := redis.NewScript(lock.FenceLua + `

@@ -27,7 +27,7 @@ func TestChaos_Cluster_failover(t *testing.T) {
 	}
 	c, rdb := redistest.NewFailoverCluster(t)
 	ctx := t.Context()
-	locks := lock.New(rdb, lock.WithRequiredReplicaAck(1, time.Second), lock.WithTTL(3*time.Second))
+	locks := mustNew(t, rdb, lock.WithRequiredReplicaAck(1, time.Second), lock.WithTTL(3*time.Second))
 	defer locks.Close()
 	names := []string{"fl1/a", "fl2/b"}
 	answers := &redistest.Answers{Kinds: map[string]error{

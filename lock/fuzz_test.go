@@ -99,7 +99,7 @@ func FuzzMutex(f *testing.F) {
 		n++
 		prefix := fmt.Sprintf("fz%d-%d", n, time.Now().UnixNano())
 		d := time.Duration(ttl)
-		locks := lock.New(rdb, lock.WithKeyPrefix(prefix), lock.WithPolling(time.Millisecond, 10*time.Millisecond))
+		locks := mustNew(t, rdb, lock.WithKeyPrefix(prefix), lock.WithPolling(time.Millisecond, 10*time.Millisecond))
 		defer locks.Close()
 		ctx := t.Context()
 		want := validName(name) && d >= 10*time.Millisecond && d <= 24*time.Hour

@@ -84,8 +84,8 @@ func TestChaos_Linearizable(t *testing.T) {
 func checkLinearizable(t *testing.T, clients, opsPerClient int) {
 	prefix := testPrefix(t)
 	lcs := []*lock.Client{
-		lock.New(sharedClient(t), lock.WithKeyPrefix(prefix)),
-		lock.New(sharedClient(t), lock.WithKeyPrefix(prefix)),
+		mustNew(t, sharedClient(t), lock.WithKeyPrefix(prefix)),
+		mustNew(t, sharedClient(t), lock.WithKeyPrefix(prefix)),
 	}
 	defer lcs[0].Close()
 	defer lcs[1].Close()

@@ -118,14 +118,25 @@ type Client struct {
 }
 
 // New returns a Client using rdb. rdb stays owned by the caller: Close does
-// not close it. An invalid option is reported by every call of the Client.
-func New(rdb redis.UniversalClient, opts ...Option) *Client {
+// not close it. A nil rdb or an invalid option is an error wrapping
+// ErrInvalid, and no Client is returned.
+func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("%w: lock.New needs a Redis client", ErrInvalid)
+	}
 	cfg := newConfig()
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&cfg)
 		}
 	}
+	if cfg.err != nil {
+		return nil, cfg.err
+	}
+	return newClient(rdb, cfg), nil
+}
+
+func newClient(rdb redis.UniversalClient, cfg config) *Client {
 	c := &Client{
 		rdb:    rdb,
 		cfg:    cfg,

@@ -17,7 +17,7 @@ import (
 // own, closed at the end of the test.
 func newLocks(t testing.TB, rdb redis.UniversalClient, opts ...lock.Option) *lock.Client {
 	opts = append([]lock.Option{lock.WithKeyPrefix(testPrefix(t))}, opts...)
-	c := lock.New(rdb, opts...)
+	c := mustNew(t, rdb, opts...)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -75,7 +75,7 @@ func TestMutex_TryAcquire_heldByOther(t *testing.T) {
 }
 
 func TestMutex_keySchema(t *testing.T) {
-	locks := lock.New(sharedClient(t), lock.WithKeyPrefix("app"))
+	locks := mustNew(t, sharedClient(t), lock.WithKeyPrefix("app"))
 	defer locks.Close()
 	m := locks.Mutex("shop-7/payout")
 	require.Equal(t, "app:lock:v2:{shop-7}:mutex:shop-7/payout", m.LockKey())
@@ -86,7 +86,7 @@ func TestMutex_keySchema(t *testing.T) {
 	require.True(t, ok, m.CounterKey())
 	require.Equal(t, lock.HashSlot("shop-7"), lock.HashSlot(tag), "the counter shares the lock's slot")
 	require.Equal(t, "app:lock:v2:{shop-7}:wake:mutex:shop-7/payout", m.Channel())
-	require.Equal(t, "redkit:lock:v2:{nightly}:mutex:nightly", lock.New(sharedClient(t)).Mutex("nightly").LockKey())
+	require.Equal(t, "redkit:lock:v2:{nightly}:mutex:nightly", mustNew(t, sharedClient(t)).Mutex("nightly").LockKey())
 }
 
 func TestMutex_Acquire_ctxEnds(t *testing.T) {
@@ -490,7 +490,7 @@ func TestClient_Do(t *testing.T) {
 
 func TestClient_Close(t *testing.T) {
 	rdb := sharedClient(t)
-	locks := lock.New(rdb, lock.WithKeyPrefix(testPrefix(t)))
+	locks := mustNew(t, rdb, lock.WithKeyPrefix(testPrefix(t)))
 	m := locks.Mutex("closing", lock.WithTTL(time.Minute))
 	l, err := m.TryAcquire(t.Context())
 	require.NoError(t, err)
@@ -523,7 +523,7 @@ func TestLease_nil(t *testing.T) {
 func TestMutex_badInput(t *testing.T) {
 	rdb := sharedClient(t)
 	prefix := testPrefix(t)
-	locks := lock.New(rdb, lock.WithKeyPrefix(prefix))
+	locks := mustNew(t, rdb, lock.WithKeyPrefix(prefix))
 	defer locks.Close()
 	ctx := t.Context()
 	for _, name := range []string{"", "a b", "{tag}", "a/b/c", "/a", "a/", "x*", strings.Repeat("n", 129), "é"} {
@@ -543,8 +543,14 @@ func TestMutex_badInput(t *testing.T) {
 		err = locks.Do(ctx, "ok", func(context.Context, *lock.Lease) error { return nil }, opt)
 		require.ErrorIs(t, err, lock.ErrInvalid)
 	}
-	_, err := lock.New(rdb, lock.WithKeyPrefix("{x}")).Mutex("ok").TryAcquire(ctx)
-	require.ErrorIs(t, err, lock.ErrInvalid)
+	for _, opt := range []lock.Option{lock.WithKeyPrefix("{x}"), lock.WithTTL(0), lock.WithRetry(0, 0, 0)} {
+		c, err := lock.New(rdb, opt)
+		require.ErrorIs(t, err, lock.ErrInvalid, "New refuses a bad option at start")
+		require.Nil(t, c)
+	}
+	c, err := lock.New(nil)
+	require.ErrorIs(t, err, lock.ErrInvalid, "New refuses a nil client")
+	require.Nil(t, c)
 	_, err = locks.Mutex(strings.Repeat("n", 128), nil).TryAcquire(ctx)
 	require.NoError(t, err, "128 bytes is allowed; nil options are ignored")
 	keys, err := rdb.Keys(ctx, prefix+":*").Result()

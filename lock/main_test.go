@@ -70,7 +70,7 @@ func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
 // would have, closed at the end of t.
 func twoClients(t testing.TB, prefix string, opts ...lock.Option) []*lock.Client {
 	opts = append([]lock.Option{lock.WithKeyPrefix(prefix)}, opts...)
-	cs := []*lock.Client{lock.New(sharedClient(t), opts...), lock.New(sharedClient(t), opts...)}
+	cs := []*lock.Client{mustNew(t, sharedClient(t), opts...), mustNew(t, sharedClient(t), opts...)}
 	t.Cleanup(func() {
 		_ = cs[0].Close()
 		_ = cs[1].Close()
@@ -101,7 +101,28 @@ func waitFor(m acquirer) <-chan error {
 
 // newLocksWithPrefix is newLocks with a given key prefix.
 func newLocksWithPrefix(t testing.TB, rdb redis.UniversalClient, prefix string) *lock.Client {
-	c := lock.New(rdb, lock.WithKeyPrefix(prefix))
+	c := mustNew(t, rdb, lock.WithKeyPrefix(prefix))
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// mustNew is lock.New for tests whose options are valid: an error fails
+// the test.
+func mustNew(tb testing.TB, rdb redis.UniversalClient, opts ...lock.Option) *lock.Client {
+	tb.Helper()
+	c, err := lock.New(rdb, opts...)
+	if err != nil {
+		tb.Fatalf("lock.New: %v", err)
+	}
+	return c
+}
+
+// mustRedlock is lock.NewRedlock for tests whose options are valid.
+func mustRedlock(tb testing.TB, masters []redis.UniversalClient, opts ...lock.Option) *lock.Redlock {
+	tb.Helper()
+	rl, err := lock.NewRedlock(masters, opts...)
+	if err != nil {
+		tb.Fatalf("lock.NewRedlock: %v", err)
+	}
+	return rl
 }

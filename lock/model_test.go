@@ -181,7 +181,7 @@ func (env *modelEnv) start(t *testing.T, rt *rapid.T, kind modelKind) *modelRun 
 		opts = []lock.Option{lock.WithKeyPrefix(prefix), lock.WithWatchdog(false), lock.WithTTL(4 * time.Second)}
 		m.px = env.pxMaster
 		for i, masters := range [][]redis.UniversalClient{env.masters, env.mastersB} {
-			rl := lock.NewRedlock(masters, opts...)
+			rl := mustRedlock(t, masters, opts...)
 			rt.Cleanup(func() { _ = rl.Close() })
 			mu := rl.Mutex("res")
 			m.actors[i] = modelLock{
@@ -192,7 +192,7 @@ func (env *modelEnv) start(t *testing.T, rt *rapid.T, kind modelKind) *modelRun 
 		return m
 	}
 	for i, rdb := range []redis.UniversalClient{env.direct, env.slow} {
-		c := lock.New(rdb, opts...)
+		c := mustNew(t, rdb, opts...)
 		rt.Cleanup(func() { _ = c.Close() })
 		switch kind {
 		case kindMutex, kindFair:

@@ -20,12 +20,12 @@ import (
 func TestMutex_oneAttemptPerRelease(t *testing.T) {
 	s := redistest.New(t, redistest.Options{})
 	prefix := testPrefix(t)
-	holders := lock.New(s.Client(), lock.WithKeyPrefix(prefix))
+	holders := mustNew(t, s.Client(), lock.WithKeyPrefix(prefix))
 	defer holders.Close()
 	rt := &rtCounter{}
 	rdb := s.Client()
 	rdb.AddHook(rt)
-	locks := lock.New(rdb, lock.WithKeyPrefix(prefix))
+	locks := mustNew(t, rdb, lock.WithKeyPrefix(prefix))
 	defer locks.Close()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()

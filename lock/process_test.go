@@ -33,7 +33,11 @@ func runChild() int {
 	addr, prefix := os.Getenv("LOCK_TEST_ADDR"), os.Getenv("LOCK_TEST_PREFIX")
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
-	locks := lock.New(rdb, lock.WithKeyPrefix(prefix))
+	locks, err := lock.New(rdb, lock.WithKeyPrefix(prefix))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	defer locks.Close()
 	if os.Getenv(childEnv) == "fairwaiters" {
 		return runFairWaiters(ctx, locks)
@@ -97,7 +101,7 @@ func TestFence_Kleppmann_SIGSTOP(t *testing.T) {
 	require.NoError(t, err)
 
 	require.NoError(t, child.Process.Signal(syscall.SIGSTOP))
-	locks := lock.New(rdb, lock.WithKeyPrefix(prefix))
+	locks := mustNew(t, rdb, lock.WithKeyPrefix(prefix))
 	defer locks.Close()
 	l, err := locks.Mutex("storage").Acquire(ctx) // waits out the stopped holder's TTL
 	require.NoError(t, err)

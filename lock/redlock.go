@@ -43,37 +43,40 @@ import (
 type Redlock struct {
 	coord *Client   // the leases' watchdog, tracking and telemetry
 	peers []*Client // one per master
-	err   error
 }
 
 // NewRedlock returns a Redlock over the given masters (at least 1; use an
 // odd number, typically 3 or 5). The go-redis clients stay owned by the
 // caller. Options as for New, except those Redlock.Mutex lists as not
-// applying (every call then fails with ErrInvalid); waiting polls with a 10ms..200ms backoff unless
-// WithPolling says otherwise.
-func NewRedlock(masters []redis.UniversalClient, opts ...Option) *Redlock {
-	opts = append([]Option{WithPolling(10*time.Millisecond, 200*time.Millisecond)}, opts...)
-	rl := &Redlock{}
+// applying; waiting polls with a 10ms..200ms backoff unless WithPolling says
+// otherwise. No masters, a nil master, an invalid option or one that cannot
+// apply to a Redlock is an error wrapping ErrInvalid.
+func NewRedlock(masters []redis.UniversalClient, opts ...Option) (*Redlock, error) {
 	if len(masters) == 0 {
-		rl.err = fmt.Errorf("%w: redlock needs at least one master", ErrInvalid)
-		masters = []redis.UniversalClient{nil}
+		return nil, fmt.Errorf("%w: redlock needs at least one master", ErrInvalid)
+	}
+	for i, m := range masters {
+		if m == nil {
+			return nil, fmt.Errorf("%w: redlock master %d is nil", ErrInvalid, i)
+		}
 	}
 	cfg := newConfig()
-	for _, o := range opts {
+	for _, o := range append([]Option{WithPolling(10*time.Millisecond, 200*time.Millisecond)}, opts...) {
 		if o != nil {
 			o.apply(&cfg)
 		}
 	}
-	if err := redlockOptionErr(cfg); err != nil && rl.err == nil {
-		rl.err = err
+	if cfg.err != nil {
+		return nil, cfg.err
 	}
-	rl.coord = New(masters[0], opts...)
+	if err := redlockOptionErr(cfg); err != nil {
+		return nil, err
+	}
+	rl := &Redlock{coord: newClient(masters[0], cfg)}
 	for _, m := range masters {
-		if m != nil {
-			rl.peers = append(rl.peers, New(m, opts...))
-		}
+		rl.peers = append(rl.peers, newClient(m, cfg))
 	}
-	return rl
+	return rl, nil
 }
 
 // redlockOptionErr reports an option that cannot apply to a Redlock, as an
@@ -113,9 +116,6 @@ type RedlockMutex struct{ r *resource }
 // apply: with any of them every call fails with ErrInvalid.
 func (rl *Redlock) Mutex(name string, opts ...Option) *RedlockMutex {
 	r := rl.coord.resource(mutexKind, "redlock", name, opts)
-	if r.err == nil {
-		r.err = rl.err
-	}
 	if r.err == nil {
 		r.err = redlockOptionErr(r.cfg)
 	}

@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// An option that cannot apply to a Redlock is refused, on NewRedlock and
-// on Redlock.Mutex, instead of being accepted and ignored; nothing reaches
-// Redis.
+// An option that cannot apply to a Redlock is refused, by NewRedlock and
+// by every call of a Redlock.Mutex given it, instead of being accepted and
+// ignored; nothing reaches Redis.
 func TestRedlock_optionsThatCannotApplyAreRefused(t *testing.T) {
 	ctx := t.Context()
 	rdb := sharedClient(t)
@@ -24,12 +24,11 @@ func TestRedlock_optionsThatCannotApplyAreRefused(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			prefix := testPrefix(t)
-			rl := lock.NewRedlock([]redis.UniversalClient{rdb}, lock.WithKeyPrefix(prefix), opt)
-			_, err := rl.Mutex("job").TryAcquire(ctx)
+			rl, err := lock.NewRedlock([]redis.UniversalClient{rdb}, lock.WithKeyPrefix(prefix), opt)
 			require.ErrorIs(t, err, lock.ErrInvalid)
-			require.NoError(t, rl.Close())
+			require.Nil(t, rl)
 
-			rl = lock.NewRedlock([]redis.UniversalClient{rdb}, lock.WithKeyPrefix(prefix))
+			rl = mustRedlock(t, []redis.UniversalClient{rdb}, lock.WithKeyPrefix(prefix))
 			_, err = rl.Mutex("job", opt).TryAcquire(ctx)
 			require.ErrorIs(t, err, lock.ErrInvalid)
 			require.NoError(t, rl.Close())
@@ -38,30 +37,26 @@ func TestRedlock_optionsThatCannotApplyAreRefused(t *testing.T) {
 	}
 }
 
-// WithRetry and WithClusterBudget take the same shape in every module and
-// refuse values outside their bounds.
-func TestOptions_retryBounds(t *testing.T) {
+// A Mutex given WithRetry or WithClusterBudget outside their bounds fails
+// every call with ErrInvalid (New refuses them too: reliability's
+// TestNew_refusesBadOptions checks every module's constructor); nothing
+// reaches Redis.
+func TestMutex_retryBounds(t *testing.T) {
 	ctx := t.Context()
 	rdb := sharedClient(t)
-	for name, opt := range map[string]lock.Option{
-		"no attempt":        lock.WithRetry(0, 0, 0),
-		"too many attempts": lock.WithRetry(101, 0, 0),
-		"min above max":     lock.WithRetry(3, time.Second, time.Millisecond),
-		"negative backoff":  lock.WithRetry(3, -time.Millisecond, time.Millisecond),
-		"backoff too long":  lock.WithRetry(3, 0, 2*time.Minute),
-		"budget too long":   lock.WithClusterBudget(2 * time.Minute),
-		"negative budget":   lock.WithClusterBudget(-time.Second),
-	} {
-		t.Run(name, func(t *testing.T) {
-			c := lock.New(rdb, lock.WithKeyPrefix(testPrefix(t)), opt)
-			defer c.Close()
-			_, err := c.Mutex("job").TryAcquire(ctx)
-			require.ErrorIs(t, err, lock.ErrInvalid)
-		})
-	}
-	c := lock.New(rdb, lock.WithKeyPrefix(testPrefix(t)), lock.WithRetry(1, 0, 0), lock.WithClusterBudget(0))
+	prefix := testPrefix(t)
+	c := mustNew(t, rdb, lock.WithKeyPrefix(prefix))
 	defer c.Close()
-	l, err := c.Mutex("job").TryAcquire(ctx)
+	for name, opt := range map[string]lock.Option{
+		"no attempt":      lock.WithRetry(0, 0, 0),
+		"min above max":   lock.WithRetry(3, time.Second, time.Millisecond),
+		"negative budget": lock.WithClusterBudget(-time.Second),
+	} {
+		_, err := c.Mutex("job", opt).TryAcquire(ctx)
+		require.ErrorIs(t, err, lock.ErrInvalid, name)
+	}
+	require.Empty(t, rdb.Keys(ctx, prefix+":*").Val())
+	l, err := c.Mutex("job", lock.WithRetry(1, 0, 0), lock.WithClusterBudget(0)).TryAcquire(ctx)
 	require.NoError(t, err)
 	require.NoError(t, l.Release(ctx))
 }

@@ -27,7 +27,7 @@ func redlockMasters(t *testing.T, n int) ([]*redistest.Server, []redis.Universal
 
 func TestRedlock_quorum(t *testing.T) {
 	servers, clients := redlockMasters(t, 3)
-	rl := lock.NewRedlock(clients, lock.WithKeyPrefix(testPrefix(t)), lock.WithTTL(5*time.Second))
+	rl := mustRedlock(t, clients, lock.WithKeyPrefix(testPrefix(t)), lock.WithTTL(5*time.Second))
 	defer rl.Close()
 	ctx := t.Context()
 	m := rl.Mutex("report")
@@ -65,7 +65,7 @@ func TestRedlock_leaseLostWithMajority(t *testing.T) {
 	_, clients := redlockMasters(t, 3)
 	// 5% of the TTL (100ms) gives a first call, which dials and loads the
 	// script, time to answer on a loaded machine.
-	rl := lock.NewRedlock(clients, lock.WithKeyPrefix(testPrefix(t)), lock.WithTTL(2*time.Second))
+	rl := mustRedlock(t, clients, lock.WithKeyPrefix(testPrefix(t)), lock.WithTTL(2*time.Second))
 	defer rl.Close()
 	ctx := t.Context()
 	l, err := rl.Mutex("fragile").TryAcquire(ctx)
@@ -95,8 +95,8 @@ func TestRedlock_leaseLostWithMajority(t *testing.T) {
 func TestRedlock_ConcurrentSafe(t *testing.T) {
 	_, clients := redlockMasters(t, 3)
 	prefix := testPrefix(t)
-	a := lock.NewRedlock(clients, lock.WithKeyPrefix(prefix))
-	b := lock.NewRedlock(clients, lock.WithKeyPrefix(prefix))
+	a := mustRedlock(t, clients, lock.WithKeyPrefix(prefix))
+	b := mustRedlock(t, clients, lock.WithKeyPrefix(prefix))
 	defer a.Close()
 	defer b.Close()
 	var (
@@ -133,10 +133,15 @@ func TestRedlock_ConcurrentSafe(t *testing.T) {
 }
 
 func TestRedlock_badInput(t *testing.T) {
-	rl := lock.NewRedlock(nil)
-	defer rl.Close()
-	_, err := rl.Mutex("x").TryAcquire(t.Context())
-	require.ErrorIs(t, err, lock.ErrInvalid)
+	rl, err := lock.NewRedlock(nil)
+	require.ErrorIs(t, err, lock.ErrInvalid, "no masters")
+	require.Nil(t, rl)
+	rl, err = lock.NewRedlock([]redis.UniversalClient{sharedClient(t), nil})
+	require.ErrorIs(t, err, lock.ErrInvalid, "a nil master")
+	require.Nil(t, rl)
+	rl, err = lock.NewRedlock([]redis.UniversalClient{sharedClient(t)}, lock.WithTTL(0))
+	require.ErrorIs(t, err, lock.ErrInvalid, "an invalid option")
+	require.Nil(t, rl)
 }
 
 func casInside(p *int32) bool { return atomic.CompareAndSwapInt32(p, 0, 1) }
@@ -168,7 +173,7 @@ func silentThird(t *testing.T) ([]redis.UniversalClient, *redistest.Proxy) {
 // of its TTL, the lock stays exclusive, and the release works.
 func TestRedlock_silentMinority(t *testing.T) {
 	clients, px := silentThird(t)
-	rl := lock.NewRedlock(clients, lock.WithKeyPrefix(testPrefix(t)))
+	rl := mustRedlock(t, clients, lock.WithKeyPrefix(testPrefix(t)))
 	defer rl.Close()
 	ctx := t.Context()
 	m := rl.Mutex("silent")
@@ -209,9 +214,9 @@ func TestRedlock_silentMinority(t *testing.T) {
 func TestRedlock_silentMinority_noQuorum(t *testing.T) {
 	clients, px := silentThird(t)
 	prefix := testPrefix(t)
-	rl := lock.NewRedlock(clients, lock.WithKeyPrefix(prefix), lock.WithTTL(4*time.Second))
+	rl := mustRedlock(t, clients, lock.WithKeyPrefix(prefix), lock.WithTTL(4*time.Second))
 	defer rl.Close()
-	other := lock.NewRedlock(clients[1:2], lock.WithKeyPrefix(prefix), lock.WithTTL(time.Minute))
+	other := mustRedlock(t, clients[1:2], lock.WithKeyPrefix(prefix), lock.WithTTL(time.Minute))
 	defer other.Close()
 	ctx := t.Context()
 	// Held by another owner on the second master only.

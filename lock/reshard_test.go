@@ -28,7 +28,7 @@ func TestKinds_Cluster_underResharding(t *testing.T) {
 	ctx := t.Context()
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
 	defer rdb.Close()
-	locks := lock.New(rdb)
+	locks := mustNew(t, rdb)
 	defer locks.Close()
 	tags := []string{"{kr1}", "{kr2}", "{kr3}"}
 	for _, tag := range tags {

@@ -69,7 +69,7 @@ func TestRedlock_Acquire_staleGiveBackSparesLaterAttempt(t *testing.T) {
 
 	// Y holds the lock on master B only: it released while cut off from B,
 	// where its lock lives until Y's TTL.
-	y := lock.NewRedlock(ys, lock.WithKeyPrefix(p), lock.WithTTL(4*time.Second), lock.WithWatchdog(false))
+	y := mustRedlock(t, ys, lock.WithKeyPrefix(p), lock.WithTTL(4*time.Second), lock.WithWatchdog(false))
 	defer y.Close()
 	yl, err := y.Mutex(name).TryAcquire(ctx)
 	require.NoError(t, err)
@@ -81,7 +81,7 @@ func TestRedlock_Acquire_staleGiveBackSparesLaterAttempt(t *testing.T) {
 
 	// X waits; its replies from master C are lost for a while, so its
 	// failed attempts' give-backs on C go on in the background.
-	x := lock.NewRedlock(xs, lock.WithKeyPrefix(p), lock.WithTTL(10*time.Second), lock.WithWatchdog(false))
+	x := mustRedlock(t, xs, lock.WithKeyPrefix(p), lock.WithTTL(10*time.Second), lock.WithWatchdog(false))
 	defer x.Close()
 	xpx[2].DropReplies(true)
 	type result struct {
@@ -104,7 +104,7 @@ func TestRedlock_Acquire_staleGiveBackSparesLaterAttempt(t *testing.T) {
 
 	// Z, another process, tries while X's lease is live, past the end of
 	// Y's lock on B.
-	z := lock.NewRedlock(zs, lock.WithKeyPrefix(p), lock.WithTTL(6*time.Second), lock.WithWatchdog(false))
+	z := mustRedlock(t, zs, lock.WithKeyPrefix(p), lock.WithTTL(6*time.Second), lock.WithWatchdog(false))
 	defer z.Close()
 	deadline := time.Now().Add(6 * time.Second)
 	for time.Now().Before(deadline) && time.Now().Before(xl.Until()) {
@@ -144,9 +144,9 @@ func TestRedlock_Release_majorityUnreachable(t *testing.T) {
 	}
 	p := testPrefix(t)
 	const ttl = 10 * time.Second
-	rl := lock.NewRedlock(holder, lock.WithKeyPrefix(p), lock.WithTTL(ttl))
+	rl := mustRedlock(t, holder, lock.WithKeyPrefix(p), lock.WithTTL(ttl))
 	defer rl.Close()
-	other := lock.NewRedlock(direct, lock.WithKeyPrefix(p), lock.WithTTL(ttl))
+	other := mustRedlock(t, direct, lock.WithKeyPrefix(p), lock.WithTTL(ttl))
 	defer other.Close()
 
 	l, err := rl.Mutex("report").TryAcquire(ctx)
@@ -230,7 +230,7 @@ func TestRedlock_Release_silentMinority_decidedByMajority(t *testing.T) {
 	}
 	// 5% of the TTL (3s) is longer than the silent master's read timeout.
 	p := testPrefix(t)
-	rl := lock.NewRedlock(clients, lock.WithKeyPrefix(p), lock.WithTTL(time.Minute))
+	rl := mustRedlock(t, clients, lock.WithKeyPrefix(p), lock.WithTTL(time.Minute))
 	defer rl.Close()
 	m := rl.Mutex("report")
 	l, err := m.TryAcquire(ctx)
@@ -267,7 +267,7 @@ func TestRedlock_TryAcquire_lostReplies_unknownOutcome(t *testing.T) {
 		direct = append(direct, clientOf(t, s.Addr(), nil))
 	}
 	p := testPrefix(t)
-	rl := lock.NewRedlock(clients, lock.WithKeyPrefix(p), lock.WithTTL(10*time.Second))
+	rl := mustRedlock(t, clients, lock.WithKeyPrefix(p), lock.WithTTL(10*time.Second))
 	defer rl.Close()
 	m := rl.Mutex("report")
 	warm, err := m.TryAcquire(ctx) // connections open, scripts loaded
@@ -310,7 +310,7 @@ func TestLease_Release_renewalInFlight_boundedByReleaseTimeout(t *testing.T) {
 	s := redistest.New(t, redistest.Options{})
 	rdb := clientOf(t, s.Addr(), func(o *redis.Options) { o.ContextTimeoutEnabled = true })
 	direct := clientOf(t, s.Addr(), nil)
-	locks := lock.New(rdb, lock.WithKeyPrefix(testPrefix(t)), lock.WithReleaseTimeout(200*time.Millisecond))
+	locks := mustNew(t, rdb, lock.WithKeyPrefix(testPrefix(t)), lock.WithReleaseTimeout(200*time.Millisecond))
 	defer locks.Close()
 	ctx := t.Context()
 	m := locks.Mutex("g/res", lock.WithTTL(6*time.Second)) // the watchdog renews at 2s

@@ -23,7 +23,7 @@ func TestSpanTree_contendedAcquire(t *testing.T) {
 	rec := otelxtest.New(t)
 	require.NoError(t, otelx.InstrumentRedis(rdb, rec.Providers()))
 	require.NoError(t, rdb.Ping(t.Context()).Err())
-	locks := lock.New(rdb, lock.WithTracerProvider(rec.TracerProvider), lock.WithMeterProvider(rec.MeterProvider))
+	locks := mustNew(t, rdb, lock.WithTracerProvider(rec.TracerProvider), lock.WithMeterProvider(rec.MeterProvider))
 	t.Cleanup(func() { _ = locks.Close() })
 	m := locks.Mutex("hot", lock.WithTTL(time.Minute))
 	tracer := rec.TracerProvider.Tracer("caller")
@@ -87,7 +87,7 @@ func TestSpanTree_watchdogRenewalLinksToAcquire(t *testing.T) {
 	rec := otelxtest.New(t)
 	require.NoError(t, otelx.InstrumentRedis(rdb, rec.Providers()))
 	require.NoError(t, rdb.Ping(t.Context()).Err())
-	locks := lock.New(rdb, lock.WithTracerProvider(rec.TracerProvider), lock.WithMeterProvider(rec.MeterProvider))
+	locks := mustNew(t, rdb, lock.WithTracerProvider(rec.TracerProvider), lock.WithMeterProvider(rec.MeterProvider))
 	t.Cleanup(func() { _ = locks.Close() })
 	m := locks.Mutex("renewed", lock.WithTTL(60*time.Millisecond))
 

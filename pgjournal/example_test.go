@@ -39,7 +39,10 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	led := wallet.New(rdb)
+	led, err := wallet.New(rdb)
+	if err != nil {
+		panic(err)
+	}
 	defer led.Close()
 	_ = led.Open(ctx, "shop/alice", wallet.WithCurrency("EUR"))
 	_, _ = led.Credit(ctx, wallet.Tx{ID: "top-up-1", Account: "shop/alice", Amount: 500})

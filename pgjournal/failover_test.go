@@ -37,7 +37,10 @@ func TestFailover_lostWritesReconciledAndRepaired(t *testing.T) {
 	if _, err := f.led.Credit(ctx, wallet.Tx{ID: "fo-lost", Account: "fo/a", Amount: 100}); err != nil {
 		t.Fatal(err)
 	}
-	acked := wallet.New(f.rdb, wallet.WithKeyPrefix(f.prefix), wallet.WithReplicaAck(1, 50*time.Millisecond))
+	acked, err := wallet.New(f.rdb, wallet.WithKeyPrefix(f.prefix), wallet.WithReplicaAck(1, 50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer acked.Close()
 	unacked := wallet.Tx{ID: "fo-unacked", Account: "fo/a", Amount: 50}
 	if _, err := acked.Credit(ctx, unacked); !errors.Is(err, wallet.ErrReplicaAck) {
@@ -54,7 +57,10 @@ func TestFailover_lostWritesReconciledAndRepaired(t *testing.T) {
 	if err := replica.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
 		t.Fatal(err)
 	}
-	led := wallet.New(replica, wallet.WithKeyPrefix(f.prefix))
+	led, err := wallet.New(replica, wallet.WithKeyPrefix(f.prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer led.Close()
 	f.led, f.rdb = led, replica
 	ds := f.reconcileWallet(accounts...)

@@ -39,7 +39,11 @@ func runChild() int {
 		return 1
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: f[1]})
-	inv := stock.New(rdb, stock.WithKeyPrefix(f[2]))
+	inv, err := stock.New(rdb, stock.WithKeyPrefix(f[2]))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	err = book.SinkStock(ctx, inv, stock.Consumer{Group: "book", Name: "sink", SKUs: strings.Split(f[4], ","),
 		Poll: 5 * time.Millisecond, MinIdle: time.Hour})
 	fmt.Fprintln(os.Stderr, err)

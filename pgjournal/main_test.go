@@ -81,8 +81,14 @@ func newFixture(t testing.TB, pg *pgtest.Server, rs *redistest.Server) *fixture 
 	}
 	// Cleanups close these, not whatever a test puts in f later.
 	rdb := rs.Client()
-	inv := stock.New(rdb, stock.WithKeyPrefix(f.prefix))
-	led := wallet.New(rdb, wallet.WithKeyPrefix(f.prefix))
+	inv, err := stock.New(rdb, stock.WithKeyPrefix(f.prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	led, err := wallet.New(rdb, wallet.WithKeyPrefix(f.prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = led.Close(); _ = inv.Close(); _ = rdb.Close() })
 	f.rdb, f.inv, f.led = rdb, inv, led
 	return f

@@ -59,7 +59,10 @@ func TestRepairStock_lostOrders(t *testing.T) {
 	if err := replica.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
 		t.Fatal(err)
 	}
-	inv := stock.New(replica, stock.WithKeyPrefix(f.prefix))
+	inv, err := stock.New(replica, stock.WithKeyPrefix(f.prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer inv.Close()
 	f.inv = inv
 	if keys := driftKeys(f.reconcileStock(skus...)); !slices.Equal(keys, skus) {

@@ -158,7 +158,10 @@ func RunStockBulk(tb testing.TB, r BulkRun) Row {
 		}
 		return 1
 	}
-	admin := stock.New(r.Deploy.Admin(tb), stock.WithKeyPrefix(prefix), stock.WithReclaimInterval(0))
+	admin, err := stock.New(r.Deploy.Admin(tb), stock.WithKeyPrefix(prefix), stock.WithReclaimInterval(0))
+	if err != nil {
+		tb.Fatalf("stock.New: %v", err)
+	}
 	defer admin.Close()
 	// Demand averages 1.5 units per order: supply covers about 80% of it,
 	// so the last orders meet sold-out SKUs.
@@ -177,7 +180,11 @@ func RunStockBulk(tb testing.TB, r BulkRun) Row {
 	retried := make([]int, r.Workers)
 	var progress Progress
 	injections, elapsed := runBulk(tb, r, &progress, func(w int) {
-		inv := stock.New(r.Deploy.Client(tb), opts...)
+		inv, err := stock.New(r.Deploy.Client(tb), opts...)
+		if err != nil {
+			tb.Errorf("stock.New: %v", err)
+			return
+		}
 		defer inv.Close()
 		rng := rand.New(rand.NewPCG(r.Seed, uint64(w)))
 		st := newBulkState(per)
@@ -300,7 +307,10 @@ func RunWalletBulk(tb testing.TB, r BulkRun) Row {
 	prefix := fmt.Sprintf("bulk%d-%d", runs.Add(1), r.Seed%1_000_000)
 	const groups, accounts, initial = 4, 8, 5000
 	acct := func(g, a int) string { return fmt.Sprintf("bw%d/%d", g, a) }
-	admin := wallet.New(r.Deploy.Admin(tb), wallet.WithKeyPrefix(prefix))
+	admin, err := wallet.New(r.Deploy.Admin(tb), wallet.WithKeyPrefix(prefix))
+	if err != nil {
+		tb.Fatalf("wallet.New: %v", err)
+	}
 	defer admin.Close()
 	for g := range groups {
 		for a := range accounts {
@@ -321,7 +331,11 @@ func RunWalletBulk(tb testing.TB, r BulkRun) Row {
 	retried := make([]int, r.Workers)
 	var progress Progress
 	injections, elapsed := runBulk(tb, r, &progress, func(w int) {
-		led := wallet.New(r.Deploy.Client(tb), opts...)
+		led, err := wallet.New(r.Deploy.Client(tb), opts...)
+		if err != nil {
+			tb.Errorf("wallet.New: %v", err)
+			return
+		}
 		defer led.Close()
 		rng := rand.New(rand.NewPCG(r.Seed, uint64(w)))
 		st := newBulkState(per)

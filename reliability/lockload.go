@@ -98,7 +98,11 @@ func newLockLoad(tb testing.TB, d Deployment, prefix string, hist *History) *loc
 	for range 2 { // two processes
 		rdb := d.Client(tb)
 		w.rdbs = append(w.rdbs, rdb)
-		w.locks = append(w.locks, lock.New(rdb, opts...))
+		locks, err := lock.New(rdb, opts...)
+		if err != nil {
+			tb.Fatalf("lock.New: %v", err)
+		}
+		w.locks = append(w.locks, locks)
 	}
 	return w
 }

@@ -26,8 +26,9 @@ func TestWallet_refusalWithoutReplicaAck_failover(t *testing.T) {
 	ctx := t.Context()
 	p := redistest.NewPair(t, redistest.Options{})
 	ledger := func(s *redistest.Server) *wallet.Ledger {
-		l := wallet.New(s.Client(func(o *redis.Options) { o.ReadTimeout = time.Second }),
+		l, err := wallet.New(s.Client(func(o *redis.Options) { o.ReadTimeout = time.Second }),
 			wallet.WithReplicaAck(1, 100*time.Millisecond), wallet.WithRetry(1, time.Millisecond, time.Millisecond))
+		require.NoError(t, err)
 		t.Cleanup(func() { _ = l.Close() })
 		return l
 	}
@@ -49,7 +50,8 @@ func TestWallet_refusalWithoutReplicaAck_failover(t *testing.T) {
 	host, port, _ := net.SplitHostPort(newPrimary.Addr())
 	require.NoError(t, oldPrimary.Client().Do(ctx, "REPLICAOF", host, port).Err())
 	p.Primary, p.Replica = newPrimary, oldPrimary
-	plain := wallet.New(p.Primary.Client())
+	plain, err := wallet.New(p.Primary.Client())
+	require.NoError(t, err)
 	defer plain.Close()
 	_, err = plain.Credit(ctx, wallet.Tx{ID: "topup-1", Account: "acct", Amount: 100})
 	require.NoError(t, err)
@@ -72,16 +74,18 @@ func TestWallet_refusalWithoutReplicaAck_failover(t *testing.T) {
 func TestStock_refusalWithReplicaAck_failover(t *testing.T) {
 	ctx := t.Context()
 	p := redistest.NewPair(t, redistest.Options{})
-	inv := stock.New(p.Primary.Client(func(o *redis.Options) { o.ReadTimeout = time.Second }),
+	inv, err := stock.New(p.Primary.Client(func(o *redis.Options) { o.ReadTimeout = time.Second }),
 		stock.WithReplicaAck(1, 100*time.Millisecond), stock.WithRetry(1, 0, 0))
+	require.NoError(t, err)
 	defer inv.Close()
-	admin := stock.New(p.Primary.Client())
+	admin, err := stock.New(p.Primary.Client())
+	require.NoError(t, err)
 	defer admin.Close()
 	require.NoError(t, admin.Create(ctx, "sku", 0))
 	require.NoError(t, p.Sync(ctx))
 
 	require.NoError(t, p.Replica.Client().Do(ctx, "REPLICAOF", "NO", "ONE").Err())
-	_, err := inv.Deduct(ctx, stock.Order{ID: "o-1", Buyer: "b", Items: []stock.Item{{SKU: "sku", Qty: 1}}})
+	_, err = inv.Deduct(ctx, stock.Order{ID: "o-1", Buyer: "b", Items: []stock.Item{{SKU: "sku", Qty: 1}}})
 	require.ErrorIs(t, err, stock.ErrSoldOut)
 	require.ErrorIs(t, err, stock.ErrReplicaAck, "a refusal the replica did not acknowledge is reported as such")
 }
@@ -100,14 +104,16 @@ func TestWallet_crossGroupCreditWithoutReplicaAck_failover(t *testing.T) {
 	ctx := t.Context()
 	p, rdb, pxA, pxB, target := proxiedPair(t)
 	a, b := p.Primary, p.Replica
-	led := wallet.New(rdb, wallet.WithReplicaAck(1, 100*time.Millisecond))
+	led, err := wallet.New(rdb, wallet.WithReplicaAck(1, 100*time.Millisecond))
+	require.NoError(t, err)
 	defer led.Close()
-	plain := wallet.New(a.Client())
+	plain, err := wallet.New(a.Client())
+	require.NoError(t, err)
 	defer plain.Close()
 	for _, acct := range []string{"gx/a", "gy/b"} {
 		require.NoError(t, plain.Open(ctx, acct, wallet.WithCurrency("CNY")))
 	}
-	_, err := plain.Credit(ctx, wallet.Tx{ID: "fund", Account: "gx/a", Amount: 100})
+	_, err = plain.Credit(ctx, wallet.Tx{ID: "fund", Account: "gx/a", Amount: 100})
 	require.NoError(t, err)
 	require.NoError(t, p.Sync(ctx))
 	pxA.SetLatency(300 * time.Millisecond)
@@ -178,13 +184,15 @@ func TestStock_bucketTransferWithoutReplicaAck_failover(t *testing.T) {
 	ctx := t.Context()
 	p, rdb, pxA, pxB, target := proxiedPair(t)
 	a, b := p.Primary, p.Replica
-	admin := stock.New(a.Client())
+	admin, err := stock.New(a.Client())
+	require.NoError(t, err)
 	defer admin.Close()
 	// Two buckets of 5 units; the buyer's home bucket must be refilled
 	// from the other one to sell 7.
 	require.NoError(t, admin.Create(ctx, "hot", 10, stock.WithBuckets(2)))
 	require.NoError(t, p.Sync(ctx))
-	inv := stock.New(rdb, stock.WithReplicaAck(1, 100*time.Millisecond))
+	inv, err := stock.New(rdb, stock.WithReplicaAck(1, 100*time.Millisecond))
+	require.NoError(t, err)
 	defer inv.Close()
 	buyer := "b0"
 	for i := 1; homeBucket(buyer, 2) != 1; i++ {
@@ -233,12 +241,13 @@ func TestStock_bucketTransferWithoutReplicaAck_failover(t *testing.T) {
 	target(pxB)
 	p.Primary, p.Replica = b, a
 
-	err := <-first
+	err = <-first
 	t.Logf("order: %v", err)
 	require.ErrorIs(t, err, stock.ErrUnknownOutcome, "the credit was not acknowledged: the order is not decided")
 	pxB.SetLatency(0)
 	require.True(t, outRecord(b.Client()), "the transfer stays in flight on the new primary")
-	check := stock.New(b.Client())
+	check, err := stock.New(b.Client())
+	require.NoError(t, err)
 	defer check.Close()
 	rep, aerr := check.Audit(ctx, "hot")
 	require.NoError(t, aerr)
@@ -254,7 +263,8 @@ func TestStock_bucketTransferWithoutReplicaAck_failover(t *testing.T) {
 	// the call sent again allows it a second.
 	pxA.ResetConnections()
 	require.NoError(t, p.Sync(ctx))
-	again := stock.New(rdb, stock.WithReplicaAck(1, time.Second))
+	again, err := stock.New(rdb, stock.WithReplicaAck(1, time.Second))
+	require.NoError(t, err)
 	defer again.Close()
 	_, err = again.Deduct(ctx, stock.Order{ID: "o-1", Buyer: buyer, Items: []stock.Item{{SKU: "hot", Qty: 7}}})
 	require.NoError(t, err)

@@ -207,7 +207,8 @@ func soak(t *testing.T, window time.Duration, sz soakSize) {
 	// One service process stays up through the idle, serving none of the
 	// soak's accounts: its background recovery finishes the transfers cut
 	// midway and releases the holds whose Ledger restarted.
-	live := wallet.New(admin, wallet.WithIdempotencyWindow(soakWindow), wallet.WithRecovery(time.Second))
+	live, err := wallet.New(admin, wallet.WithIdempotencyWindow(soakWindow), wallet.WithRecovery(time.Second))
+	require.NoError(t, err)
 	defer live.Close()
 
 	// Idle past the window, the hold TTLs and the lock TTLs.
@@ -272,7 +273,8 @@ func soak(t *testing.T, window time.Duration, sz soakSize) {
 func soakStock(t *testing.T, srv *redistest.Server, sz soakSize) {
 	ctx := context.Background()
 	rdb := srv.Client()
-	inv := stock.New(rdb, stock.WithIdempotencyWindow(soakWindow), stock.WithReclaimInterval(500*time.Millisecond))
+	inv, err := stock.New(rdb, stock.WithIdempotencyWindow(soakWindow), stock.WithReclaimInterval(500*time.Millisecond))
+	require.NoError(t, err)
 	defer inv.Close()
 	skus := make([]string, sz.skus)
 	for i := range skus {
@@ -332,7 +334,8 @@ func soakStock(t *testing.T, srv *redistest.Server, sz soakSize) {
 func soakWallet(t *testing.T, srv *redistest.Server, sz soakSize) {
 	ctx := context.Background()
 	rdb := srv.Client()
-	l := wallet.New(rdb, wallet.WithIdempotencyWindow(soakWindow))
+	l, err := wallet.New(rdb, wallet.WithIdempotencyWindow(soakWindow))
+	require.NoError(t, err)
 	acct := func(g, a int) string { return fmt.Sprintf("g%d/a%d", g, a) }
 	for g := range sz.groups {
 		for a := range sz.accounts {
@@ -385,7 +388,8 @@ func soakWallet(t *testing.T, srv *redistest.Server, sz soakSize) {
 	px := redistest.NewProxy(t, srv.Addr())
 	cutRDB := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
 	defer cutRDB.Close()
-	cut := wallet.New(cutRDB, wallet.WithIdempotencyWindow(soakWindow), wallet.WithRetry(1, time.Millisecond, time.Millisecond))
+	cut, err := wallet.New(cutRDB, wallet.WithIdempotencyWindow(soakWindow), wallet.WithRetry(1, time.Millisecond, time.Millisecond))
+	require.NoError(t, err)
 	for i := range 8 {
 		px.DropRepliesAfter(1 + i%3)
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -399,7 +403,8 @@ func soakWallet(t *testing.T, srv *redistest.Server, sz soakSize) {
 
 func soakLock(t *testing.T, srv *redistest.Server, sz soakSize) {
 	ctx := context.Background()
-	c := lock.New(srv.Client(), lock.WithTTL(2*time.Second))
+	c, err := lock.New(srv.Client(), lock.WithTTL(2*time.Second))
+	require.NoError(t, err)
 	defer c.Close()
 	for i := range sz.lockNames {
 		name := fmt.Sprintf("order-%d", i)
@@ -430,7 +435,8 @@ func soakLock(t *testing.T, srv *redistest.Server, sz soakSize) {
 		holder, err := c.Mutex(name, lock.WithFair(true)).TryAcquire(ctx)
 		require.NoError(t, err)
 		wrdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-		wc := lock.New(wrdb, lock.WithTTL(2*time.Second), lock.WithFair(true))
+		wc, err := lock.New(wrdb, lock.WithTTL(2*time.Second), lock.WithFair(true))
+		require.NoError(t, err)
 		wctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {

@@ -64,9 +64,17 @@ func newStockLoad(tb testing.TB, d Deployment, prefix string, hist *History) *st
 		opts = append(opts, stock.WithReplicaAck(1, AckTimeout))
 	}
 	for range 2 {
-		w.invs = append(w.invs, stock.New(d.Client(tb), opts...))
+		inv, err := stock.New(d.Client(tb), opts...)
+		if err != nil {
+			tb.Fatalf("stock.New: %v", err)
+		}
+		w.invs = append(w.invs, inv)
 	}
-	w.vinv = stock.New(w.admin, stock.WithKeyPrefix(prefix), stock.WithReclaimInterval(0))
+	var err error
+	w.vinv, err = stock.New(w.admin, stock.WithKeyPrefix(prefix), stock.WithReclaimInterval(0))
+	if err != nil {
+		tb.Fatalf("stock.New: %v", err)
+	}
 	return w
 }
 

@@ -71,9 +71,17 @@ func newWalletLoad(tb testing.TB, d Deployment, prefix string, hist *History) *w
 		opts = append(opts, wallet.WithReplicaAck(1, AckTimeout))
 	}
 	for range 2 {
-		w.leds = append(w.leds, wallet.New(d.Client(tb), opts...))
+		led, err := wallet.New(d.Client(tb), opts...)
+		if err != nil {
+			tb.Fatalf("wallet.New: %v", err)
+		}
+		w.leds = append(w.leds, led)
 	}
-	w.vled = wallet.New(w.admin, wallet.WithKeyPrefix(prefix))
+	var err error
+	w.vled, err = wallet.New(w.admin, wallet.WithKeyPrefix(prefix))
+	if err != nil {
+		tb.Fatalf("wallet.New: %v", err)
+	}
 	return w
 }
 

@@ -23,7 +23,7 @@ func TestACL_redisACL_leastPrivilege(t *testing.T) {
 	rdb := s.Client(func(o *redis.Options) { o.Username, o.Password = "redkit-stock", password })
 	admin := s.Client()
 	ctx := t.Context()
-	inv := stock.New(rdb, stock.WithReclaimInterval(10*time.Millisecond))
+	inv := mustNew(t, rdb, stock.WithReclaimInterval(10*time.Millisecond))
 	t.Cleanup(func() { _ = inv.Close() })
 
 	const sku, hot = "shop-7/sku-1", "shop-7/sku-hot"
@@ -81,7 +81,7 @@ func TestACL_redisACL_leastPrivilege(t *testing.T) {
 		})
 	require.True(t, errors.Is(err, context.Canceled), "%v", err)
 	require.Positive(t, got)
-	acked := stock.New(rdb, stock.WithReplicaAck(1, 10*time.Millisecond)) // WAIT: no replica acknowledges
+	acked := mustNew(t, rdb, stock.WithReplicaAck(1, 10*time.Millisecond)) // WAIT: no replica acknowledges
 	_, err = acked.Deduct(ctx, order("o-9", "u-9", sku, 1))
 	require.ErrorIs(t, err, stock.ErrReplicaAck)
 	require.NoError(t, acked.Close())

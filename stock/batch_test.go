@@ -27,7 +27,7 @@ func TestInventory_DeductBatch(t *testing.T) {
 		order("o1", "u1", "a/sku", 2),             // replay of o1
 		order("", "u1", "a/sku", 1),               // invalid
 	}
-	res := stock.New(rdb, stock.WithKeyPrefix(prefix)).DeductBatch(ctx, orders)
+	res := mustNew(t, rdb, stock.WithKeyPrefix(prefix)).DeductBatch(ctx, orders)
 	require.Len(t, res, len(orders))
 	require.NoError(t, res[0].Err)
 	require.Equal(t, stock.Levels{Available: 3, Sold: 2}, res[0].Levels["a/sku"])

@@ -46,7 +46,7 @@ func hotSKU(b *testing.B, srv *redistest.Server, callers int) (*stock.Inventory,
 	rdb := srv.Client(func(o *redis.Options) { o.PoolSize = callers })
 	rt := &roundTrips{}
 	rdb.AddHook(rt)
-	inv := stock.New(rdb, stock.WithKeyPrefix(fmt.Sprintf("bench%d", time.Now().UnixNano())))
+	inv := mustNew(b, rdb, stock.WithKeyPrefix(fmt.Sprintf("bench%d", time.Now().UnixNano())))
 	b.Cleanup(func() { _ = inv.Close() })
 	if err := inv.Create(context.Background(), "hot", 1<<53-1); err != nil {
 		b.Fatal(err)
@@ -139,7 +139,7 @@ func BenchmarkInventory_Deduct_clusterBuckets(b *testing.B) {
 	for _, buckets := range []int{1, 6} {
 		b.Run(fmt.Sprintf("buckets=%d", buckets), func(b *testing.B) {
 			rdb := c.Client(func(o *redis.ClusterOptions) { o.PoolSize = 64 })
-			inv := stock.New(rdb, stock.WithKeyPrefix(fmt.Sprintf("bench%d", time.Now().UnixNano())))
+			inv := mustNew(b, rdb, stock.WithKeyPrefix(fmt.Sprintf("bench%d", time.Now().UnixNano())))
 			b.Cleanup(func() { _ = inv.Close() })
 			ctx := context.Background()
 			if err := inv.Create(ctx, "hot", 1<<53-1, stock.WithBuckets(buckets)); err != nil {

@@ -60,7 +60,7 @@ func TestInventory_buckets_flashSaleConcurrentSafe(t *testing.T) {
 	require.NoError(t, creator.Create(t.Context(), "hot", 100, stock.WithBuyerLimit(2), stock.WithBuckets(4)))
 	// A process that has never seen the SKU learns its bucket count from the
 	// scripts' refusal of a wrongly routed call.
-	inv := stock.New(rdb, stock.WithKeyPrefix(prefix))
+	inv := mustNew(t, rdb, stock.WithKeyPrefix(prefix))
 	defer inv.Close()
 	s := runSale(t, inv, "hot", 2_000, 32)
 	verifyBuckets(t, inv, s, "hot", 100, 2)
@@ -73,7 +73,7 @@ func TestInventory_buckets_flashSaleConcurrentSafe(t *testing.T) {
 func TestInventory_buckets_cluster(t *testing.T) {
 	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3})
 	rdb := c.Client(func(o *redis.ClusterOptions) { o.PoolSize = 16 })
-	inv := stock.New(rdb)
+	inv := mustNew(t, rdb)
 	defer inv.Close()
 	require.NoError(t, inv.Create(t.Context(), "shop/hot", 60, stock.WithBuyerLimit(2), stock.WithBuckets(6)))
 	s := runSale(t, inv, "shop/hot", 600, 16)
@@ -184,7 +184,7 @@ func TestInventory_buckets_lifecycle(t *testing.T) {
 	audited(t, inv, "g/sku")
 
 	// A batch from a process that does not know the bucket count yet.
-	fresh := stock.New(rdb, stock.WithKeyPrefix(prefix))
+	fresh := mustNew(t, rdb, stock.WithKeyPrefix(prefix))
 	defer fresh.Close()
 	var batch []stock.Order
 	for i := range 20 {

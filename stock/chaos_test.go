@@ -26,7 +26,7 @@ func TestChaos_killedRepeatedly(t *testing.T) {
 	}
 	srv := redistest.New(t, redistest.Options{AOF: true, AppendFsync: "always"})
 	rdb := srv.Client(func(o *redis.Options) { o.DialTimeout, o.ReadTimeout = 300*time.Millisecond, 300*time.Millisecond })
-	inv := stock.New(rdb)
+	inv := mustNew(t, rdb)
 	defer inv.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()

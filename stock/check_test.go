@@ -7,12 +7,11 @@ import (
 
 	"github.com/redkit-go/redkit/health"
 	"github.com/redkit-go/redkit/redistest"
-	"github.com/redkit-go/redkit/stock"
 )
 
 func TestInventory_Check(t *testing.T) {
 	risky := redistest.New(t, redistest.Options{MaxmemoryPolicy: "allkeys-lru"})
-	inv := stock.New(risky.Client())
+	inv := mustNew(t, risky.Client())
 	rep, err := inv.Check(t.Context())
 	require.NoError(t, err)
 	settings := map[string]health.Severity{}
@@ -24,7 +23,7 @@ func TestInventory_Check(t *testing.T) {
 	require.Equal(t, health.Critical, rep.Worst())
 
 	safe := redistest.New(t, redistest.Options{AOF: true, AppendFsync: "always"})
-	rep, err = stock.New(safe.Client()).Check(t.Context())
+	rep, err = mustNew(t, safe.Client()).Check(t.Context())
 	require.NoError(t, err)
 	require.Less(t, rep.Worst(), health.Warning, rep.Findings)
 }

@@ -26,7 +26,7 @@ func TestDeduct_Cluster_underResharding(t *testing.T) {
 	ctx := t.Context()
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
 	defer rdb.Close()
-	inv := stock.New(rdb)
+	inv := mustNew(t, rdb)
 	defer inv.Close()
 	groups := []string{"rs1", "rs2"}
 	const initial = 100000
@@ -89,7 +89,7 @@ func TestChaos_Cluster_failover(t *testing.T) {
 	}
 	c, rdb := redistest.NewFailoverCluster(t)
 	ctx := t.Context()
-	inv := stock.New(rdb, stock.WithReplicaAck(1, time.Second))
+	inv := mustNew(t, rdb, stock.WithReplicaAck(1, time.Second))
 	defer inv.Close()
 	const sku, initial = "fo/sku", 1_000_000
 	require.NoError(t, inv.Create(ctx, sku, initial))

@@ -424,7 +424,7 @@ func runContract(t *testing.T, rdb redis.UniversalClient, p contractRetry, w con
 	ctx := t.Context()
 	n := contractSKUs.Add(1)
 	sku := fmt.Sprintf("c%d/sku", n)
-	inv := stock.New(rdb, stock.WithKeyPrefix(fmt.Sprintf("contract%d", n)),
+	inv := mustNew(t, rdb, stock.WithKeyPrefix(fmt.Sprintf("contract%d", n)),
 		stock.WithReclaimInterval(0), stock.WithRetry(p.Attempts, p.MinBackoff, p.MaxBackoff))
 	t.Cleanup(func() { require.NoError(t, inv.Close()) })
 	require.NoError(t, inv.Create(ctx, sku, contractInitial))

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redkit-go/redkit/redistest"
-	"github.com/redkit-go/redkit/stock"
 )
 
 // Redis is killed with SIGKILL in the middle of a sale and restarted on the
@@ -22,7 +21,7 @@ import (
 func TestInventory_Deduct_killedMidSaleConcurrentSafe(t *testing.T) {
 	srv := redistest.New(t, redistest.Options{AOF: true, AppendFsync: "always"})
 	rdb := srv.Client(func(o *redis.Options) { o.DialTimeout, o.ReadTimeout = 500*time.Millisecond, 500*time.Millisecond })
-	inv := stock.New(rdb)
+	inv := mustNew(t, rdb)
 	t.Cleanup(func() { _ = inv.Close() })
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()

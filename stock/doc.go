@@ -1,9 +1,9 @@
 // Package stock is flash-sale inventory on Redis that never oversells, never
 // deducts an order twice and keeps an audit trail of every change.
 //
-//	inv := stock.New(rdb) // any redis.UniversalClient: single node, failover, Cluster
+//	inv, err := stock.New(rdb) // any redis.UniversalClient; an invalid option is an error here
 //	defer inv.Close()
-//	err := inv.Create(ctx, "shop-7/sku-1", 100, stock.WithBuyerLimit(2))
+//	err = inv.Create(ctx, "shop-7/sku-1", 100, stock.WithBuyerLimit(2))
 //	res, err := inv.Deduct(ctx, stock.Order{ID: orderID, Buyer: userID,
 //		Items: []stock.Item{{SKU: "shop-7/sku-1", Qty: 1}}})
 //	switch {

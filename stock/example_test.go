@@ -19,7 +19,11 @@ func Example() {
 	}
 	defer srv.Close()
 
-	inv := stock.New(srv.Client())
+	inv, err := stock.New(srv.Client())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer inv.Close()
 	_ = inv.Create(ctx, "shop-7/sku-1", 3, stock.WithBuyerLimit(2))
 
@@ -54,7 +58,11 @@ func ExampleInventory_Audit() {
 		return
 	}
 	defer srv.Close()
-	inv := stock.New(srv.Client())
+	inv, err := stock.New(srv.Client())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer inv.Close()
 
 	_ = inv.Create(ctx, "sku-1", 10)
@@ -76,7 +84,11 @@ func ExampleInventory_Consume() {
 		return
 	}
 	defer srv.Close()
-	inv := stock.New(srv.Client())
+	inv, err := stock.New(srv.Client())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer inv.Close()
 	_ = inv.Create(ctx, "sku-1", 10)
 	_, _ = inv.Deduct(ctx, stock.Order{ID: "order-1", Buyer: "alice", Items: []stock.Item{{SKU: "sku-1", Qty: 4}}})
@@ -104,7 +116,11 @@ func ExampleInventory_Reserve() {
 		return
 	}
 	defer srv.Close()
-	inv := stock.New(srv.Client())
+	inv, err := stock.New(srv.Client())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer inv.Close()
 	_ = inv.Create(ctx, "sku-1", 10)
 

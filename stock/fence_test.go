@@ -49,7 +49,7 @@ func TestInventory_WithFence_refusesStaleToken(t *testing.T) {
 func TestInventory_WithReplicaAck_pair(t *testing.T) {
 	p := redistest.NewPair(t, redistest.Options{})
 	rdb := p.Primary.Client(func(o *redis.Options) { o.ReadTimeout = 5 * time.Second })
-	inv := stock.New(rdb, stock.WithReplicaAck(1, time.Second), stock.WithRetry(1, 0, 0))
+	inv := mustNew(t, rdb, stock.WithReplicaAck(1, time.Second), stock.WithRetry(1, 0, 0))
 	defer inv.Close()
 	ctx := t.Context()
 	require.NoError(t, inv.Create(ctx, "sku", 10))
@@ -79,13 +79,13 @@ func TestInventory_WithReplicaAck_bucketRefillWaitsForEachStep(t *testing.T) {
 	p := redistest.NewPair(t, redistest.Options{})
 	rdb := p.Primary.Client(func(o *redis.Options) { o.ReadTimeout = 5 * time.Second })
 	ctx := t.Context()
-	inv := stock.New(rdb, stock.WithReplicaAck(1, time.Second), stock.WithReclaimInterval(0))
+	inv := mustNew(t, rdb, stock.WithReplicaAck(1, time.Second), stock.WithReclaimInterval(0))
 	defer inv.Close()
 	require.NoError(t, inv.Create(ctx, "hot", 10, stock.WithBuckets(2))) // 5 units a bucket
 	buyer := buyerOfBucket(1, 2)
 	o := order("o-1", buyer, "hot", 7)
 
-	short := stock.New(rdb, stock.WithReplicaAck(2, 100*time.Millisecond), stock.WithReclaimInterval(0)) // one replica: never enough
+	short := mustNew(t, rdb, stock.WithReplicaAck(2, 100*time.Millisecond), stock.WithReclaimInterval(0)) // one replica: never enough
 	defer short.Close()
 	_, err := short.Deduct(ctx, o)
 	require.ErrorIs(t, err, stock.ErrUnknownOutcome)
@@ -109,7 +109,7 @@ func TestInventory_WithReplicaAck_bucketRefillWaitsForEachStep(t *testing.T) {
 func TestInventory_WithReplicaAck_cluster(t *testing.T) {
 	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3, Replicas: 1})
 	rdb := c.Client(func(o *redis.ClusterOptions) { o.ReadTimeout = 5 * time.Second })
-	inv := stock.New(rdb, stock.WithReplicaAck(1, 2*time.Second))
+	inv := mustNew(t, rdb, stock.WithReplicaAck(1, 2*time.Second))
 	defer inv.Close()
 	ctx := t.Context()
 	for _, g := range []string{"a", "b", "c", "d", "e"} {

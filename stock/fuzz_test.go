@@ -34,7 +34,7 @@ var fuzzSeq int
 func fuzzInventory(t *testing.T, rdb *redis.Client) (*stock.Inventory, string) {
 	fuzzSeq++
 	prefix := fmt.Sprintf("fz%d-%d", fuzzSeq, time.Now().UnixNano())
-	inv := stock.New(rdb, stock.WithKeyPrefix(prefix))
+	inv := mustNew(t, rdb, stock.WithKeyPrefix(prefix))
 	t.Cleanup(func() {
 		_ = inv.Close()
 		if ks, _ := rdb.Keys(t.Context(), prefix+":*").Result(); len(ks) > 0 {

@@ -50,7 +50,7 @@ func newInventory(t *testing.T, opts ...stock.Option) (*stock.Inventory, *redis.
 	rdb := shared.Client()
 	t.Cleanup(func() { _ = rdb.Close() })
 	prefix := fmt.Sprintf("t%d", prefixes.Add(1))
-	inv := stock.New(rdb, append([]stock.Option{stock.WithKeyPrefix(prefix)}, opts...)...)
+	inv := mustNew(t, rdb, append([]stock.Option{stock.WithKeyPrefix(prefix)}, opts...)...)
 	t.Cleanup(func() { require.NoError(t, inv.Close()) })
 	prefixOfInv.Store(inv, prefix)
 	return inv, rdb, prefix
@@ -73,3 +73,14 @@ func order(id, buyer string, items ...any) stock.Order {
 }
 
 func opID(kind string, i int) string { return fmt.Sprintf("%s-%d", kind, i) }
+
+// mustNew is stock.New for tests whose options are valid: an error fails
+// the test.
+func mustNew(tb testing.TB, rdb redis.UniversalClient, opts ...stock.Option) *stock.Inventory {
+	tb.Helper()
+	inv, err := stock.New(rdb, opts...)
+	if err != nil {
+		tb.Fatalf("stock.New: %v", err)
+	}
+	return inv
+}

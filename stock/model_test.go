@@ -203,7 +203,7 @@ func runModel(t *testing.T, checks, steps int) {
 		if r.lossy = rapid.Bool().Draw(rt, "lossy"); r.lossy {
 			client = lossy
 		}
-		r.inv = stock.New(client, stock.WithKeyPrefix(r.prefix), stock.WithReclaimInterval(0),
+		r.inv = mustNew(t, client, stock.WithKeyPrefix(r.prefix), stock.WithReclaimInterval(0),
 			stock.WithRetry(2, 10*time.Millisecond, 200*time.Millisecond))
 		defer r.inv.Close()
 		initial := int64(rapid.IntRange(0, 3*r.m.buckets).Draw(rt, "initial"))
@@ -348,7 +348,7 @@ func (r *modelRun) step(i int) {
 		}
 		from := rapid.IntRange(0, r.m.buckets-1).Draw(rt, "from")
 		to := (from + rapid.IntRange(1, r.m.buckets-1).Draw(rt, "to")) % r.m.buckets
-		other := stock.New(r.direct, stock.WithKeyPrefix(r.prefix), stock.WithReclaimInterval(0))
+		other := mustNew(r.tt, r.direct, stock.WithKeyPrefix(r.prefix), stock.WithReclaimInterval(0))
 		defer other.Close()
 		if _, err := other.TransferOutForTest(r.ctx, r.sku, from, to, qty); err != nil {
 			rt.Fatalf("step %d: transfer out: %v", i, err)
@@ -356,7 +356,7 @@ func (r *modelRun) step(i int) {
 		return
 	case "checkpoint":
 		// A checkpoint and a trim change no level; later audits start there.
-		other := stock.New(r.direct, stock.WithKeyPrefix(r.prefix), stock.WithReclaimInterval(0))
+		other := mustNew(r.tt, r.direct, stock.WithKeyPrefix(r.prefix), stock.WithReclaimInterval(0))
 		defer other.Close()
 		if _, err := other.Checkpoint(r.ctx, r.sku); err != nil {
 			rt.Fatalf("step %d: checkpoint: %v", i, err)
@@ -457,7 +457,7 @@ func (r *modelRun) checkLevels(when string) {
 	lv, err := r.inv.Level(r.ctx, r.sku)
 	if err != nil {
 		// A lossy client may lose a read too: read again directly.
-		other := stock.New(r.direct, stock.WithKeyPrefix(r.prefix), stock.WithReclaimInterval(0))
+		other := mustNew(r.tt, r.direct, stock.WithKeyPrefix(r.prefix), stock.WithReclaimInterval(0))
 		defer other.Close()
 		if lv, err = other.Level(r.ctx, r.sku); err != nil {
 			r.t.Fatalf("level %s: %v", when, err)
@@ -480,7 +480,7 @@ func (r *modelRun) checkLevels(when string) {
 }
 
 func (r *modelRun) reclaim() {
-	other := stock.New(r.direct, stock.WithKeyPrefix(r.prefix), stock.WithReclaimInterval(0))
+	other := mustNew(r.tt, r.direct, stock.WithKeyPrefix(r.prefix), stock.WithReclaimInterval(0))
 	defer other.Close()
 	for {
 		res, err := other.Reclaim(r.ctx, r.sku)
@@ -509,7 +509,7 @@ func (r *modelRun) inFlight() int64 {
 	if r.m.buckets == 1 {
 		return 0
 	}
-	other := stock.New(r.direct, stock.WithKeyPrefix(r.prefix), stock.WithReclaimInterval(0))
+	other := mustNew(r.tt, r.direct, stock.WithKeyPrefix(r.prefix), stock.WithReclaimInterval(0))
 	defer other.Close()
 	rep, err := other.Audit(r.ctx, r.sku)
 	if err != nil || !rep.OK() {

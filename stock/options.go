@@ -29,7 +29,7 @@ type config struct {
 	// holdback bounds how long a consumer group keeps journal entries
 	// from Trim.
 	holdback time.Duration
-	err      error // the first invalid option, returned by every call
+	err      error // the first invalid option, returned by New
 }
 
 func newConfig(opts []Option) config {
@@ -56,8 +56,8 @@ func newConfig(opts []Option) config {
 }
 
 // WithKeyPrefix sets the first part of every key (default "redkit"):
-// 1–64 bytes of A-Z a-z 0-9 . _ -. An invalid prefix makes every call
-// return an error wrapping ErrInvalid.
+// 1–64 bytes of A-Z a-z 0-9 . _ -. New refuses an invalid prefix with an
+// error wrapping ErrInvalid.
 func WithKeyPrefix(p string) Option { return optionFunc(func(c *config) { c.prefix = p }) }
 
 // WithIdempotencyWindow sets how long an operation's marker is kept

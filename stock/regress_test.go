@@ -107,7 +107,7 @@ func TestFence_bucketsShareOneFence(t *testing.T) {
 	require.Equal(t, before, level(t, inv, "shop/hot"))
 
 	// Another process, which learns the bucket count on its first call.
-	other := stock.New(shared.Client(), stock.WithKeyPrefix(prefixOf(t, inv)), stock.WithReclaimInterval(0))
+	other := mustNew(t, shared.Client(), stock.WithKeyPrefix(prefixOf(t, inv)), stock.WithReclaimInterval(0))
 	defer other.Close()
 	_, err = other.Deduct(ctx, order("late", buyerOfBucket(3, b), "shop/hot", 1), f5)
 	require.ErrorIs(t, err, stock.ErrStaleFence)
@@ -116,7 +116,7 @@ func TestFence_bucketsShareOneFence(t *testing.T) {
 
 	// A fresh process whose first fenced call lands in bucket 0, and a
 	// batch: token 7 accepted through bucket 0 makes 6 stale everywhere.
-	fresh := stock.New(shared.Client(), stock.WithKeyPrefix(prefixOf(t, inv)), stock.WithReclaimInterval(0))
+	fresh := mustNew(t, shared.Client(), stock.WithKeyPrefix(prefixOf(t, inv)), stock.WithReclaimInterval(0))
 	defer fresh.Close()
 	f7 := stock.WithFence(lock.Fence{Name: "ops", Token: 7})
 	_, err = fresh.Restock(ctx, opOfBucket("r7", 0, b), "shop/hot", 1, f7)
@@ -437,9 +437,9 @@ func TestFence_lostReplyThenSuccessorWrites(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
 	defer rdb.Close()
 	ctx := t.Context()
-	inv := stock.New(rdb, stock.WithKeyPrefix(prefix))
+	inv := mustNew(t, rdb, stock.WithKeyPrefix(prefix))
 	defer inv.Close()
-	successor := stock.New(direct, stock.WithKeyPrefix(prefix))
+	successor := mustNew(t, direct, stock.WithKeyPrefix(prefix))
 	defer successor.Close()
 	require.NoError(t, inv.Create(ctx, "f", 10))
 	f5 := stock.WithFence(lock.Fence{Name: "seller", Token: 5})

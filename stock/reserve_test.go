@@ -198,7 +198,7 @@ func TestInventory_Deduct_reclaimsExpiredHoldsLazily(t *testing.T) {
 func TestInventory_Reclaimer_returnsExpiredHoldsConcurrentSafe(t *testing.T) {
 	_, rdb, prefix := newInventory(t)
 	ctx := t.Context()
-	stopped := stock.New(rdb, stock.WithKeyPrefix(prefix), stock.WithReclaimInterval(0))
+	stopped := mustNew(t, rdb, stock.WithKeyPrefix(prefix), stock.WithReclaimInterval(0))
 	defer stopped.Close()
 	require.NoError(t, stopped.Create(ctx, "sku", 50, stock.WithBuyerLimit(3)))
 	var mu sync.Mutex
@@ -239,7 +239,7 @@ func TestInventory_Reclaimer_returnsExpiredHoldsConcurrentSafe(t *testing.T) {
 	require.NotZero(t, level(t, stopped, "sku").Reserved)
 
 	reader := sdkmetric.NewManualReader()
-	started := stock.New(rdb, stock.WithKeyPrefix(prefix), stock.WithReclaimInterval(20*time.Millisecond),
+	started := mustNew(t, rdb, stock.WithKeyPrefix(prefix), stock.WithReclaimInterval(20*time.Millisecond),
 		stock.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
 	started.Watch("sku")
 	waitFor(t, func() bool { return level(t, stopped, "sku").Reserved == 0 })

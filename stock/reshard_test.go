@@ -27,7 +27,7 @@ func TestWritePaths_Cluster_underResharding(t *testing.T) {
 	ctx := t.Context()
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
 	defer rdb.Close()
-	inv := stock.New(rdb)
+	inv := mustNew(t, rdb)
 	defer inv.Close()
 	const plain, hot, initial, buckets = "rr/sku", "rh/sku", 100000, 4
 	require.NoError(t, inv.Create(ctx, plain, initial, stock.WithBuyerLimit(1000)))
@@ -163,7 +163,7 @@ func TestLinearizable_Cluster_underResharding(t *testing.T) {
 	// migration of this slot on a loaded machine (the slot moves back to
 	// back, and every operation adds a marker to it), so no call gives up.
 	// What the default budget absorbs is TestWritePaths_Cluster_underResharding's.
-	inv := stock.New(rdb, stock.WithClusterBudget(time.Minute))
+	inv := mustNew(t, rdb, stock.WithClusterBudget(time.Minute))
 	defer inv.Close()
 	const sku, initial, clients, ops = "lz/sku", 20, 4, 100
 	require.NoError(t, inv.Create(ctx, sku, initial))

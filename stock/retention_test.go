@@ -63,7 +63,7 @@ func TestInventory_markersExpireAfterWindow(t *testing.T) {
 func TestInventory_clusterConcurrentSafe(t *testing.T) {
 	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3})
 	rdb := c.Client(func(o *redis.ClusterOptions) { o.PoolSize = 16 })
-	inv := stock.New(rdb)
+	inv := mustNew(t, rdb)
 	defer inv.Close()
 	ctx := t.Context()
 	groups := []string{"a", "b", "c", "d", "e", "f"}

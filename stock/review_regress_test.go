@@ -70,7 +70,7 @@ func TestReplicaAck_closeSKUWaits(t *testing.T) {
 	ctx := t.Context()
 	rdb := p.Primary.Client()
 	defer rdb.Close()
-	inv := stock.New(rdb, stock.WithKeyPrefix("cl"), stock.WithReclaimInterval(0),
+	inv := mustNew(t, rdb, stock.WithKeyPrefix("cl"), stock.WithReclaimInterval(0),
 		stock.WithReplicaAck(1, 300*time.Millisecond))
 	defer inv.Close()
 	const sku = "shop/tv"
@@ -96,7 +96,7 @@ func TestReplicaAck_clusterClaimAcknowledged(t *testing.T) {
 	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 2, Replicas: 1})
 	ctx := t.Context()
 	rdb := c.Client(func(o *redis.ClusterOptions) { o.ReadTimeout = 2 * time.Second })
-	inv := stock.New(rdb, stock.WithKeyPrefix("ack"), stock.WithReclaimInterval(0),
+	inv := mustNew(t, rdb, stock.WithKeyPrefix("ack"), stock.WithReclaimInterval(0),
 		stock.WithReplicaAck(1, 500*time.Millisecond))
 	t.Cleanup(func() { _ = inv.Close() })
 	const b, sku = 4, "g/hot"
@@ -291,14 +291,14 @@ func TestBuckets_claimOutlivesMarker(t *testing.T) {
 			ctx := t.Context()
 			rdb := s.Client()
 			defer rdb.Close()
-			inv := stock.New(rdb, stock.WithKeyPrefix("ttl"), stock.WithReclaimInterval(0))
+			inv := mustNew(t, rdb, stock.WithKeyPrefix("ttl"), stock.WithReclaimInterval(0))
 			defer inv.Close()
 			const b, sku = 2, "g/hot"
 			require.NoError(t, inv.Create(ctx, sku, 100, stock.WithBuckets(b)))
 			px := redistest.NewProxy(t, s.Addr())
 			slow := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 10 * time.Second})
 			defer slow.Close()
-			slowInv := stock.New(slow, stock.WithKeyPrefix("ttl"), stock.WithReclaimInterval(0))
+			slowInv := mustNew(t, slow, stock.WithKeyPrefix("ttl"), stock.WithReclaimInterval(0))
 			defer slowInv.Close()
 			_, err := slowInv.Level(ctx, sku) // connects, learns the bucket count
 			require.NoError(t, err)
@@ -342,7 +342,7 @@ func TestBuckets_noSoldOutWhileAnotherBucketHoldsUnits(t *testing.T) {
 	px := redistest.NewProxy(t, shared.Addr())
 	slow := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 2 * time.Second})
 	defer slow.Close()
-	slowInv := stock.New(slow, stock.WithKeyPrefix(prefix), stock.WithReclaimInterval(0))
+	slowInv := mustNew(t, slow, stock.WithKeyPrefix(prefix), stock.WithReclaimInterval(0))
 	defer slowInv.Close()
 	require.NoError(t, slow.Ping(ctx).Err())
 	px.SetLatency(100 * time.Millisecond)

@@ -19,7 +19,7 @@ func TestInventory_oneRoundTripPerOperation(t *testing.T) {
 	counted := shared.Client()
 	rt := &roundTrips{}
 	counted.AddHook(rt)
-	inv := stock.New(counted, stock.WithKeyPrefix(prefix), stock.WithReclaimInterval(0))
+	inv := mustNew(t, counted, stock.WithKeyPrefix(prefix), stock.WithReclaimInterval(0))
 	defer inv.Close()
 
 	require.NoError(t, inv.Create(ctx, "sku", 100, stock.WithBuyerLimit(50)))
@@ -56,7 +56,7 @@ func TestInventory_buckets_soldOutRoundTrips(t *testing.T) {
 	counted := shared.Client()
 	rt := &roundTrips{}
 	counted.AddHook(rt)
-	inv := stock.New(counted, stock.WithKeyPrefix(prefix), stock.WithReclaimInterval(0))
+	inv := mustNew(t, counted, stock.WithKeyPrefix(prefix), stock.WithReclaimInterval(0))
 	defer inv.Close()
 
 	const b = 8

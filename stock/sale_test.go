@@ -170,7 +170,7 @@ func heldRepliesSale(t *testing.T, buyers int) {
 	px := redistest.NewProxy(t, srv.Addr())
 	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 100 * time.Millisecond, PoolSize: 64})
 	t.Cleanup(func() { _ = rdb.Close() })
-	inv := stock.New(rdb)
+	inv := mustNew(t, rdb)
 	t.Cleanup(func() { _ = inv.Close() })
 	require.NoError(t, inv.Create(t.Context(), "sku", 100, stock.WithBuyerLimit(2)))
 

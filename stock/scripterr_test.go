@@ -21,7 +21,7 @@ func TestScripts_errorsWriteNothing(t *testing.T) {
 	rdb := srv.Client()
 	defer rdb.Close()
 	ctx := t.Context()
-	inv := stock.New(rdb, stock.WithKeyPrefix("e"), stock.WithReclaimInterval(0))
+	inv := mustNew(t, rdb, stock.WithKeyPrefix("e"), stock.WithReclaimInterval(0))
 	defer inv.Close()
 	const maxUnits = 1<<53 - 1
 	const big = "9007199254740992" // 2^53

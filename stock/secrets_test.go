@@ -23,7 +23,7 @@ func TestTelemetry_recordsNoSecrets(t *testing.T) {
 	rdb := shared.Client()
 	t.Cleanup(func() { _ = rdb.Close() })
 	require.NoError(t, otelx.InstrumentRedis(rdb, tel.Providers()))
-	inv := stock.New(rdb, stock.WithKeyPrefix(prefix), stock.WithTracerProvider(tp), stock.WithMeterProvider(mp))
+	inv := mustNew(t, rdb, stock.WithKeyPrefix(prefix), stock.WithTracerProvider(tp), stock.WithMeterProvider(mp))
 	t.Cleanup(func() { _ = inv.Close() })
 	ctx := t.Context()
 

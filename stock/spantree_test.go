@@ -21,7 +21,7 @@ func TestSpanTree_Deduct(t *testing.T) {
 	rdb := srv.Client()
 	rec := otelxtest.New(t)
 	require.NoError(t, otelx.InstrumentRedis(rdb, rec.Providers()))
-	inv := stock.New(rdb, stock.WithTracerProvider(rec.TracerProvider), stock.WithMeterProvider(rec.MeterProvider))
+	inv := mustNew(t, rdb, stock.WithTracerProvider(rec.TracerProvider), stock.WithMeterProvider(rec.MeterProvider))
 	t.Cleanup(func() { _ = inv.Close() })
 	require.NoError(t, rdb.Ping(t.Context()).Err()) // the connection's handshake, outside the trace
 	require.NoError(t, inv.Create(t.Context(), "sku", 5))
@@ -56,7 +56,7 @@ func TestSpanTree_reclaimRound(t *testing.T) {
 	rdb := srv.Client()
 	rec := otelxtest.New(t)
 	require.NoError(t, otelx.InstrumentRedis(rdb, rec.Providers()))
-	inv := stock.New(rdb, stock.WithTracerProvider(rec.TracerProvider), stock.WithMeterProvider(rec.MeterProvider),
+	inv := mustNew(t, rdb, stock.WithTracerProvider(rec.TracerProvider), stock.WithMeterProvider(rec.MeterProvider),
 		stock.WithReclaimInterval(20*time.Millisecond))
 	t.Cleanup(func() { _ = inv.Close() })
 	require.NoError(t, rdb.Ping(t.Context()).Err())
@@ -88,7 +88,7 @@ func TestSpanTree_consumeBatch(t *testing.T) {
 	rdb := srv.Client()
 	rec := otelxtest.New(t)
 	require.NoError(t, otelx.InstrumentRedis(rdb, rec.Providers()))
-	inv := stock.New(rdb, stock.WithTracerProvider(rec.TracerProvider), stock.WithMeterProvider(rec.MeterProvider))
+	inv := mustNew(t, rdb, stock.WithTracerProvider(rec.TracerProvider), stock.WithMeterProvider(rec.MeterProvider))
 	t.Cleanup(func() { _ = inv.Close() })
 	require.NoError(t, inv.Create(t.Context(), "sku", 5))
 	tracer := rec.TracerProvider.Tracer("caller")

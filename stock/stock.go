@@ -35,13 +35,19 @@ type Inventory struct {
 }
 
 // New returns an Inventory storing its data through rdb, which may be a
-// single-node, failover or Cluster client. Options are checked here; an
-// invalid one makes every call return an error wrapping ErrInvalid.
-func New(rdb redis.UniversalClient, opts ...Option) *Inventory {
+// single-node, failover or Cluster client. A nil rdb or an invalid option is
+// an error wrapping ErrInvalid, and no Inventory is returned.
+func New(rdb redis.UniversalClient, opts ...Option) (*Inventory, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("%w: stock.New needs a Redis client", ErrInvalid)
+	}
 	cfg := newConfig(opts)
+	if cfg.err != nil {
+		return nil, cfg.err
+	}
 	cfg.retry = cfg.retry.For(rdb) // whether go-redis re-sends decides what a failure means
 	return &Inventory{rdb: rdb, cfg: cfg, space: keys.Space{Prefix: cfg.prefix, Module: "stock", Version: 1},
-		tel: newTelemetry(cfg)}
+		tel: newTelemetry(cfg)}, nil
 }
 
 // Close stops the Inventory's background work (the reservation reclaimer)
@@ -104,9 +110,6 @@ func (inv *Inventory) windowMillis() string {
 
 // checkSKU validates a SKU name and returns its slot group.
 func (inv *Inventory) checkSKU(sku string) (string, error) {
-	if inv.cfg.err != nil {
-		return "", inv.cfg.err
-	}
 	if err := valid.Name("sku", sku); err != nil {
 		return "", err
 	}
@@ -588,9 +591,6 @@ func (c orderCall) finish(reply []any, ackErr, err error) (Result, error) {
 // checkOrder validates o and returns its slot group and its items sorted by
 // SKU (the canonical order the scripts store and compare).
 func (inv *Inventory) checkOrder(o Order) (string, []Item, error) {
-	if inv.cfg.err != nil {
-		return "", nil, inv.cfg.err
-	}
 	if err := errors.Join(valid.Name("order ID", o.ID), valid.Name("buyer", o.Buyer)); err != nil {
 		return "", nil, err
 	}

@@ -19,7 +19,7 @@ func TestTLS_deduct(t *testing.T) {
 	for name, rdb := range map[string]redis.UniversalClient{"single": single, "cluster": cluster} {
 		t.Run(name, func(t *testing.T) {
 			ctx := t.Context()
-			inv := stock.New(rdb)
+			inv := mustNew(t, rdb)
 			t.Cleanup(func() { _ = inv.Close() })
 			require.NoError(t, inv.Create(ctx, "shop-7/sku-1", 2))
 			res, err := inv.Deduct(ctx, order("o-1", "u-1", "shop-7/sku-1", 2))

@@ -21,7 +21,7 @@ func TestACL_redisACL_leastPrivilege(t *testing.T) {
 	rdb := s.Client(func(o *redis.Options) { o.Username, o.Password = "redkit-wallet", password })
 	admin := s.Client()
 	ctx := t.Context()
-	led := wallet.New(rdb, wallet.WithRecovery(time.Second))
+	led := mustNew(t, rdb, wallet.WithRecovery(time.Second))
 	t.Cleanup(func() { _ = led.Close() })
 
 	const alice, till, bob = "shop-7/alice", "shop-7/till", "shop-8/bob"
@@ -67,7 +67,7 @@ func TestACL_redisACL_leastPrivilege(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, trial.Balanced())
 	require.NoError(t, led.CloseAccount(ctx, till))
-	acked := wallet.New(rdb, wallet.WithReplicaAck(1, 10*time.Millisecond)) // WAIT: no replica acknowledges
+	acked := mustNew(t, rdb, wallet.WithReplicaAck(1, 10*time.Millisecond)) // WAIT: no replica acknowledges
 	_, err = acked.Credit(ctx, wallet.Tx{ID: "tx-8", Account: bob, Amount: 5})
 	require.ErrorIs(t, err, wallet.ErrReplicaAck)
 	require.NoError(t, acked.Close())

@@ -15,7 +15,7 @@ func TestLedger_TransferBatch(t *testing.T) {
 	_, _, prefix := newLedger(t)
 	rdb := shared.Client(func(o *redis.Options) { o.PoolSize = 1 })
 	defer rdb.Close()
-	led := wallet.New(rdb, wallet.WithKeyPrefix(prefix))
+	led := mustNew(t, rdb, wallet.WithKeyPrefix(prefix))
 	for g := range 4 {
 		for a := range 2 {
 			acct := fmt.Sprintf("g%d/a%d", g, a)

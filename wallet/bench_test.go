@@ -53,7 +53,7 @@ func BenchmarkLedger_Debit_hotAccount(b *testing.B) {
 	srv := redistest.New(b, redistest.Options{})
 	rdb := srv.Client(func(o *redis.Options) { o.PoolSize = 64 })
 	rt := &roundTrips{}
-	led := wallet.New(rdb)
+	led := mustNew(b, rdb)
 	if err := led.Open(ctx, "hot", wallet.WithCurrency("CNY"), wallet.WithOverdraft(1<<53-1)); err != nil {
 		b.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func benchAccounts(b *testing.B, led *wallet.Ledger, groups int) func(i int64) w
 // time, over 128 accounts. Compare with BenchmarkLedger_TransferBatch_many.
 func BenchmarkLedger_Transfer_many(b *testing.B) {
 	srv := redistest.New(b, redistest.Options{})
-	led := wallet.New(srv.Client(func(o *redis.Options) { o.PoolSize = 64 }))
+	led := mustNew(b, srv.Client(func(o *redis.Options) { o.PoolSize = 64 }))
 	transfer := benchAccounts(b, led, 64)
 	var seq atomic.Int64
 	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
@@ -131,7 +131,7 @@ func BenchmarkLedger_Transfer_many(b *testing.B) {
 func BenchmarkLedger_TransferBatch_many(b *testing.B) {
 	const batch = 64
 	srv := redistest.New(b, redistest.Options{})
-	led := wallet.New(srv.Client(func(o *redis.Options) { o.PoolSize = 8 }))
+	led := mustNew(b, srv.Client(func(o *redis.Options) { o.PoolSize = 8 }))
 	transfer := benchAccounts(b, led, 64)
 	var seq atomic.Int64
 	b.SetParallelism(max(1, 8/runtime.GOMAXPROCS(0)))

@@ -18,7 +18,7 @@ func TestLedger_onCluster(t *testing.T) {
 	ctx := t.Context()
 	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3, Replicas: 1})
 	rdb := c.Client(func(o *redis.ClusterOptions) { o.ReadTimeout = 3 * time.Second })
-	led := wallet.New(rdb, wallet.WithReplicaAck(1, time.Second))
+	led := mustNew(t, rdb, wallet.WithReplicaAck(1, time.Second))
 	defer led.Close()
 	groups := []string{"shop-1", "shop-2", "shop-3", "shop-4", "shop-5", "shop-6"}
 	for _, g := range groups {
@@ -77,7 +77,7 @@ func TestLedger_Cluster_underResharding(t *testing.T) {
 	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3})
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
 	defer rdb.Close()
-	led := wallet.New(rdb)
+	led := mustNew(t, rdb)
 	defer led.Close()
 	groups := []string{"ws1", "ws2"}
 	var accounts, tags []string

@@ -404,7 +404,7 @@ func runContract(t *testing.T, rdb redis.UniversalClient, p wallet.Option, w con
 	ctx := t.Context()
 	n := contractGroups.Add(1)
 	acc := accounts{a: fmt.Sprintf("w%d/a", n), b: fmt.Sprintf("w%d/b", n), c: fmt.Sprintf("x%d/c", n)}
-	l := wallet.New(rdb, wallet.WithKeyPrefix(fmt.Sprintf("contract%d", n)), p)
+	l := mustNew(t, rdb, wallet.WithKeyPrefix(fmt.Sprintf("contract%d", n)), p)
 	t.Cleanup(func() { require.NoError(t, l.Close()) })
 	for _, a := range []string{acc.a, acc.b, acc.c} {
 		require.NoError(t, l.Open(ctx, a, wallet.WithCurrency("EUR")))

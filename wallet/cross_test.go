@@ -249,7 +249,7 @@ func TestLedger_WithRecovery_finishesInFlightTransfers(t *testing.T) {
 	_, err := crashed.TransferSteps(ctx, wallet.Transfer{ID: "x", From: "a/src", To: "b/dst", Amount: 10}, 2)
 	require.NoError(t, err)
 
-	led := wallet.New(rdb, wallet.WithKeyPrefix(prefix), wallet.WithRecovery(time.Second))
+	led := mustNew(t, rdb, wallet.WithKeyPrefix(prefix), wallet.WithRecovery(time.Second))
 	defer led.Close()
 	waitFor(t, func() bool {
 		bal, err := led.Balance(ctx, "a/src")

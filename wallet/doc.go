@@ -2,8 +2,8 @@
 // twice, never takes an account below its limit, and can prove its
 // balances from an append-only journal.
 //
-//	led := wallet.New(rdb)
-//	err := led.Open(ctx, "shop-7/alice", wallet.WithCurrency("CNY"))
+//	led, err := wallet.New(rdb) // an invalid option is an error here
+//	err = led.Open(ctx, "shop-7/alice", wallet.WithCurrency("CNY"))
 //	res, err := led.Credit(ctx, wallet.Tx{ID: "topup-1", Account: "shop-7/alice", Amount: 5000})
 //	res, err = led.Debit(ctx, wallet.Tx{ID: "order-9", Account: "shop-7/alice", Amount: 1999})
 //	if errors.Is(err, wallet.ErrInsufficientFunds) { ... }

@@ -32,7 +32,7 @@ func TestChaos_Ledger_killRestartRepeated(t *testing.T) {
 func runKillRestart(t *testing.T, kills int) {
 	ctx := t.Context()
 	srv := redistest.New(t, redistest.Options{AOF: true, AppendFsync: "always"})
-	led := wallet.New(srv.Client(), wallet.WithRetry(3, 20*time.Millisecond, 100*time.Millisecond))
+	led := mustNew(t, srv.Client(), wallet.WithRetry(3, 20*time.Millisecond, 100*time.Millisecond))
 	accounts := []string{"k/a", "k/b", "k/c", "k/d"}
 	for _, a := range accounts {
 		require.NoError(t, led.Open(ctx, a, wallet.WithCurrency("CNY")))

@@ -18,7 +18,11 @@ func Example() {
 	}
 	defer srv.Close()
 
-	led := wallet.New(srv.Client())
+	led, err := wallet.New(srv.Client())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer led.Close()
 	for _, acct := range []string{"shop-7/alice", "shop-7/till"} {
 		if err := led.Open(ctx, acct, wallet.WithCurrency("CNY")); err != nil {
@@ -60,7 +64,11 @@ func ExampleLedger_Entries() {
 		return
 	}
 	defer srv.Close()
-	led := wallet.New(srv.Client())
+	led, err := wallet.New(srv.Client())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	_ = led.Open(ctx, "bob", wallet.WithCurrency("EUR"))
 	for i := 1; i <= 3; i++ {
 		_, _ = led.Credit(ctx, wallet.Tx{ID: fmt.Sprintf("c%d", i), Account: "bob", Amount: int64(i * 100)})
@@ -95,7 +103,11 @@ func ExampleLedger_Checkpoint() {
 		return
 	}
 	defer srv.Close()
-	led := wallet.New(srv.Client())
+	led, err := wallet.New(srv.Client())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	_ = led.Open(ctx, "carol", wallet.WithCurrency("USD"))
 	_, _ = led.Credit(ctx, wallet.Tx{ID: "c1", Account: "carol", Amount: 700})
 	_, trimmed, _ := led.Checkpoint(ctx, "carol")

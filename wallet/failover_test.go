@@ -28,7 +28,7 @@ func TestChaos_Cluster_failover(t *testing.T) {
 	}
 	c, rdb := redistest.NewFailoverCluster(t)
 	ctx := t.Context()
-	led := wallet.New(rdb, wallet.WithReplicaAck(1, time.Second))
+	led := mustNew(t, rdb, wallet.WithReplicaAck(1, time.Second))
 	defer led.Close()
 	groups := []string{"fa", "fb"}
 	want := map[string]int64{}

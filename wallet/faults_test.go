@@ -19,7 +19,7 @@ func proxied(t *testing.T, readTimeout time.Duration, opts ...wallet.Option) (*w
 	px := redistest.NewProxy(t, shared.Addr())
 	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: readTimeout, MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	led := wallet.New(rdb, append([]wallet.Option{wallet.WithKeyPrefix(prefix)}, opts...)...)
+	led := mustNew(t, rdb, append([]wallet.Option{wallet.WithKeyPrefix(prefix)}, opts...)...)
 	return led, px, direct, prefix
 }
 
@@ -94,7 +94,7 @@ func TestLedger_Debit_goRedisRetryAfterTimeoutAppliesOnce(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 200 * time.Millisecond,
 		MinRetryBackoff: 300 * time.Millisecond, MaxRetryBackoff: 300 * time.Millisecond})
 	t.Cleanup(func() { _ = rdb.Close() })
-	led := wallet.New(rdb, wallet.WithKeyPrefix(prefix))
+	led := mustNew(t, rdb, wallet.WithKeyPrefix(prefix))
 	require.NoError(t, led.Open(ctx, "a", wallet.WithCurrency("CNY")))
 	_, err := led.Credit(ctx, wallet.Tx{ID: "c1", Account: "a", Amount: 100})
 	require.NoError(t, err)

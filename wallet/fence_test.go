@@ -21,7 +21,8 @@ func TestLedger_WithFence_refusesStaleToken(t *testing.T) {
 	require.NoError(t, err)
 
 	// Two leases of one lock: the second has the higher token.
-	locks := lock.New(rdb, lock.WithKeyPrefix(prefix))
+	locks, err := lock.New(rdb, lock.WithKeyPrefix(prefix))
+	require.NoError(t, err)
 	defer locks.Close()
 	m := locks.Mutex("payout", lock.WithTTL(time.Second), lock.WithWatchdog(false))
 	old, err := m.Acquire(ctx)
@@ -69,7 +70,7 @@ func TestLedger_WithReplicaAck(t *testing.T) {
 	ctx := t.Context()
 	pair := redistest.NewPair(t, redistest.Options{})
 	rdb := pair.Primary.Client(func(o *redis.Options) { o.ReadTimeout = 3 * time.Second })
-	led := wallet.New(rdb, wallet.WithReplicaAck(1, time.Second))
+	led := mustNew(t, rdb, wallet.WithReplicaAck(1, time.Second))
 	defer led.Close()
 	require.NoError(t, led.Open(ctx, "a", wallet.WithCurrency("CNY")))
 	res, err := led.Credit(ctx, wallet.Tx{ID: "c1", Account: "a", Amount: 100})
@@ -78,7 +79,7 @@ func TestLedger_WithReplicaAck(t *testing.T) {
 	require.Equal(t, "100", pair.Replica.Client().HGet(ctx, "redkit:wallet:v2:{a}:acct:a", "posted").Val())
 
 	// Asking for more replicas than exist: applied, but reported.
-	more := wallet.New(rdb, wallet.WithReplicaAck(2, 100*time.Millisecond))
+	more := mustNew(t, rdb, wallet.WithReplicaAck(2, 100*time.Millisecond))
 	res, err = more.Debit(ctx, wallet.Tx{ID: "d1", Account: "a", Amount: 30})
 	require.ErrorIs(t, err, wallet.ErrReplicaAck)
 	require.Equal(t, int64(70), res.Balance.Posted, "the debit was applied")
@@ -92,7 +93,7 @@ func TestLedger_WithReplicaAck(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(70), bal.Posted)
 
-	tooLong := wallet.New(rdb, wallet.WithReplicaAck(1, 5*time.Second))
+	tooLong := mustNew(t, rdb, wallet.WithReplicaAck(1, 5*time.Second))
 	_, err = tooLong.Credit(ctx, wallet.Tx{ID: "c2", Account: "a", Amount: 1})
 	require.ErrorIs(t, err, wallet.ErrInvalid, "the ack timeout must be below the read timeout")
 }
@@ -106,7 +107,7 @@ func TestLedger_WithReplicaAck_transferAcrossGroupsWaitsForEachStep(t *testing.T
 	ctx := t.Context()
 	pair := redistest.NewPair(t, redistest.Options{})
 	rdb := pair.Primary.Client(func(o *redis.Options) { o.ReadTimeout = 3 * time.Second })
-	acked := wallet.New(rdb, wallet.WithReplicaAck(1, time.Second))
+	acked := mustNew(t, rdb, wallet.WithReplicaAck(1, time.Second))
 	defer acked.Close()
 	for _, a := range []string{"gx/a", "gy/b"} {
 		require.NoError(t, acked.Open(ctx, a, wallet.WithCurrency("CNY")))
@@ -115,7 +116,7 @@ func TestLedger_WithReplicaAck_transferAcrossGroupsWaitsForEachStep(t *testing.T
 	require.NoError(t, err)
 
 	tr := wallet.Transfer{ID: "x-1", From: "gx/a", To: "gy/b", Amount: 30}
-	short := wallet.New(rdb, wallet.WithReplicaAck(2, 100*time.Millisecond)) // one replica: never enough
+	short := mustNew(t, rdb, wallet.WithReplicaAck(2, 100*time.Millisecond)) // one replica: never enough
 	defer short.Close()
 	_, err = short.Transfer(ctx, tr)
 	require.ErrorIs(t, err, wallet.ErrReplicaAck)

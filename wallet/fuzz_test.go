@@ -34,7 +34,7 @@ var fuzzSeq int
 func fuzzLedger(t *testing.T, rdb *redis.Client) (*wallet.Ledger, string) {
 	fuzzSeq++
 	prefix := fmt.Sprintf("fz%d-%d", fuzzSeq, time.Now().UnixNano())
-	led := wallet.New(rdb, wallet.WithKeyPrefix(prefix))
+	led := mustNew(t, rdb, wallet.WithKeyPrefix(prefix))
 	t.Cleanup(func() {
 		_ = led.Close()
 		if ks, _ := rdb.Keys(t.Context(), prefix+":*").Result(); len(ks) > 0 {

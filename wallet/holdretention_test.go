@@ -18,7 +18,7 @@ func TestRegress_HoldRecords_quietAccountsForgottenAfterWindow(t *testing.T) {
 	ctx := t.Context()
 	const window = 300 * time.Millisecond
 	_, rdb, prefix := newLedger(t)
-	first := wallet.New(shared.Client(), wallet.WithKeyPrefix(prefix))
+	first := mustNew(t, shared.Client(), wallet.WithKeyPrefix(prefix))
 	wallet.SetWindow(first, window)
 	t.Cleanup(func() { _ = first.Close() })
 	holdKeys := func(account string) []string {
@@ -55,7 +55,7 @@ func TestRegress_HoldRecords_quietAccountsForgottenAfterWindow(t *testing.T) {
 	// The Ledger restarts: the old one is gone, the new one touches none
 	// of these accounts.
 	require.NoError(t, first.Close())
-	second := wallet.New(shared.Client(), wallet.WithKeyPrefix(prefix))
+	second := mustNew(t, shared.Client(), wallet.WithKeyPrefix(prefix))
 	wallet.SetWindow(second, window)
 	t.Cleanup(func() { _ = second.Close() })
 

@@ -139,7 +139,7 @@ func TestLedger_Hold_expiresOnServerClockLazily(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, placer.Close())
 
-	led := wallet.New(rdb, wallet.WithKeyPrefix(prefix))
+	led := mustNew(t, rdb, wallet.WithKeyPrefix(prefix))
 	defer led.Close()
 	var debited bool
 	for i := 0; !debited; i++ {

@@ -58,7 +58,7 @@ func TestLedger_linearizableUnderHeldReplies(t *testing.T) {
 	px := redistest.NewProxy(t, shared.Addr())
 	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { _ = rdb.Close() })
-	led := wallet.New(rdb, wallet.WithKeyPrefix(prefix))
+	led := mustNew(t, rdb, wallet.WithKeyPrefix(prefix))
 	require.NoError(t, led.Open(ctx, "acct", wallet.WithCurrency("CNY")))
 
 	stop := make(chan struct{})

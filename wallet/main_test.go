@@ -47,7 +47,7 @@ func newLedger(t testing.TB, opts ...wallet.Option) (*wallet.Ledger, *redis.Clie
 	prefix := fmt.Sprintf("t%d", prefixSeq.Add(1))
 	rdb := shared.Client()
 	t.Cleanup(func() { _ = rdb.Close() })
-	led := wallet.New(rdb, append([]wallet.Option{wallet.WithKeyPrefix(prefix)}, opts...)...)
+	led := mustNew(t, rdb, append([]wallet.Option{wallet.WithKeyPrefix(prefix)}, opts...)...)
 	t.Cleanup(func() { _ = led.Close() })
 	return led, rdb, prefix
 }
@@ -60,4 +60,15 @@ func keysUnder(t testing.TB, rdb *redis.Client, prefix string) []string {
 		t.Fatal(err)
 	}
 	return ks
+}
+
+// mustNew is wallet.New for tests whose options are valid: an error fails
+// the test.
+func mustNew(tb testing.TB, rdb redis.UniversalClient, opts ...wallet.Option) *wallet.Ledger {
+	tb.Helper()
+	l, err := wallet.New(rdb, opts...)
+	if err != nil {
+		tb.Fatalf("wallet.New: %v", err)
+	}
+	return l
 }

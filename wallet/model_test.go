@@ -526,8 +526,8 @@ func newModelRig(t *testing.T, px *redistest.Proxy, lossy *redis.Client, n int) 
 	prefix := fmt.Sprintf("m%d-%d", prefixSeq.Add(1), n)
 	rdb := shared.Client()
 	r := &modelRig{
-		direct: wallet.New(rdb, wallet.WithKeyPrefix(prefix)),
-		lossy: wallet.New(lossy, wallet.WithKeyPrefix(prefix),
+		direct: mustNew(t, rdb, wallet.WithKeyPrefix(prefix)),
+		lossy: mustNew(t, lossy, wallet.WithKeyPrefix(prefix),
 			wallet.WithRetry(2, time.Millisecond, 2*time.Millisecond)),
 		rdb: rdb, lossyRDB: lossy, px: px, prefix: prefix,
 	}

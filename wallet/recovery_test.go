@@ -24,8 +24,11 @@ const childEnv = "WALLET_TEST_CHILD"
 func runChild() int {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("WALLET_TEST_ADDR")})
-	led := wallet.New(rdb, wallet.WithKeyPrefix(os.Getenv("WALLET_TEST_PREFIX")), wallet.WithRecovery(0))
-	var err error
+	led, err := wallet.New(rdb, wallet.WithKeyPrefix(os.Getenv("WALLET_TEST_PREFIX")), wallet.WithRecovery(0))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	switch role := os.Getenv(childEnv); role {
 	case "transfer": // a transfer across groups begun, its amount held
 		_, err = led.TransferSteps(ctx, wallet.Transfer{ID: "x1", From: "a/src", To: "b/dst", Amount: 30}, 1)
@@ -72,7 +75,7 @@ func TestRegress_Recovery_onByDefault_finishesCutTransferNobodyTouches(t *testin
 
 	// A process restarts with the default options and serves other
 	// accounts only.
-	restarted := wallet.New(shared.Client(), wallet.WithKeyPrefix(prefix))
+	restarted := mustNew(t, shared.Client(), wallet.WithKeyPrefix(prefix))
 	t.Cleanup(func() { _ = restarted.Close() })
 	waitFor(t, func() bool {
 		return rdb.HGet(ctx, acct, "held").Val() == "0" && rdb.ZCard(ctx, prefix+":wallet:v2:{a}:xpend").Val() == 0
@@ -100,7 +103,7 @@ func TestRegress_Recovery_onByDefault_releasesHoldsOfQuietAccount(t *testing.T) 
 		require.Equal(t, time.Duration(-1), rdb.PTTL(ctx, k).Val(), "an open hold's records keep no expiry")
 	}
 
-	restarted := wallet.New(shared.Client(), wallet.WithKeyPrefix(prefix))
+	restarted := mustNew(t, shared.Client(), wallet.WithKeyPrefix(prefix))
 	t.Cleanup(func() { _ = restarted.Close() })
 	waitFor(t, func() bool {
 		for _, k := range hk {

@@ -28,7 +28,7 @@ func TestWritePaths_Cluster_underResharding(t *testing.T) {
 	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3})
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
 	defer rdb.Close()
-	led := wallet.New(rdb)
+	led := mustNew(t, rdb)
 	defer led.Close()
 	groups := []string{"wh1", "wh2"}
 	var accounts, tags []string
@@ -153,7 +153,7 @@ func TestLinearizable_Cluster_underResharding(t *testing.T) {
 	// migration of this slot on a loaded machine (the slot moves back to
 	// back, and every operation adds a marker to it), so no call gives up.
 	// What the default budget absorbs is TestWritePaths_Cluster_underResharding's.
-	led := wallet.New(rdb, wallet.WithClusterBudget(time.Minute))
+	led := mustNew(t, rdb, wallet.WithClusterBudget(time.Minute))
 	defer led.Close()
 	const account, clients, ops = "lw/acct", 4, 100
 	require.NoError(t, led.Open(ctx, account, wallet.WithCurrency("CNY")))

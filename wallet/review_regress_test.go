@@ -26,7 +26,7 @@ func TestRegress_Transfer_acrossGroups_conflictKeepsReplicaAckShortfall(t *testi
 	require.NoError(t, err)
 	_, err = led.Transfer(ctx, wallet.Transfer{ID: "cross", From: "g1/a", To: "g2/b", Amount: 10})
 	require.NoError(t, err)
-	acked := wallet.New(shared.Client(), wallet.WithKeyPrefix(prefix), wallet.WithReplicaAck(1, 20*time.Millisecond))
+	acked := mustNew(t, shared.Client(), wallet.WithKeyPrefix(prefix), wallet.WithReplicaAck(1, 20*time.Millisecond))
 	t.Cleanup(func() { _ = acked.Close() })
 	for _, tr := range []wallet.Transfer{
 		{ID: "in-group", From: "g1/a", To: "g1/x", Amount: 11},
@@ -112,8 +112,8 @@ func TestRegress_Transfer_acrossGroups_stalledCallLeavesLaterTransferUnderSameID
 	rdb := shared.Client()
 	rdb.AddHook(&stepHook{match: isCredit, before: func(context.Context) { close(stalled); <-release }})
 	t.Cleanup(func() { _ = rdb.Close() })
-	caller := wallet.New(rdb, wallet.WithKeyPrefix(prefix))
-	other := wallet.New(shared.Client(), wallet.WithKeyPrefix(prefix))
+	caller := mustNew(t, rdb, wallet.WithKeyPrefix(prefix))
+	other := mustNew(t, shared.Client(), wallet.WithKeyPrefix(prefix))
 	t.Cleanup(func() { _ = caller.Close(); _ = other.Close() })
 	wallet.SetWindow(caller, window)
 	wallet.SetWindow(other, window)
@@ -163,7 +163,7 @@ func isBegin(args []any) bool {
 func TestRegress_Transfer_acrossGroups_destinationFilledAfterReadIsStoredRefusal(t *testing.T) {
 	ctx := t.Context()
 	_, _, prefix := newLedger(t)
-	other := wallet.New(shared.Client(), wallet.WithKeyPrefix(prefix))
+	other := mustNew(t, shared.Client(), wallet.WithKeyPrefix(prefix))
 	t.Cleanup(func() { _ = other.Close() })
 	openFunded(t, other, map[string]int64{"g1/a": 1000, "g3/c": 1000, "g2/b": maxAmount - 100})
 	rdb := shared.Client()
@@ -172,7 +172,7 @@ func TestRegress_Transfer_acrossGroups_destinationFilledAfterReadIsStoredRefusal
 		require.NoError(t, err)
 	}})
 	t.Cleanup(func() { _ = rdb.Close() })
-	led := wallet.New(rdb, wallet.WithKeyPrefix(prefix))
+	led := mustNew(t, rdb, wallet.WithKeyPrefix(prefix))
 	t.Cleanup(func() { _ = led.Close() })
 
 	t2 := wallet.Transfer{ID: "t2", From: "g3/c", To: "g2/b", Amount: 50}
@@ -217,7 +217,7 @@ func TestRegress_Verify_entryRemovedFromJournalDetected(t *testing.T) {
 				s, password := redistest.NewWithACL(t, "redis.acl")
 				user := s.Client(func(o *redis.Options) { o.Username, o.Password = "redkit-wallet", password })
 				rdb, prefix = s.Client(), "redkit"
-				led = wallet.New(user)
+				led = mustNew(t, user)
 				t.Cleanup(func() { _ = led.Close() })
 			}
 			journal := prefix + ":wallet:v2:{g}:journal:g/a"
@@ -322,7 +322,7 @@ func TestRegress_expiredHoldsPastSweepLimitNeverCounted(t *testing.T) {
 	led, rdb, prefix := newLedger(t)
 	openFunded(t, led, map[string]int64{"g/a": 5000, "g/b": 5000, "g/c": 5000, "g/d": 5000})
 	expireHolds(t, led, rdb, map[string]int{"g/a": 1001, "g/b": 65, "g/c": 65, "g/d": 65})
-	led2 := wallet.New(shared.Client(), wallet.WithKeyPrefix(prefix))
+	led2 := mustNew(t, shared.Client(), wallet.WithKeyPrefix(prefix))
 	t.Cleanup(func() { _ = led2.Close() })
 
 	res, err := led2.Credit(ctx, wallet.Tx{ID: "c2", Account: "g/b", Amount: 10})
@@ -380,7 +380,7 @@ func TestRegress_holdResultsCountNoExpiredHoldPastSweepLimit(t *testing.T) {
 		require.NoError(t, err)
 	}
 	expireHolds(t, led, rdb, map[string]int{"g/a": 65, "g/b": 65, "g/c": 65})
-	led2 := wallet.New(shared.Client(), wallet.WithKeyPrefix(prefix))
+	led2 := mustNew(t, shared.Client(), wallet.WithKeyPrefix(prefix))
 	t.Cleanup(func() { _ = led2.Close() })
 
 	res, err := led2.Hold(ctx, wallet.HoldReq{ID: "new", Account: "g/a", Amount: 10, TTL: time.Hour})
@@ -402,7 +402,7 @@ func TestRegress_Transfer_acrossGroups_resultCountsNoExpiredHold(t *testing.T) {
 	led, rdb, prefix := newLedger(t)
 	openFunded(t, led, map[string]int64{"g/a": 5000, "h/b": 5000})
 	expireHolds(t, led, rdb, map[string]int{"g/a": 65, "h/b": 65})
-	led2 := wallet.New(shared.Client(), wallet.WithKeyPrefix(prefix))
+	led2 := mustNew(t, shared.Client(), wallet.WithKeyPrefix(prefix))
 	t.Cleanup(func() { _ = led2.Close() })
 	res, err := led2.Transfer(ctx, wallet.Transfer{ID: "x1", From: "g/a", To: "h/b", Amount: 10})
 	require.NoError(t, err)

@@ -23,7 +23,7 @@ func TestTelemetry_recordsNoSecrets(t *testing.T) {
 	rdb := shared.Client()
 	t.Cleanup(func() { _ = rdb.Close() })
 	require.NoError(t, otelx.InstrumentRedis(rdb, tel.Providers()))
-	led := wallet.New(rdb, wallet.WithKeyPrefix(prefix), wallet.WithTracerProvider(tp), wallet.WithMeterProvider(mp))
+	led := mustNew(t, rdb, wallet.WithKeyPrefix(prefix), wallet.WithTracerProvider(tp), wallet.WithMeterProvider(mp))
 	t.Cleanup(func() { _ = led.Close() })
 	ctx := t.Context()
 

@@ -20,7 +20,7 @@ func TestSpanTree_TransferAcrossGroups(t *testing.T) {
 	rdb := srv.Client()
 	rec := otelxtest.New(t)
 	require.NoError(t, otelx.InstrumentRedis(rdb, rec.Providers()))
-	led := wallet.New(rdb, wallet.WithTracerProvider(rec.TracerProvider), wallet.WithMeterProvider(rec.MeterProvider))
+	led := mustNew(t, rdb, wallet.WithTracerProvider(rec.TracerProvider), wallet.WithMeterProvider(rec.MeterProvider))
 	t.Cleanup(func() { _ = led.Close() })
 	require.NoError(t, rdb.Ping(t.Context()).Err()) // the connection's handshake, outside the trace
 	openFunded(t, led, map[string]int64{"a/src": 100, "b/dst": 0})

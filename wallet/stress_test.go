@@ -101,7 +101,7 @@ func TestChaos_Ledger_mixedOperationsUnderFaults(t *testing.T) {
 func runMixed(t *testing.T, total int) {
 	ctx := t.Context()
 	_, direct, prefix := newLedger(t)
-	check := wallet.New(direct, wallet.WithKeyPrefix(prefix))
+	check := mustNew(t, direct, wallet.WithKeyPrefix(prefix))
 	px := redistest.NewProxy(t, shared.Addr())
 	// A quarter of the callers go through the proxy (its copying is slow
 	// under -race); go-redis' default retries stay on for them.
@@ -109,10 +109,10 @@ func runMixed(t *testing.T, total int) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	lost := &timeouts{}
 	rdb.AddHook(lost)
-	faulty := wallet.New(rdb, wallet.WithKeyPrefix(prefix))
+	faulty := mustNew(t, rdb, wallet.WithKeyPrefix(prefix))
 	fast := shared.Client(func(o *redis.Options) { o.PoolSize = 64 })
 	t.Cleanup(func() { _ = fast.Close() })
-	plain := wallet.New(fast, wallet.WithKeyPrefix(prefix))
+	plain := mustNew(t, fast, wallet.WithKeyPrefix(prefix))
 
 	var accounts []string
 	overdraft := map[string]bool{}

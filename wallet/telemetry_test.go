@@ -30,7 +30,7 @@ func TestLedger_telemetry(t *testing.T) {
 	px := redistest.NewProxy(t, shared.Addr())
 	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 100 * time.Millisecond, MaxRetries: -1})
 	defer rdb.Close()
-	led := wallet.New(rdb, wallet.WithKeyPrefix(prefix), wallet.WithTracerProvider(tp),
+	led := mustNew(t, rdb, wallet.WithKeyPrefix(prefix), wallet.WithTracerProvider(tp),
 		wallet.WithMeterProvider(mp), wallet.WithLabel("payouts"))
 	defer led.Close()
 

@@ -19,7 +19,7 @@ func TestTLS_debit(t *testing.T) {
 	for name, rdb := range map[string]redis.UniversalClient{"single": single, "cluster": cluster} {
 		t.Run(name, func(t *testing.T) {
 			ctx := t.Context()
-			led := wallet.New(rdb)
+			led := mustNew(t, rdb)
 			t.Cleanup(func() { _ = led.Close() })
 			require.NoError(t, led.Open(ctx, "shop-7/alice", wallet.WithCurrency("CNY")))
 			_, err := led.Credit(ctx, wallet.Tx{ID: "tx-1", Account: "shop-7/alice", Amount: 100})

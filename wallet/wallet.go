@@ -41,10 +41,16 @@ type Ledger struct {
 
 // New returns a Ledger storing its data through rdb, a *redis.Client or a
 // *redis.ClusterClient (WithReplicaAck and Recover need one of those to
-// find a key's primary). An invalid option is reported by every call as an
-// error wrapping ErrInvalid.
-func New(rdb redis.UniversalClient, opts ...Option) *Ledger {
+// find a key's primary). A nil rdb or an invalid option is an error wrapping
+// ErrInvalid, and no Ledger is returned.
+func New(rdb redis.UniversalClient, opts ...Option) (*Ledger, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("%w: wallet.New needs a Redis client", ErrInvalid)
+	}
 	cfg := newConfig(opts)
+	if cfg.err != nil {
+		return nil, cfg.err
+	}
 	cfg.policy = cfg.policy.For(rdb) // whether go-redis re-sends decides what a failure means
 	l := &Ledger{
 		rdb:   rdb,
@@ -53,10 +59,10 @@ func New(rdb redis.UniversalClient, opts ...Option) *Ledger {
 		tel:   newTelemetry(cfg.providers, cfg.label),
 		lazy:  lazyState{age: staleTransferAge, every: lazyCheckEvery},
 	}
-	if cfg.err == nil && cfg.recoverEvery > 0 {
+	if cfg.recoverEvery > 0 {
 		l.startRecoverer(cfg.recoverEvery)
 	}
-	return l
+	return l, nil
 }
 
 // Close stops the Ledger's background work (the hold reclaimer and the
@@ -557,12 +563,8 @@ func (l *Ledger) scriptError(ctx context.Context, err error) error {
 	return err
 }
 
-// check returns the Ledger's configuration error or the first argument
-// error.
+// check returns the first argument error.
 func (l *Ledger) check(errs ...error) error {
-	if l.cfg.err != nil {
-		return l.cfg.err
-	}
 	for _, err := range errs {
 		if err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redkit-go/redkit/health"
@@ -336,28 +337,27 @@ func TestLedger_badInput_writesNothing(t *testing.T) {
 }
 
 func TestNew_invalidOptions(t *testing.T) {
-	ctx := t.Context()
 	rdb := shared.Client()
 	defer rdb.Close()
 	for _, opt := range []wallet.Option{wallet.WithKeyPrefix("a:b"), wallet.WithIdempotencyWindow(0),
-		wallet.WithRetry(0, 0, 0)} {
-		led := wallet.New(rdb, opt)
-		require.ErrorIs(t, led.Open(ctx, "a", wallet.WithCurrency("CNY")), wallet.ErrInvalid)
-		_, err := led.Credit(ctx, wallet.Tx{ID: "x", Account: "a", Amount: 1})
+		wallet.WithIdempotencyWindow(31 * 24 * time.Hour), wallet.WithRecovery(time.Millisecond),
+		wallet.WithReplicaAck(1, 0), wallet.WithRetry(0, 0, 0)} {
+		led, err := wallet.New(rdb, opt)
 		require.ErrorIs(t, err, wallet.ErrInvalid)
+		require.Nil(t, led)
 	}
 }
 
 func TestLedger_Check(t *testing.T) {
 	ctx := t.Context()
 	risky := redistest.New(t, redistest.Options{MaxmemoryPolicy: "allkeys-lru"})
-	rep, err := wallet.New(risky.Client()).Check(ctx)
+	rep, err := mustNew(t, risky.Client()).Check(ctx)
 	require.NoError(t, err)
 	require.Equal(t, health.Critical, rep.Worst())
 	require.Error(t, rep.Err(health.Warning))
 
 	safe := redistest.New(t, redistest.Options{AOF: true, AppendFsync: "always"})
-	rep, err = wallet.New(safe.Client()).Check(ctx)
+	rep, err = mustNew(t, safe.Client()).Check(ctx)
 	require.NoError(t, err)
 	require.Equal(t, health.OK, rep.Worst(), "%v", rep.Findings)
 	require.NoError(t, rep.Err(health.Warning))
@@ -368,7 +368,7 @@ func TestLedger_postings_oneRoundTrip(t *testing.T) {
 	_, _, prefix := newLedger(t)
 	rdb := shared.Client(func(o *redis.Options) { o.PoolSize = 1 })
 	defer rdb.Close()
-	led := wallet.New(rdb, wallet.WithKeyPrefix(prefix))
+	led := mustNew(t, rdb, wallet.WithKeyPrefix(prefix))
 	require.NoError(t, led.Open(ctx, "g/a", wallet.WithCurrency("CNY")))
 	require.NoError(t, led.Open(ctx, "g/b", wallet.WithCurrency("CNY")))
 	// Load every script once.

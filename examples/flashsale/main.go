@@ -122,7 +122,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer a.Close(ctx)
 	// The reclaimer returns the units of expired holds a few times a second;
 	// correctness never depends on it (an order reclaims them first).
-	inv := stock.New(a.Redis.Client, stock.WithKeyPrefix(keyPrefix), stock.WithReclaimInterval(250*time.Millisecond))
+	inv, err := stock.New(a.Redis.Client, stock.WithKeyPrefix(keyPrefix), stock.WithReclaimInterval(250*time.Millisecond))
+	if err != nil {
+		return err
+	}
 	defer inv.Close()
 	if !a.Redis.Embedded {
 		app.WarnRiskySettings(ctx, a, inv.Check, health.Warning)

@@ -30,7 +30,10 @@ func TestMain(m *testing.M) {
 // openInventory opens the inventory on rdb as run does.
 func openInventory(t *testing.T, rdb redis.UniversalClient) *stock.Inventory {
 	t.Helper()
-	inv := stock.New(rdb, stock.WithKeyPrefix(keyPrefix), stock.WithReclaimInterval(250*time.Millisecond))
+	inv, err := stock.New(rdb, stock.WithKeyPrefix(keyPrefix), stock.WithReclaimInterval(250*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = inv.Close() })
 	return inv
 }

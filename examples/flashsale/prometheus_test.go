@@ -337,7 +337,10 @@ func dashboardExprs(t *testing.T) []string {
 func contendForALock(t *testing.T, srv *redistest.Server) (stop func()) {
 	t.Helper()
 	rdb := srv.Client()
-	locks := lock.New(rdb, lock.WithKeyPrefix("flashsale-test"))
+	locks, err := lock.New(rdb, lock.WithKeyPrefix("flashsale-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for range 3 {

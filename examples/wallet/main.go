@@ -117,10 +117,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer a.Close(ctx)
-	led := wallet.New(a.Redis.Client,
+	led, err := wallet.New(a.Redis.Client,
 		wallet.WithTracerProvider(a.Tel.TracerProvider),
 		wallet.WithMeterProvider(a.Tel.MeterProvider),
 		wallet.WithRecovery(*recoverEvery))
+	if err != nil {
+		return err
+	}
 	defer led.Close()
 
 	if *serve != "" {

@@ -34,7 +34,10 @@ func acct(id string) string { return "/accounts/" + url.PathEscape(id) }
 // with a key that has every scope.
 func startAPI(t *testing.T, rdb redis.UniversalClient) (*exampletest.Client, *wallet.Ledger) {
 	t.Helper()
-	led := wallet.New(rdb)
+	led, err := wallet.New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = led.Close() })
 	authn, keys := exampletest.Keys(t, "admin:"+strings.Join(scopes, ","))
 	c := exampletest.NewServer(t, newServer(led, httpx.Edge{Auth: authn, Log: slog.New(slog.DiscardHandler)}))

@@ -118,7 +118,10 @@ func run(addr string) error {
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
 
-	locks := lock.New(rdb, lock.WithTracerProvider(tel.TracerProvider))
+	locks, err := lock.New(rdb, lock.WithTracerProvider(tel.TracerProvider))
+	if err != nil {
+		return err
+	}
 	defer locks.Close()
 	lease, err := locks.Mutex("consumer:payout").Acquire(ctx)
 	if err != nil {
@@ -129,7 +132,10 @@ func run(addr string) error {
 		return err
 	}
 
-	inv := stock.New(rdb)
+	inv, err := stock.New(rdb)
+	if err != nil {
+		return err
+	}
 	defer inv.Close()
 	if err := inv.Create(ctx, "shop-7/sku-1", 3); err != nil {
 		return fmt.Errorf("stock: %w", err)
@@ -140,7 +146,10 @@ func run(addr string) error {
 	}
 	fmt.Println("stock available:", res.Levels["shop-7/sku-1"].Available)
 
-	led := wallet.New(rdb)
+	led, err := wallet.New(rdb)
+	if err != nil {
+		return err
+	}
 	defer led.Close()
 	if err := led.Open(ctx, "shop-7/alice", wallet.WithCurrency("CNY")); err != nil {
 		return fmt.Errorf("wallet: %w", err)
@@ -182,7 +191,11 @@ import (
 func main() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Args[1]})
-	locks := lock.New(rdb)
+	locks, err := lock.New(rdb)
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
 	lease, err := locks.Mutex("consumer:lock-only").Acquire(ctx)
 	if err != nil {
 		fmt.Println("error:", err)

@@ -188,7 +188,10 @@ func flashLua(ctx context.Context, env *Env, d time.Duration) (Sample, error) {
 // buckets > 1) under a fresh prefix.
 func newHotSKU(ctx context.Context, rdb redis.UniversalClient, buckets int) (*stock.Inventory, string, error) {
 	p := prefix("stock")
-	inv := stock.New(rdb, stock.WithKeyPrefix(p))
+	inv, err := stock.New(rdb, stock.WithKeyPrefix(p))
+	if err != nil {
+		return nil, "", err
+	}
 	var opts []stock.SKUOption
 	if buckets > 1 {
 		opts = append(opts, stock.WithBuckets(buckets))
@@ -287,9 +290,12 @@ func rbStockDeduct(ctx context.Context, env *Env, d time.Duration) (Sample, erro
 	defer inv.Close()
 	// The command stock.Deduct sends, replayed with a fresh order ID per call.
 	args, err := captureScript(ctx, env.Server.Addr(), func(c *redis.Client) error {
-		capInv := stock.New(c, stock.WithKeyPrefix(p))
+		capInv, err := stock.New(c, stock.WithKeyPrefix(p))
+		if err != nil {
+			return err
+		}
 		defer capInv.Close()
-		_, err := capInv.Deduct(ctx, stock.Order{ID: rbTemplateID, Buyer: "rb-buyer", Items: []stock.Item{{SKU: "hot", Qty: 1}}})
+		_, err = capInv.Deduct(ctx, stock.Order{ID: rbTemplateID, Buyer: "rb-buyer", Items: []stock.Item{{SKU: "hot", Qty: 1}}})
 		return err
 	})
 	if err != nil {

@@ -181,10 +181,12 @@ var lockImpls = []struct {
 	{"redislock", "bsm/redislock v0.9.4; waits with LinearBackoff(5ms)",
 		func(rdb *redis.Client, _ string) locker { return redislockLock{redislock.New(rdb)} }},
 	{"redkit", "redkit lock.Mutex: fence token, watchdog, notified waiting",
-		func(rdb *redis.Client, p string) locker { return redkitLock{lock.New(rdb, lock.WithKeyPrefix(p))} }},
+		func(rdb *redis.Client, p string) locker {
+			return redkitLock{must(lock.New(rdb, lock.WithKeyPrefix(p)))}
+		}},
 	{"redkit-fair", "redkit lock.Mutex in fair (FIFO) mode",
 		func(rdb *redis.Client, p string) locker {
-			return redkitLock{lock.New(rdb, lock.WithKeyPrefix(p), lock.WithFair(true))}
+			return redkitLock{must(lock.New(rdb, lock.WithKeyPrefix(p), lock.WithFair(true)))}
 		}},
 }
 
@@ -340,4 +342,13 @@ func lockHandoff(ctx context.Context, env *Env, d time.Duration, workers int,
 		s.Extra = append(s.Extra, Figure{Name: "re-acquired", Value: 100 * float64(rec.reacquired) / float64(rec.acquired), Unit: "%"})
 	}
 	return s, nil
+}
+
+// must returns v, or panics with err: for constructors given fixed options
+// that are valid by construction.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

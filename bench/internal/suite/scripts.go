@@ -208,7 +208,10 @@ func lockScriptCases() ([]scriptCase, func()) {
 			}
 			rdb, pfx = c, prefix("scripts-lock")
 			opts := append([]lock.Option{lock.WithKeyPrefix(pfx), lock.WithWatchdog(false), lock.WithTTL(time.Minute)}, extra...)
-			locks = lock.New(c, opts...)
+			var err error
+			if locks, err = lock.New(c, opts...); err != nil {
+				return err
+			}
 			leases = make([]*lock.Lease, n)
 			return nil
 		}
@@ -306,7 +309,10 @@ func stockScriptCases() ([]scriptCase, func()) {
 				_ = inv.Close()
 			}
 			rdb, pfx = c, prefix("scripts-stock")
-			inv = stock.New(c, stock.WithKeyPrefix(pfx))
+			var err error
+			if inv, err = stock.New(c, stock.WithKeyPrefix(pfx)); err != nil {
+				return err
+			}
 			var opts []stock.SKUOption
 			if buyerLimit > 0 {
 				opts = append(opts, stock.WithBuyerLimit(buyerLimit))
@@ -396,7 +402,10 @@ func walletScriptCases() ([]scriptCase, func()) {
 				if led != nil {
 					_ = led.Close()
 				}
-				led = wallet.New(c, wallet.WithKeyPrefix(prefix("scripts-wallet")))
+				var err error
+				if led, err = wallet.New(c, wallet.WithKeyPrefix(prefix("scripts-wallet"))); err != nil {
+					return err
+				}
 				return openFunded(ctx, led, "g/a", "g/b")
 			},
 			op: func(ctx context.Context, i int) error {

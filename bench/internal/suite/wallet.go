@@ -76,7 +76,10 @@ func nextTx() string { return "tx-" + strconv.FormatInt(txSeq.Add(1), 10) }
 func walletDebit(ctx context.Context, env *Env, d time.Duration) (Sample, error) {
 	rdb, rt := client(env)
 	defer rdb.Close()
-	l := wallet.New(rdb, wallet.WithKeyPrefix(prefix("wallet")))
+	l, err := wallet.New(rdb, wallet.WithKeyPrefix(prefix("wallet")))
+	if err != nil {
+		return Sample{}, err
+	}
 	defer l.Close()
 	if err := openFunded(ctx, l, "hot"); err != nil {
 		return Sample{}, err
@@ -103,7 +106,10 @@ func rbWalletDebit(ctx context.Context, env *Env, d time.Duration) (Sample, erro
 	rdb, _ := client(env)
 	defer rdb.Close()
 	p := prefix("wallet")
-	l := wallet.New(rdb, wallet.WithKeyPrefix(p))
+	l, err := wallet.New(rdb, wallet.WithKeyPrefix(p))
+	if err != nil {
+		return Sample{}, err
+	}
 	defer l.Close()
 	if err := openFunded(ctx, l, "hot"); err != nil {
 		return Sample{}, err
@@ -111,9 +117,12 @@ func rbWalletDebit(ctx context.Context, env *Env, d time.Duration) (Sample, erro
 	// The command wallet.Debit sends, replayed with a fresh transaction ID
 	// per call.
 	args, err := captureScript(ctx, env.Server.Addr(), func(c *redis.Client) error {
-		capLed := wallet.New(c, wallet.WithKeyPrefix(p))
+		capLed, err := wallet.New(c, wallet.WithKeyPrefix(p))
+		if err != nil {
+			return err
+		}
 		defer capLed.Close()
-		_, err := capLed.Debit(ctx, wallet.Tx{ID: rbTemplateID, Account: "hot", Amount: 1})
+		_, err = capLed.Debit(ctx, wallet.Tx{ID: rbTemplateID, Account: "hot", Amount: 1})
 		return err
 	})
 	if err != nil {
@@ -160,7 +169,10 @@ func transferCase(mode transferMode, cluster bool) func(context.Context, *Env, t
 // were told.
 func transfers(ctx context.Context, rdb redis.UniversalClient, rt *Counter, d time.Duration, mode transferMode) (Sample, error) {
 	const groups, per = 16, 4
-	l := wallet.New(rdb, wallet.WithKeyPrefix(prefix("wallet")))
+	l, err := wallet.New(rdb, wallet.WithKeyPrefix(prefix("wallet")))
+	if err != nil {
+		return Sample{}, err
+	}
 	defer l.Close()
 	var accounts []string
 	for g := range groups {

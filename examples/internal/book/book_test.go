@@ -26,7 +26,10 @@ func TestFinishWallet_verdict(t *testing.T) {
 	pg := pgtest.New(t)
 	rs := redistest.New(t, redistest.Options{})
 	rdb := rs.Client()
-	led := wallet.New(rdb, wallet.WithKeyPrefix("bk"))
+	led, err := wallet.New(rdb, wallet.WithKeyPrefix("bk"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = led.Close() })
 	accounts := []string{"bk/a", "bk/b"}
 	for _, a := range accounts {

@@ -19,7 +19,10 @@ import (
 func TestEmbedded_stockBucketRefill(t *testing.T) {
 	c := open(t, "")
 	ctx := t.Context()
-	inv := stock.New(c.Client)
+	inv, err := stock.New(c.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = inv.Close() })
 	if err := inv.Create(ctx, "hot", 10, stock.WithBuckets(2)); err != nil {
 		t.Fatal(err)
@@ -42,7 +45,10 @@ func TestEmbedded_stockBucketRefill(t *testing.T) {
 func TestEmbedded_walletBalances(t *testing.T) {
 	c := open(t, "")
 	ctx := t.Context()
-	led := wallet.New(c.Client)
+	led, err := wallet.New(c.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = led.Close() })
 	if err := led.Open(ctx, "g/alice", wallet.WithCurrency("EUR")); err != nil {
 		t.Fatal(err)
