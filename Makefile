@@ -1,6 +1,6 @@
 # redkit: every target works on a fresh Debian machine with Go installed.
 SHELL := /bin/bash
-MODULES := health internal otelx otelx/setup redistest idgen lock stock wallet pgjournal reliability examples bench
+MODULES := health internal otelx otelx/setup redistest idgen lock stock wallet pgjournal examples/kit reliability examples bench
 # The release tooling (never released itself; see versions.yaml and RELEASING.md).
 MODULES += tools
 GO ?= go

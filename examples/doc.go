@@ -20,7 +20,7 @@
 // checked against a real Prometheus by flashsale's TestPrometheus_flashSale.
 //
 // Served (-serve, or idservice's -addr), each is fit to expose: every route
-// needs an API key with a scope (internal/auth: hashed bearer keys behind
+// needs an API key with a scope (kit/auth: hashed bearer keys behind
 // one Authenticator interface a team replaces with its own scheme); the
 // flash sale's buyer is the key's principal, never a body field; the HTTP
 // server has read, write and idle timeouts, a header limit, a bound on
@@ -41,12 +41,18 @@
 //
 // With DATABASE_URL set, the flashsale simulation and the wallet load test
 // keep a book of record in that PostgreSQL database (pgjournal; package
-// internal/book runs it): a sink books the journals beside the run, and
+// kit/book runs it): a sink books the journals beside the run, and
 // the report ends with the book's totals beside Redis's and the
 // reconciler's verdict, a drift failing the run. Served examples do not
 // use it. Unset, nothing touches PostgreSQL.
 //
-// The internal packages are plumbing only (the Redis connection, telemetry,
-// credentials, the HTTP server and conventions, test helpers); the business
-// logic of each example stays in its own directory.
+// The packages of kit (its own module, github.com/redkit-go/redkit/examples/kit,
+// released with the library) are plumbing only (the Redis connection,
+// telemetry, credentials, the HTTP server and conventions, test helpers);
+// the business logic of each example stays in its own directory. They are
+// public, not internal, so that an example copied out of this repository
+// builds: Go forbids importing another module's internal packages, and
+// copying the plumbing into each example would repeat about 1,500 lines
+// three times. make release-proof copies each example into a module of its
+// own and builds it against the released modules.
 package examples

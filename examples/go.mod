@@ -3,6 +3,7 @@ module github.com/redkit-go/redkit/examples
 go 1.26.0
 
 replace (
+	github.com/redkit-go/redkit/examples/kit => ./kit
 	github.com/redkit-go/redkit/health => ../health
 	github.com/redkit-go/redkit/idgen => ../idgen
 	github.com/redkit-go/redkit/internal => ../internal
@@ -15,29 +16,30 @@ replace (
 )
 
 require (
-	github.com/alicebob/miniredis/v2 v2.40.0
-	github.com/go-redis/redis_rate/v10 v10.0.1
-	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redkit-go/redkit/examples/kit v0.0.0-00010101000000-000000000000
 	github.com/redkit-go/redkit/health v0.0.0
 	github.com/redkit-go/redkit/idgen v0.0.0-00010101000000-000000000000
 	github.com/redkit-go/redkit/lock v0.0.0
-	github.com/redkit-go/redkit/otelx v0.0.0
-	github.com/redkit-go/redkit/otelx/setup v0.0.0-00010101000000-000000000000
 	github.com/redkit-go/redkit/redistest v0.0.0
 	github.com/redkit-go/redkit/stock v0.0.0
 	github.com/redkit-go/redkit/wallet v0.0.0
-	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
-	go.opentelemetry.io/otel/metric v1.47.0
-	go.opentelemetry.io/otel/sdk v1.47.0
 	go.uber.org/goleak v1.3.0
 )
 
 require (
+	github.com/alicebob/miniredis/v2 v2.40.0 // indirect
+	github.com/go-redis/redis_rate/v10 v10.0.1 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/pgx/v5 v5.12.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
-	golang.org/x/sync v0.23.0 // indirect
+	github.com/redkit-go/redkit/otelx v0.0.0 // indirect
+	github.com/redkit-go/redkit/otelx/setup v0.0.0-00010101000000-000000000000 // indirect
+	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0 // indirect
+	go.opentelemetry.io/otel/metric v1.47.0 // indirect
+	go.opentelemetry.io/otel/sdk v1.47.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
 )
 
 require (
@@ -84,7 +86,7 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
-	golang.org/x/text v0.42.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/grpc v1.84.0 // indirect

@@ -9,9 +9,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redkit-go/redkit/examples/internal/book"
-	"github.com/redkit-go/redkit/examples/internal/exampletest"
-	"github.com/redkit-go/redkit/examples/internal/redisconn"
+	"github.com/redkit-go/redkit/examples/kit/book"
+	"github.com/redkit-go/redkit/examples/kit/exampletest"
+	"github.com/redkit-go/redkit/examples/kit/redisconn"
 	"github.com/redkit-go/redkit/pgjournal/pgtest"
 )
 

@@ -15,9 +15,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
-	"github.com/redkit-go/redkit/examples/internal/app"
-	"github.com/redkit-go/redkit/examples/internal/exampletest"
-	"github.com/redkit-go/redkit/examples/internal/redisconn"
+	"github.com/redkit-go/redkit/examples/kit/app"
+	"github.com/redkit-go/redkit/examples/kit/exampletest"
+	"github.com/redkit-go/redkit/examples/kit/redisconn"
 	"github.com/redkit-go/redkit/redistest"
 	"github.com/redkit-go/redkit/stock"
 )

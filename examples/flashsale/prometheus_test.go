@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redkit-go/redkit/examples/internal/exampletest"
-	"github.com/redkit-go/redkit/examples/internal/redisconn"
+	"github.com/redkit-go/redkit/examples/kit/exampletest"
+	"github.com/redkit-go/redkit/examples/kit/redisconn"
 	"github.com/redkit-go/redkit/lock"
 	"github.com/redkit-go/redkit/redistest"
 )

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redkit-go/redkit/examples/internal/book"
+	"github.com/redkit-go/redkit/examples/kit/book"
 	"github.com/redkit-go/redkit/stock"
 )
 

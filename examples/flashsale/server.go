@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/redkit-go/redkit/examples/internal/httpx"
+	"github.com/redkit-go/redkit/examples/kit/httpx"
 	"github.com/redkit-go/redkit/stock"
 )
 

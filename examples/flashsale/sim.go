@@ -15,8 +15,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redkit-go/redkit/examples/internal/book"
-	"github.com/redkit-go/redkit/examples/internal/httpx"
+	"github.com/redkit-go/redkit/examples/kit/book"
+	"github.com/redkit-go/redkit/examples/kit/httpx"
 	"github.com/redkit-go/redkit/idgen"
 	"github.com/redkit-go/redkit/stock"
 )

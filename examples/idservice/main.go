@@ -46,10 +46,10 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/redkit-go/redkit/examples/internal/app"
-	"github.com/redkit-go/redkit/examples/internal/auth"
-	"github.com/redkit-go/redkit/examples/internal/httpx"
-	"github.com/redkit-go/redkit/examples/internal/redisconn"
+	"github.com/redkit-go/redkit/examples/kit/app"
+	"github.com/redkit-go/redkit/examples/kit/auth"
+	"github.com/redkit-go/redkit/examples/kit/httpx"
+	"github.com/redkit-go/redkit/examples/kit/redisconn"
 	"github.com/redkit-go/redkit/health"
 	"github.com/redkit-go/redkit/idgen"
 )

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redkit-go/redkit/examples/internal/app"
-	"github.com/redkit-go/redkit/examples/internal/exampletest"
-	"github.com/redkit-go/redkit/examples/internal/httpx"
-	"github.com/redkit-go/redkit/examples/internal/redisconn"
+	"github.com/redkit-go/redkit/examples/kit/app"
+	"github.com/redkit-go/redkit/examples/kit/exampletest"
+	"github.com/redkit-go/redkit/examples/kit/httpx"
+	"github.com/redkit-go/redkit/examples/kit/redisconn"
 	"github.com/redkit-go/redkit/redistest"
 )
 

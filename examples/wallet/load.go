@@ -16,10 +16,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redkit-go/redkit/examples/internal/app"
-	"github.com/redkit-go/redkit/examples/internal/auth"
-	"github.com/redkit-go/redkit/examples/internal/book"
-	"github.com/redkit-go/redkit/examples/internal/httpx"
+	"github.com/redkit-go/redkit/examples/kit/app"
+	"github.com/redkit-go/redkit/examples/kit/auth"
+	"github.com/redkit-go/redkit/examples/kit/book"
+	"github.com/redkit-go/redkit/examples/kit/httpx"
 	"github.com/redkit-go/redkit/wallet"
 )
 

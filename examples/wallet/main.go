@@ -61,11 +61,11 @@ import (
 	"os"
 	"time"
 
-	"github.com/redkit-go/redkit/examples/internal/app"
-	"github.com/redkit-go/redkit/examples/internal/auth"
-	"github.com/redkit-go/redkit/examples/internal/book"
-	"github.com/redkit-go/redkit/examples/internal/httpx"
-	"github.com/redkit-go/redkit/examples/internal/redisconn"
+	"github.com/redkit-go/redkit/examples/kit/app"
+	"github.com/redkit-go/redkit/examples/kit/auth"
+	"github.com/redkit-go/redkit/examples/kit/book"
+	"github.com/redkit-go/redkit/examples/kit/httpx"
+	"github.com/redkit-go/redkit/examples/kit/redisconn"
 	"github.com/redkit-go/redkit/health"
 	"github.com/redkit-go/redkit/wallet"
 )

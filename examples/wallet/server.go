@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redkit-go/redkit/examples/internal/httpx"
+	"github.com/redkit-go/redkit/examples/kit/httpx"
 	"github.com/redkit-go/redkit/wallet"
 )
 

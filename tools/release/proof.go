@@ -314,8 +314,56 @@ func (st *Stage) Proof(ctx context.Context, dir string) (*ProofReport, error) {
 	if got != wantAll {
 		return rep, fmt.Errorf("consumer printed:\n%s\nwant:\n%s", got, wantAll)
 	}
-
+	if err := st.proveTemplates(ctx, env, dir, addr); err != nil {
+		return rep, err
+	}
 	return rep, nil
+}
+
+// Templates are the example services a user copies out of the repository;
+// each must build on its own from released modules.
+var Templates = []string{"flashsale", "wallet", "idservice"}
+
+// proveTemplates copies each template, tests included, into a module of
+// its own, resolves its imports from the stage (examples/kit at its set's
+// version) and builds it and its tests; the flash sale then runs against
+// addr. A template that imported a package of the examples module, or an
+// internal package, would not build here.
+func (st *Stage) proveTemplates(ctx context.Context, env []string, dir, addr string) error {
+	kit := "github.com/redkit-go/redkit/examples/kit"
+	s := st.Repo.Versions.SetOf(kit)
+	if s == nil {
+		return fmt.Errorf("versions.yaml releases no %s", kit)
+	}
+	for _, name := range Templates {
+		dst := filepath.Join(dir, "template-"+name)
+		if err := os.CopyFS(dst, os.DirFS(filepath.Join(st.Repo.Root, "examples", name))); err != nil {
+			return err
+		}
+		if _, err := run(ctx, env, dst, "go", "mod", "init", "example.com/"+name); err != nil {
+			return err
+		}
+		if _, err := run(ctx, env, dst, "go", "get", kit+"@"+s.Version); err != nil {
+			return err
+		}
+		if _, err := run(ctx, env, dst, "go", "mod", "tidy"); err != nil {
+			return err
+		}
+		if _, err := run(ctx, env, dst, "go", "vet", "."); err != nil {
+			return fmt.Errorf("template %s copied out of the repository: %w", name, err)
+		}
+		bin := filepath.Join(dst, name+".bin")
+		if _, err := run(ctx, env, dst, "go", "build", "-o", bin, "."); err != nil {
+			return fmt.Errorf("template %s copied out of the repository: %w", name, err)
+		}
+		if name == "flashsale" {
+			runEnv := append(env[:len(env):len(env)], "REDIS_URL=redis://"+addr)
+			if out, err := run(ctx, runEnv, dst, bin); err != nil {
+				return fmt.Errorf("template %s copied out of the repository: %w\n%s", name, err, out)
+			}
+		}
+	}
+	return nil
 }
 
 // TestOnlyIn returns the module paths in mods that TestOnly names.

@@ -11,8 +11,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/goleak"
 
-	"github.com/redkit-go/redkit/examples/internal/auth"
-	"github.com/redkit-go/redkit/examples/internal/httpx"
+	"github.com/redkit-go/redkit/examples/kit/auth"
+	"github.com/redkit-go/redkit/examples/kit/httpx"
 	"github.com/redkit-go/redkit/otelx/setup"
 )
 

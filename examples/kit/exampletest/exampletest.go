@@ -21,9 +21,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redkit-go/redkit/examples/internal/auth"
-	"github.com/redkit-go/redkit/examples/internal/httpx"
-	"github.com/redkit-go/redkit/examples/internal/redisconn"
+	"github.com/redkit-go/redkit/examples/kit/auth"
+	"github.com/redkit-go/redkit/examples/kit/httpx"
+	"github.com/redkit-go/redkit/examples/kit/redisconn"
 	"github.com/redkit-go/redkit/redistest"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/redkit-go/redkit/examples/internal/auth"
+	"github.com/redkit-go/redkit/examples/kit/auth"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -10,7 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/redkit-go/redkit/examples/internal/httpx"
+	"github.com/redkit-go/redkit/examples/kit/httpx"
 )
 
 // ErrUsage reports bad flags or arguments; the program has already said

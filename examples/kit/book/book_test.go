@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/redkit-go/redkit/examples/internal/book"
+	"github.com/redkit-go/redkit/examples/kit/book"
 	"github.com/redkit-go/redkit/pgjournal/pgtest"
 	"github.com/redkit-go/redkit/redistest"
 	"github.com/redkit-go/redkit/wallet"

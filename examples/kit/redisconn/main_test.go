@@ -5,7 +5,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/redkit-go/redkit/examples/internal/exampletest"
+	"github.com/redkit-go/redkit/examples/kit/exampletest"
 )
 
 func TestMain(m *testing.M) {

@@ -19,7 +19,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redkit-go/redkit/examples/internal/auth"
+	"github.com/redkit-go/redkit/examples/kit/auth"
 )
 
 // MaxBody is the largest request body a handler reads.
