@@ -3,6 +3,7 @@ package lock
 import (
 	"errors"
 
+	"github.com/redkit-go/redkit/internal/fence"
 	"github.com/redkit-go/redkit/internal/retry"
 	"github.com/redkit-go/redkit/internal/script"
 	"github.com/redkit-go/redkit/internal/valid"
@@ -16,7 +17,7 @@ var (
 
 	// ErrStaleFence reports a fencing token lower than one the protected
 	// resource has already seen: the lease that carried it has been lost.
-	ErrStaleFence = errors.New("lock: stale fence token")
+	ErrStaleFence = fence.ErrStale
 
 	// ErrNotAcquired is returned by TryAcquire when another owner holds the
 	// lock, and by Acquire (joined with the context's error) when ctx ended

@@ -2,15 +2,11 @@ package lock
 
 import (
 	"context"
-	_ "embed"
-	"fmt"
-	"strconv"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redkit-go/redkit/internal/keys"
+
+	"github.com/redkit-go/redkit/internal/fence"
 	"github.com/redkit-go/redkit/internal/retry"
-	"github.com/redkit-go/redkit/internal/script"
-	"github.com/redkit-go/redkit/internal/valid"
 )
 
 // Fence identifies one acquisition of a lock: the lock's name and its
@@ -32,15 +28,9 @@ type Fence struct {
 // equal to the highest token recorded at key (equal: the same lease writing
 // again), and false otherwise, writing nothing. A malformed token (not an
 // integer in 1..2^53-1) is refused. The fence key must be passed in KEYS and
-// share the protected resource's hash tag; it never expires.
-//
-//go:embed scripts/fence.lua
-var FenceLua string
-
-//go:embed scripts/fence_check.lua
-var fenceCheckBody string
-
-var fenceCheckScript = script.New(FenceLua + fenceCheckBody)
+// share the protected resource's hash tag; it never expires. stock's and
+// wallet's WithFence use this same chunk.
+var FenceLua = fence.Lua
 
 // FenceKey returns the key at which a resource records the highest fencing
 // token it has seen for lockName: <prefix>:fence:v1:{<protectedTag>}:<lockName>.
@@ -50,10 +40,7 @@ var fenceCheckScript = script.New(FenceLua + fenceCheckBody)
 // that pass Mutex validation and a tag of the same grammar give a well-formed
 // key.
 func FenceKey(prefix, protectedTag, lockName string) string {
-	if prefix == "" {
-		prefix = keys.DefaultPrefix
-	}
-	return keys.Space{Prefix: prefix, Module: "fence", Version: 1}.Key(protectedTag, lockName)
+	return fence.Key(prefix, protectedTag, lockName)
 }
 
 // CheckFence is the fence check for resources written outside a Lua script:
@@ -68,22 +55,5 @@ func FenceKey(prefix, protectedTag, lockName string) string {
 // check only narrows the window. Prefer FenceLua inside the writing script
 // when the resource lives in Redis.
 func CheckFence(ctx context.Context, rdb redis.Scripter, key string, f Fence) error {
-	if f.Token == 0 || f.Token > valid.MaxAmount {
-		return fmt.Errorf("%w: fence token %d outside 1..%d", ErrInvalid, f.Token, uint64(valid.MaxAmount))
-	}
-	// Re-sending is safe: the same token is accepted again unless a newer
-	// one was recorded in between, which the caller must hear about anyway.
-	var n int
-	err := retry.Do(ctx, retry.DefaultPolicy().For(rdb), func(ctx context.Context, _ int) error {
-		var err error
-		n, err = fenceCheckScript.Run(ctx, rdb, []string{key}, strconv.FormatUint(f.Token, 10)).Int()
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("lock: check fence: %w", err)
-	}
-	if n != 1 {
-		return ErrStaleFence
-	}
-	return nil
+	return fence.Check(ctx, rdb, retry.DefaultPolicy().For(rdb), key, f.Token)
 }

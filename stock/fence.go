@@ -3,13 +3,11 @@ package stock
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/redkit-go/redkit/internal/fence"
 	"github.com/redkit-go/redkit/internal/script"
-	"github.com/redkit-go/redkit/internal/valid"
 	"github.com/redkit-go/redkit/lock"
 )
 
@@ -53,12 +51,7 @@ func newCallConfig(opts []CallOption) (callConfig, error) {
 		}
 	}
 	if f := c.fence; f != nil {
-		if err := valid.Name("fence name", f.Name); err != nil {
-			return c, err
-		}
-		if f.Token == 0 || f.Token > valid.MaxAmount {
-			return c, fmt.Errorf("%w: fence token %d outside 1..%d", ErrInvalid, f.Token, uint64(valid.MaxAmount))
-		}
+		return c, fence.Validate(f.Name, f.Token)
 	}
 	return c, nil
 }
@@ -94,11 +87,11 @@ func (inv *Inventory) withFence(c callConfig, g string, s *script.Script, keys [
 		if !strings.Contains(src, fenceHook) {
 			panic("stock: fenced script without " + fenceHook)
 		}
-		v, _ = fenced.LoadOrStore(s, script.New(lock.FenceLua+fencePrelude+strings.Replace(src, fenceHook, fenceCheck, 1)))
+		v, _ = fenced.LoadOrStore(s, script.New(fence.Lua+fencePrelude+strings.Replace(src, fenceHook, fenceCheck, 1)))
 	}
 	return v.(*script.Script),
-		append(keys, lock.FenceKey(inv.cfg.prefix, g, c.fence.Name)),
-		append(args, strconv.FormatUint(c.fence.Token, 10))
+		append(keys, fence.Key(inv.cfg.prefix, g, c.fence.Name)),
+		append(args, fence.Token(c.fence.Token))
 }
 
 // raiseFences records the call's fence token in the fence key of every
@@ -111,7 +104,7 @@ func (inv *Inventory) withFence(c callConfig, g string, s *script.Script, keys [
 // after its replay check (a decided operation is answered whatever its
 // token), then refuses it (ErrStaleFence). So a token lower than one seen
 // anywhere in the group is stale through every bucket of every SKU of the
-// group. A key holding a higher token keeps it (lock.CheckFence writes
+// group. A key holding a higher token keeps it (fence.Check writes
 // nothing then). With WithReplicaAck each record is acknowledged like a
 // write; ackErr reports those the replicas did not acknowledge, for the
 // caller to return with the operation's result. Nothing of the operation
@@ -122,12 +115,12 @@ func (inv *Inventory) raiseFences(ctx context.Context, c callConfig, g string, b
 	}
 	keys := make([]string, b)
 	for k := range keys {
-		keys[k] = lock.FenceKey(inv.cfg.prefix, bucketTag(g, k), c.fence.Name)
+		keys[k] = fence.Key(inv.cfg.prefix, bucketTag(g, k), c.fence.Name)
 	}
 	f, higher := *c.fence, uint64(0)
 	for _, key := range keys {
-		err := lock.CheckFence(ctx, inv.rdb, key, f)
-		if errors.Is(err, lock.ErrStaleFence) {
+		err := fence.Check(ctx, inv.rdb, inv.cfg.retry, key, f.Token)
+		if errors.Is(err, fence.ErrStale) {
 			v, err := inv.rdb.Get(ctx, key).Uint64()
 			if err != nil {
 				return nil, err
@@ -149,7 +142,7 @@ func (inv *Inventory) raiseFences(ctx context.Context, c callConfig, g string, b
 	}
 	f.Token = higher
 	for _, key := range keys {
-		if err := lock.CheckFence(ctx, inv.rdb, key, f); err != nil && !errors.Is(err, lock.ErrStaleFence) {
+		if err := fence.Check(ctx, inv.rdb, inv.cfg.retry, key, f.Token); err != nil && !errors.Is(err, fence.ErrStale) {
 			return nil, err
 		}
 		if _, err := script.Acked(ctx, inv.rdb, inv.cfg.ack, key); errors.Is(err, script.ErrReplicaAck) {

@@ -3,11 +3,11 @@ package wallet
 import (
 	_ "embed"
 
+	"github.com/redkit-go/redkit/internal/fence"
 	"github.com/redkit-go/redkit/internal/script"
-	"github.com/redkit-go/redkit/lock"
 )
 
-// Every script is lock.FenceLua, lib.lua and its body; the bodies document
+// Every script is fence.Lua, lib.lua and its body; the bodies document
 // their KEYS, ARGV and reply.
 var (
 	//go:embed scripts/lib.lua
@@ -66,13 +66,13 @@ var (
 // outside Go, e.g. with redis-benchmark after SCRIPT LOAD.
 func PostingScriptSource() string { return postScript.Source() }
 
-func newScript(body string) *script.Script { return script.New(lock.FenceLua + "\n" + libLua + body) }
+func newScript(body string) *script.Script { return script.New(fence.Lua + "\n" + libLua + body) }
 
-// newFastScript builds post.lua and transfer.lua: lock.FenceLua, lib.lua
+// newFastScript builds post.lua and transfer.lua: fence.Lua, lib.lua
 // wrapped in the function redkit_lib (its closures are made only on the
 // rarer paths that call it), fast.lua, then the body.
 func newFastScript(body string) *script.Script {
-	return script.New(lock.FenceLua + "\nlocal function redkit_lib()\n" + libLua +
+	return script.New(fence.Lua + "\nlocal function redkit_lib()\n" + libLua +
 		"\nreturn {account = account, marker = marker, conflict = conflict, replay = replay, reply = reply, " +
 		"sweep_due = sweep_due}\nend\n" + fastLua + body)
 }

@@ -11,11 +11,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redkit-go/redkit/internal/fence"
 	"github.com/redkit-go/redkit/internal/keys"
 	"github.com/redkit-go/redkit/internal/retry"
 	"github.com/redkit-go/redkit/internal/script"
 	"github.com/redkit-go/redkit/internal/valid"
-	"github.com/redkit-go/redkit/lock"
 )
 
 // MaxMemo is the longest memo, in bytes, a posting may carry.
@@ -269,13 +269,10 @@ func (l *Ledger) fence(group string, opts []CallOption) ([]string, []any, error)
 		return nil, nil, nil
 	}
 	f := *cc.fence
-	if err := valid.Name("fence lock name", f.Name); err != nil {
+	if err := fence.Validate(f.Name, f.Token); err != nil {
 		return nil, nil, err
 	}
-	if f.Token == 0 || f.Token > valid.MaxAmount {
-		return nil, nil, fmt.Errorf("%w: fence token %d outside 1..%d", ErrInvalid, f.Token, uint64(valid.MaxAmount))
-	}
-	return []string{lock.FenceKey(l.cfg.prefix, group, f.Name)}, []any{strconv.FormatUint(f.Token, 10)}, nil
+	return []string{fence.Key(l.cfg.prefix, group, f.Name)}, []any{fence.Token(f.Token)}, nil
 }
 
 // Transfer moves t.Amount from t.From to t.To, accounts of one currency,

@@ -1,4 +1,4 @@
--- Fence check for resources that are not Lua scripts (lock.CheckFence).
+-- Fence check for resources that are not Lua scripts (lock.CheckFence, fence.Check).
 -- The chunk in fence.lua is prepended.
 -- KEYS[1]  fence key
 -- ARGV[1]  token (decimal)
