@@ -2,7 +2,6 @@ package idgen
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"strings"
@@ -18,10 +17,7 @@ import (
 	"github.com/redkit-go/redkit/internal/valid"
 )
 
-//go:embed scripts/reserve.lua
-var reserveSrc string
-
-var reserveScript = script.New(reserveSrc)
+var reserveScript = scripts.Script("reserve.lua")
 
 // replicaProbeTTL is how long the replica count of a counter's primary is
 // cached. Any failed write drops the cached value.

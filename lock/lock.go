@@ -3,13 +3,11 @@ package lock
 import (
 	"context"
 	"crypto/rand"
-	_ "embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	mathrand "math/rand/v2"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -22,73 +20,10 @@ import (
 )
 
 var (
-	//go:embed scripts/acquire.lua
-	acquireSrc string
-	//go:embed scripts/extend.lua
-	extendSrc string
-	//go:embed scripts/release.lua
-	releaseSrc string
-	//go:embed scripts/common.lua
-	commonLua string
-
-	acquireScript = newLockScript(acquireSrc)
-	extendScript  = newLockScript(extendSrc)
-	releaseScript = newLockScript(releaseSrc)
+	acquireScript = lockScript("acquire.lua")
+	extendScript  = lockScript("extend.lua")
+	releaseScript = lockScript("release.lua")
 )
-
-// newLockScript returns a lock script with the shared functions of
-// scripts/common.lua it calls prepended, and only those: Redis runs the
-// whole chunk on every call, and each function defined is a closure built
-// per call.
-func newLockScript(src string) *script.Script { return script.New(withCommon(src)) }
-
-// withCommon adds to src the functions of scripts/common.lua that src
-// calls, directly or through another such function, in their order there:
-// at the line "-- @common" when src has one (a fast path above it runs
-// without building them), else at the top.
-func withCommon(src string) string {
-	var names, defs []string
-	for _, block := range strings.Split(commonLua, "\n\n") {
-		_, rest, ok := strings.Cut(block, "local function ")
-		if !ok {
-			continue
-		}
-		name, _, _ := strings.Cut(rest, "(")
-		names, defs = append(names, name), append(defs, block)
-	}
-	need := make([]bool, len(names))
-	for changed := true; changed; {
-		changed = false
-		for i, name := range names {
-			if need[i] {
-				continue
-			}
-			used := strings.Contains(src, name+"(")
-			for j := range names {
-				used = used || need[j] && strings.Contains(defs[j], name+"(") && j != i
-			}
-			if used {
-				need[i], changed = true, true
-			}
-		}
-	}
-	var b strings.Builder
-	head, tail, marked := strings.Cut(src, "\n-- @common\n")
-	if marked {
-		b.WriteString(head)
-		b.WriteString("\n")
-	} else {
-		tail = src
-	}
-	for i, def := range defs {
-		if need[i] {
-			b.WriteString(def)
-			b.WriteString("\n\n")
-		}
-	}
-	b.WriteString(tail)
-	return b.String()
-}
 
 // keyVersion is the layout version of the package's keys (the v<N> in
 // them); doc.go says what changed in each and how to upgrade.
@@ -243,16 +178,11 @@ type kind struct {
 }
 
 var (
-	//go:embed scripts/fair_acquire.lua
-	fairAcquireSrc string
-	//go:embed scripts/fair_release.lua
-	fairReleaseSrc string
-
 	mutexKind     = &kind{acquire: acquireScript, extend: extendScript, release: releaseScript}
 	fairMutexKind = &kind{
-		acquire:  newLockScript(fairAcquireSrc),
+		acquire:  lockScript("fair_acquire.lua"),
 		extend:   extendScript,
-		release:  newLockScript(fairReleaseSrc),
+		release:  lockScript("fair_release.lua"),
 		withdraw: true,
 		targeted: true,
 	}

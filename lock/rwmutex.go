@@ -2,28 +2,20 @@ package lock
 
 import (
 	"context"
-	_ "embed"
 
 	"github.com/redkit-go/redkit/internal/keys"
 )
 
 var (
-	//go:embed scripts/rw_acquire_w.lua
-	rwAcquireWSrc string
-	//go:embed scripts/rw_acquire_r.lua
-	rwAcquireRSrc string
-	//go:embed scripts/rw_release_w.lua
-	rwReleaseWSrc string
-
 	rwWriterKind = &kind{
-		acquire:   newLockScript(rwAcquireWSrc),
+		acquire:   lockScript("rw_acquire_w.lua"),
 		extend:    extendScript,
-		release:   newLockScript(rwReleaseWSrc),
+		release:   lockScript("rw_release_w.lua"),
 		withdraw:  true,
 		broadcast: true,
 	}
 	rwReaderKind = &kind{
-		acquire:   newLockScript(rwAcquireRSrc),
+		acquire:   lockScript("rw_acquire_r.lua"),
 		extend:    semaphoreKind.extend,
 		release:   semaphoreKind.release,
 		broadcast: true,

@@ -2,7 +2,6 @@ package lock
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"strconv"
 
@@ -10,17 +9,10 @@ import (
 )
 
 var (
-	//go:embed scripts/sem_acquire.lua
-	semAcquireSrc string
-	//go:embed scripts/sem_extend.lua
-	semExtendSrc string
-	//go:embed scripts/sem_release.lua
-	semReleaseSrc string
-
 	semaphoreKind = &kind{
-		acquire: newLockScript(semAcquireSrc),
-		extend:  newLockScript(semExtendSrc),
-		release: newLockScript(semReleaseSrc),
+		acquire: lockScript("sem_acquire.lua"),
+		extend:  lockScript("sem_extend.lua"),
+		release: lockScript("sem_release.lua"),
 	}
 )
 

@@ -311,7 +311,7 @@
 // (Recover finishes those).
 //
 // The Lua scripts in scripts/*.lua document their KEYS, ARGV and replies;
-// PostingScriptSource returns the credit/debit script for use outside Go.
+// Scripts returns each script as Redis runs it, for use outside Go.
 //
 // # Telemetry
 //
