@@ -80,7 +80,7 @@ func TestSinkStock_trimmedPastUnconsumed(t *testing.T) {
 	// batch), then deleted.
 	errFail := errors.New("failed batch")
 	err := f.inv.Consume(ctx, stock.Consumer{Group: "book", Name: "sink", SKUs: []string{"tr/c"}},
-		func(context.Context, []stock.JournalEntry) error { return errFail })
+		func(context.Context, []stock.Entry) error { return errFail })
 	if !errors.Is(err, errFail) {
 		t.Fatal(err)
 	}

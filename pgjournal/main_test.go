@@ -172,19 +172,19 @@ func (f *fixture) int(sql string, args ...any) int64 {
 func (f *fixture) stockIDs(sku string) []string {
 	f.t.Helper()
 	var ids []string
-	start := "-"
+	cursor := ""
 	for {
-		es, err := f.inv.Journal(context.Background(), sku, start, 1000)
+		es, next, err := f.inv.Entries(context.Background(), sku, cursor, stock.MaxPage)
 		if err != nil {
 			f.t.Fatal(err)
 		}
 		for _, e := range es {
 			ids = append(ids, e.ID)
 		}
-		if len(es) < 1000 {
+		if next == "" {
 			return ids
 		}
-		start = "(" + es[len(es)-1].ID
+		cursor = next
 	}
 }
 

@@ -158,7 +158,7 @@ func (b *Book) reconcileStock(ctx context.Context, inv *stock.Inventory, sku str
 		}
 		d := &Drift{Module: "stock", Key: sku, Fields: []string{"available", "reserved", "sold", "refunded"},
 			Redis: redis1, Book: book, Unbooked: len(pending)}
-		all, err := stockJournal(ctx, inv, sku, "-")
+		all, err := stockJournal(ctx, inv, sku, "")
 		if err != nil {
 			return nil, err
 		}
@@ -176,16 +176,16 @@ func (b *Book) reconcileStock(ctx context.Context, inv *stock.Inventory, sku str
 
 func cursorAfter(ms, seq int64) string {
 	if ms == 0 && seq == 0 {
-		return "-"
+		return ""
 	}
-	return fmt.Sprintf("(%d-%d", ms, seq)
+	return fmt.Sprintf("%d-%d", ms, seq)
 }
 
-// stockJournal reads bucket 0's journal of sku from start to its end.
-func stockJournal(ctx context.Context, inv *stock.Inventory, sku, start string) ([]stock.JournalEntry, error) {
-	var out []stock.JournalEntry
+// stockJournal reads bucket 0's journal of sku after cursor to its end.
+func stockJournal(ctx context.Context, inv *stock.Inventory, sku, cursor string) ([]stock.Entry, error) {
+	var out []stock.Entry
 	for {
-		page, err := inv.Journal(ctx, sku, start, 1000)
+		page, next, err := inv.Entries(ctx, sku, cursor, stock.MaxPage)
 		if errors.Is(err, stock.ErrNotFound) {
 			return out, nil
 		}
@@ -193,10 +193,10 @@ func stockJournal(ctx context.Context, inv *stock.Inventory, sku, start string) 
 			return nil, err
 		}
 		out = append(out, page...)
-		if len(page) < 1000 {
+		if next == "" {
 			return out, nil
 		}
-		start = "(" + page[len(page)-1].ID
+		cursor = next
 	}
 }
 

@@ -62,7 +62,7 @@ func (b *Book) SinkStock(ctx context.Context, inv *stock.Inventory, c stock.Cons
 	if inv == nil {
 		return fmt.Errorf("%w: nil inventory", ErrInvalid)
 	}
-	handle := func(ctx context.Context, es []stock.JournalEntry) error {
+	handle := func(ctx context.Context, es []stock.Entry) error {
 		return b.bookStock(ctx, c.SKUs, es)
 	}
 	return b.retry(ctx, func() error {
@@ -76,7 +76,7 @@ func (b *Book) SinkStock(ctx context.Context, inv *stock.Inventory, c stock.Cons
 
 // bookStock books one batch of one stock journal (Consume hands over the
 // entries of one stream at a time).
-func (b *Book) bookStock(ctx context.Context, skus []string, es []stock.JournalEntry) error {
+func (b *Book) bookStock(ctx context.Context, skus []string, es []stock.Entry) error {
 	if len(es) == 0 {
 		return nil
 	}

@@ -296,7 +296,7 @@ func soakStock(t *testing.T, srv *redistest.Server, sz soakSize) {
 		cctx, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
 		_ = inv.Consume(cctx, stock.Consumer{Group: group, Name: name, SKUs: skus, Poll: 10 * time.Millisecond},
-			func(context.Context, []stock.JournalEntry) error { return nil })
+			func(context.Context, []stock.Entry) error { return nil })
 	}
 	consume("abandoned", "once", 300*time.Millisecond)
 	for i := range sz.orders {

@@ -400,8 +400,8 @@ func (w *stockLoad) level(ctx context.Context, c int, inv *stock.Inventory, g st
 }
 
 // journal reads every entry of sku, of every bucket.
-func (w *stockLoad) journal(ctx context.Context, sku string, buckets int) ([]stock.JournalEntry, error) {
-	var out []stock.JournalEntry
+func (w *stockLoad) journal(ctx context.Context, sku string, buckets int) ([]stock.Entry, error) {
+	var out []stock.Entry
 	g := groupOf(sku)
 	for k := range buckets {
 		tag := g
@@ -418,7 +418,7 @@ func (w *stockLoad) journal(ctx context.Context, sku string, buckets int) ([]sto
 			for _, m := range msgs {
 				s := func(f string) string { v, _ := m.Values[f].(string); return v }
 				n := func(f string) int64 { x, _ := strconv.ParseInt(s(f), 10, 64); return x }
-				out = append(out, stock.JournalEntry{ID: m.ID, Kind: s("kind"), SKU: sku, Op: s("op"), Buyer: s("buyer"), Bucket: k,
+				out = append(out, stock.Entry{ID: m.ID, Kind: s("kind"), SKU: sku, Op: s("op"), Buyer: s("buyer"), Bucket: k,
 					Delta: stock.Levels{Available: n("d_avail"), Reserved: n("d_res"), Sold: n("d_sold"), Refunded: n("d_ref")}})
 			}
 			if len(msgs) < 1000 {

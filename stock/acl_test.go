@@ -68,12 +68,12 @@ func TestACL_redisACL_leastPrivilege(t *testing.T) {
 		_, err = inv.Trim(ctx, k)
 		require.NoError(t, err)
 	}
-	_, err = inv.Journal(ctx, sku, "-", 100)
+	_, _, err = inv.Entries(ctx, sku, "", 100)
 	require.NoError(t, err)
 	cctx, cancel := context.WithCancel(ctx)
 	got := 0
 	err = inv.Consume(cctx, stock.Consumer{Group: "warehouse", Name: "c-1", SKUs: []string{sku, hot}},
-		func(_ context.Context, es []stock.JournalEntry) error {
+		func(_ context.Context, es []stock.Entry) error {
 			if got += len(es); got > 0 {
 				cancel()
 			}

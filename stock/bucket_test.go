@@ -13,7 +13,7 @@ import (
 )
 
 // allEntries reads every bucket's journal of sku through Consume.
-func allEntries(t *testing.T, inv *stock.Inventory, sku string, want int) []stock.JournalEntry {
+func allEntries(t *testing.T, inv *stock.Inventory, sku string, want int) []stock.Entry {
 	t.Helper()
 	return consumeN(t, inv, stock.Consumer{Group: "audit", Name: "t", SKUs: []string{sku}, Batch: 1000}, want)
 }

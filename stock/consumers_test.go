@@ -34,7 +34,7 @@ func TestRegress_journalIdleConsumersRemoved(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		err := inv.Consume(cctx, stock.Consumer{Group: "g", Name: name, SKUs: []string{"sku"}, Poll: 5 * time.Millisecond},
-			func(context.Context, []stock.JournalEntry) error { cancel(); return nil })
+			func(context.Context, []stock.Entry) error { cancel(); return nil })
 		require.ErrorIs(t, err, context.Canceled)
 	}
 	deduct(0, 3)
@@ -44,7 +44,7 @@ func TestRegress_journalIdleConsumersRemoved(t *testing.T) {
 	deduct(6, 9)
 	// A consumer that crashed with its entries pending.
 	err := inv.Consume(ctx, stock.Consumer{Group: "g", Name: "pod-crashed", SKUs: []string{"sku"}},
-		func(context.Context, []stock.JournalEntry) error { return errors.New("crash") })
+		func(context.Context, []stock.Entry) error { return errors.New("crash") })
 	require.ErrorContains(t, err, "crash")
 	names := func() []string {
 		cs, err := rdb.XInfoConsumers(ctx, journal, "g").Result()
@@ -63,7 +63,7 @@ func TestRegress_journalIdleConsumersRemoved(t *testing.T) {
 	go func() {
 		done <- inv.Consume(cctx, stock.Consumer{Group: "g", Name: "pod-live", SKUs: []string{"sku"},
 			Poll: 5 * time.Millisecond, MinIdle: time.Hour, ForgetIdle: 200 * time.Millisecond},
-			func(context.Context, []stock.JournalEntry) error { return nil })
+			func(context.Context, []stock.Entry) error { return nil })
 	}()
 	require.Eventually(t, func() bool { return slices.Equal(names(), []string{"pod-crashed", "pod-live"}) },
 		10*time.Second, 20*time.Millisecond, "idle consumers stay in the group: %v", names())
@@ -92,7 +92,7 @@ func TestRegress_abandonedGroupHoldsTrimBounded(t *testing.T) {
 	}
 	// The group reads the first entries and is abandoned with them pending.
 	err := inv.Consume(ctx, stock.Consumer{Group: "abandoned", Name: "c", SKUs: []string{"sku"}, Batch: 3},
-		func(context.Context, []stock.JournalEntry) error { return errors.New("gone") })
+		func(context.Context, []stock.Entry) error { return errors.New("gone") })
 	require.ErrorContains(t, err, "gone")
 	overrun := func() int64 {
 		var rm metricdata.ResourceMetrics
@@ -121,7 +121,7 @@ func TestRegress_abandonedGroupHoldsTrimBounded(t *testing.T) {
 	n, err = inv.Trim(ctx, "sku")
 	require.NoError(t, err)
 	require.Equal(t, int64(6), n, "creation and 5 deductions, behind the checkpoint")
-	first, err := inv.Journal(ctx, "sku", "", 1)
+	first, _, err := inv.Entries(ctx, "sku", "", 1)
 	require.NoError(t, err)
 	require.Equal(t, ckpt, first[0].ID)
 	require.Equal(t, int64(1), overrun())
@@ -131,9 +131,9 @@ func TestRegress_abandonedGroupHoldsTrimBounded(t *testing.T) {
 	// acknowledged without being handed over, then it reads on.
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var got []stock.JournalEntry
+	var got []stock.Entry
 	err = inv.Consume(cctx, stock.Consumer{Group: "abandoned", Name: "c", SKUs: []string{"sku"}, Poll: 5 * time.Millisecond},
-		func(_ context.Context, es []stock.JournalEntry) error {
+		func(_ context.Context, es []stock.Entry) error {
 			got = append(got, es...)
 			if len(got) > 0 && got[len(got)-1].ID == ckpt {
 				cancel()

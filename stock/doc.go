@@ -69,7 +69,9 @@
 //     rolled back to an older copy are reported), and compares reserved
 //     with the units of the holds in the deadline index. Checkpoint audits
 //     first and refuses with ErrDrift rather than write a checkpoint over
-//     levels the journal does not explain.
+//     levels the journal does not explain. Entries reads a SKU's journal in
+//     pages (a cursor, a limit up to MaxPage), as wallet's Entries reads an
+//     account's; Consume hands it to consumer groups.
 //
 // # Reservations
 //
@@ -148,7 +150,7 @@
 // One span per public call, named stock.<operation> (stock.deduct,
 // stock.reserve, stock.confirm, stock.cancel, stock.refund, stock.restock,
 // stock.writeoff, stock.create, stock.close_sku, stock.level, stock.audit,
-// stock.journal, stock.checkpoint, stock.trim, stock.reclaim,
+// stock.entries, stock.checkpoint, stock.trim, stock.reclaim,
 // stock.deduct_batch), a child of the caller's span, with redkit.outcome
 // and redkit.replayed; refusals are outcomes, not span errors. Background
 // work has a root span per batch: stock.reclaim_batch per round of the

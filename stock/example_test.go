@@ -96,7 +96,7 @@ func ExampleInventory_Consume() {
 	// Persist the journal, e.g. into a database; stop when caught up here.
 	ctx, stop := context.WithCancel(ctx)
 	_ = inv.Consume(ctx, stock.Consumer{Group: "warehouse-db", Name: "worker-1", SKUs: []string{"sku-1"}},
-		func(_ context.Context, entries []stock.JournalEntry) error {
+		func(_ context.Context, entries []stock.Entry) error {
 			for _, e := range entries {
 				fmt.Println(e.Kind, e.Op, e.Delta.Available, e.After.Available)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -31,10 +32,10 @@ const (
 	KindCheckpoint  = "checkpoint"   // no change; carries the levels so audits start here
 )
 
-// JournalEntry is one change of one SKU, appended by the same script that
-// made the change, so the journal never misses or duplicates one.
-type JournalEntry struct {
-	ID    string // stream entry ID, ordered by time; unique within the SKU's journal
+// Entry is one change of one SKU, appended by the same script that made
+// the change, so the journal never misses or duplicates one.
+type Entry struct {
+	ID    string // stream entry ID, increasing; unique within the SKU's journal; usable as an Entries cursor
 	Kind  string // one of the Kind constants
 	SKU   string
 	Op    string // the order or operation ID; empty for create, close, checkpoint
@@ -47,45 +48,79 @@ type JournalEntry struct {
 	// Bucket is the bucket whose journal holds the entry (0 unless the SKU is
 	// split into buckets; set by Consume, IDs are unique per bucket).
 	Bucket int
+	Time   time.Time // server time of the entry (from its ID)
 }
 
-func parseEntry(m redis.XMessage) JournalEntry {
+func parseEntry(m redis.XMessage) Entry {
 	s := func(k string) string { v, _ := m.Values[k].(string); return v }
 	n := func(k string) int64 { x, _ := strconv.ParseInt(s(k), 10, 64); return x }
-	return JournalEntry{
+	e := Entry{
 		ID: m.ID, Kind: s("kind"), SKU: s("sku"), Op: s("op"), Buyer: s("buyer"),
 		Delta:       Levels{Available: n("d_avail"), Reserved: n("d_res"), Sold: n("d_sold"), Refunded: n("d_ref")},
 		After:       Levels{Available: n("avail"), Reserved: n("res"), Sold: n("sold"), Refunded: n("ref")},
 		SupplyDelta: n("d_supply"), Supply: n("supply"),
 	}
+	if ms, _, ok := strings.Cut(m.ID, "-"); ok {
+		v, _ := strconv.ParseInt(ms, 10, 64)
+		e.Time = time.UnixMilli(v)
+	}
+	return e
 }
 
-// Journal returns up to count entries of sku's journal (bucket 0's for a SKU
-// split into buckets; Consume reads them all) with IDs from start on
-// ("" or "-" for the oldest kept; count <= 0 means 100). Page with
-// start = "(" + the last ID returned.
-func (inv *Inventory) Journal(ctx context.Context, sku, start string, count int64) (_ []JournalEntry, err error) {
-	ctx, done := inv.tel.begin(ctx, "journal")
+// MaxPage is the largest page Entries returns.
+const MaxPage = 1000
+
+var cursorRE = regexp.MustCompile(`^[0-9]{1,20}-[0-9]{1,20}$`)
+
+// Entries returns up to limit (1..MaxPage) journal entries of sku that
+// come after cursor, oldest first, and the cursor of the next page ("" when
+// this page reached the end), as wallet's Entries does for an account. An
+// empty cursor starts at the oldest retained entry; entries older than the
+// last checkpoint may have been trimmed. A SKU split into buckets: bucket
+// 0's journal (Consume reads them all). Errors: ErrInvalid, ErrNotFound.
+func (inv *Inventory) Entries(ctx context.Context, sku, cursor string, limit int) (_ []Entry, _ string, err error) {
+	ctx, done := inv.tel.begin(ctx, "entries")
 	defer func() { done(err) }()
 	g, err := inv.checkSKU(sku)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	if start == "" {
-		start = "-"
+	if cursor != "" && !cursorRE.MatchString(cursor) {
+		return nil, "", fmt.Errorf("%w: cursor %q is not a journal entry ID", ErrInvalid, cursor)
 	}
-	if count <= 0 {
-		count = 100
+	if limit < 1 || limit > MaxPage {
+		return nil, "", fmt.Errorf("%w: limit %d outside 1..%d", ErrInvalid, limit, MaxPage)
 	}
-	msgs, err := inv.rdb.XRangeN(ctx, inv.journalKey(g, sku), start, "+", count).Result()
+	start := "-"
+	if cursor != "" {
+		start = "(" + cursor
+	}
+	var ex *redis.IntCmd
+	var xr *redis.XMessageSliceCmd
+	_, err = inv.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		ex = p.Exists(ctx, inv.skuKey(g, sku))
+		// One entry more than the page: a page that ends at the journal's
+		// newest entry then returns no cursor.
+		xr = p.XRangeN(ctx, inv.journalKey(g, sku), start, "+", int64(limit)+1)
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("stock: journal %s: %w", sku, err)
+		return nil, "", fmt.Errorf("stock: entries %s: %w", sku, err)
 	}
-	out := make([]JournalEntry, len(msgs))
+	msgs := xr.Val()
+	if ex.Val() == 0 && len(msgs) == 0 {
+		return nil, "", fmt.Errorf("stock: entries %s: %w", sku, ErrNotFound)
+	}
+	next := ""
+	if len(msgs) > limit {
+		msgs = msgs[:limit]
+		next = msgs[limit-1].ID
+	}
+	out := make([]Entry, len(msgs))
 	for i, m := range msgs {
 		out[i] = parseEntry(m)
 	}
-	return out, nil
+	return out, next, nil
 }
 
 // ErrDrift means Checkpoint found books its audit does not explain: the
@@ -237,7 +272,7 @@ type Consumer struct {
 // newer entry of their journal is read. Consume returns when
 // ctx ends (with ctx.Err()) or when handle fails (with its error; the batch
 // stays unacknowledged and is delivered again).
-func (inv *Inventory) Consume(ctx context.Context, c Consumer, handle func(ctx context.Context, entries []JournalEntry) error) error {
+func (inv *Inventory) Consume(ctx context.Context, c Consumer, handle func(ctx context.Context, entries []Entry) error) error {
 	if err := errors.Join(valid.Name("consumer group", c.Group), valid.Name("consumer name", c.Name)); err != nil {
 		return err
 	}
@@ -306,7 +341,7 @@ func (inv *Inventory) Consume(ctx context.Context, c Consumer, handle func(ctx c
 		if len(msgs) == 0 {
 			return nil
 		}
-		entries := make([]JournalEntry, 0, len(msgs))
+		entries := make([]Entry, 0, len(msgs))
 		ids := make([]string, len(msgs))
 		for i, m := range msgs {
 			ids[i] = m.ID

@@ -29,7 +29,7 @@ func TestInventory_Journal_recordsEveryChange(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, inv.CloseSKU(ctx, "sku"))
 
-	es, err := inv.Journal(ctx, "sku", "", 100)
+	es, _, err := inv.Entries(ctx, "sku", "", 100)
 	require.NoError(t, err)
 	require.Len(t, es, 5)
 	kinds := []string{stock.KindCreate, stock.KindDeduct, stock.KindRestock, stock.KindWriteOff, stock.KindClose}
@@ -37,8 +37,10 @@ func TestInventory_Journal_recordsEveryChange(t *testing.T) {
 		require.Equal(t, kinds[i], e.Kind)
 		require.Equal(t, "sku", e.SKU)
 	}
-	require.Equal(t, stock.JournalEntry{ID: es[1].ID, Kind: stock.KindDeduct, SKU: "sku", Op: "o1", Buyer: "u1",
-		Delta: stock.Levels{Available: -3, Sold: 3}, After: stock.Levels{Available: 7, Sold: 3}, Supply: 10}, es[1])
+	require.Equal(t, stock.Entry{ID: es[1].ID, Kind: stock.KindDeduct, SKU: "sku", Op: "o1", Buyer: "u1",
+		Delta: stock.Levels{Available: -3, Sold: 3}, After: stock.Levels{Available: 7, Sold: 3}, Supply: 10,
+		Time: es[1].Time}, es[1])
+	require.WithinDuration(t, time.Now(), es[1].Time, time.Minute, "the entry's time is the server's, from its ID")
 	require.Equal(t, stock.Levels{Available: 9, Sold: 3}, es[4].After)
 	require.Equal(t, int64(12), es[4].Supply)
 
@@ -97,7 +99,7 @@ func TestInventory_CheckpointTrim(t *testing.T) {
 	n, err = inv.Trim(ctx, "sku")
 	require.NoError(t, err)
 	require.Equal(t, int64(6), n)
-	es, err := inv.Journal(ctx, "sku", "", 100)
+	es, _, err := inv.Entries(ctx, "sku", "", 100)
 	require.NoError(t, err)
 	require.Len(t, es, 4)
 	require.Equal(t, ck, es[0].ID)
@@ -137,13 +139,13 @@ func TestInventory_Trim_keepsUnconsumed(t *testing.T) {
 }
 
 // consumeN runs Consume until it has handled want entries.
-func consumeN(t *testing.T, inv *stock.Inventory, c stock.Consumer, want int) []stock.JournalEntry {
+func consumeN(t *testing.T, inv *stock.Inventory, c stock.Consumer, want int) []stock.Entry {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	var got []stock.JournalEntry
+	var got []stock.Entry
 	c.Poll = 10 * time.Millisecond
-	err := inv.Consume(ctx, c, func(_ context.Context, es []stock.JournalEntry) error {
+	err := inv.Consume(ctx, c, func(_ context.Context, es []stock.Entry) error {
 		got = append(got, es...)
 		if len(got) >= want {
 			cancel()
@@ -166,7 +168,7 @@ func TestInventory_Consume_redeliversFailedAndAbandoned(t *testing.T) {
 	// c1 fails on its first batch: nothing is acknowledged.
 	boom := errors.New("db down")
 	err = inv.Consume(ctx, stock.Consumer{Group: "db", Name: "c1", SKUs: []string{"g/a", "g/b"}},
-		func(context.Context, []stock.JournalEntry) error { return boom })
+		func(context.Context, []stock.Entry) error { return boom })
 	require.ErrorIs(t, err, boom)
 
 	// c2 takes over c1's entries once they are idle for MinIdle, and reads
@@ -177,7 +179,7 @@ func TestInventory_Consume_redeliversFailedAndAbandoned(t *testing.T) {
 	defer cancel()
 	err = inv.Consume(cctx, stock.Consumer{Group: "db", Name: "c2", SKUs: []string{"g/a", "g/b"},
 		MinIdle: 50 * time.Millisecond, Poll: 10 * time.Millisecond},
-		func(_ context.Context, es []stock.JournalEntry) error {
+		func(_ context.Context, es []stock.Entry) error {
 			mu.Lock()
 			defer mu.Unlock()
 			for _, e := range es {
@@ -197,7 +199,7 @@ func TestInventory_Consume_redeliversFailedAndAbandoned(t *testing.T) {
 
 func TestInventory_Consume_badInput(t *testing.T) {
 	inv, _, _ := newInventory(t)
-	handle := func(context.Context, []stock.JournalEntry) error { return nil }
+	handle := func(context.Context, []stock.Entry) error { return nil }
 	for _, c := range []stock.Consumer{
 		{Group: "", Name: "c", SKUs: []string{"sku"}},
 		{Group: "g", Name: "c c", SKUs: []string{"sku"}},

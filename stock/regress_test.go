@@ -297,7 +297,7 @@ func TestConsume_startedBeforeBucketedCreate(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- inv.Consume(ctx, stock.Consumer{Group: "g", Name: "c", SKUs: []string{"late"}, Poll: time.Millisecond},
-			func(_ context.Context, es []stock.JournalEntry) error {
+			func(_ context.Context, es []stock.Entry) error {
 				mu.Lock()
 				defer mu.Unlock()
 				for _, e := range es {

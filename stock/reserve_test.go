@@ -186,7 +186,7 @@ func TestInventory_Deduct_reclaimsExpiredHoldsLazily(t *testing.T) {
 	out, err := inv.Deduct(ctx, order("o4", "u1", "sku", 2)) // u1's allowance is back too
 	require.NoError(t, err)
 	require.Equal(t, stock.Levels{Available: 0, Reserved: 2, Sold: 2}, out.Levels["sku"])
-	es, err := inv.Journal(ctx, "sku", "", 100)
+	es, _, err := inv.Entries(ctx, "sku", "", 100)
 	require.NoError(t, err)
 	require.Equal(t, stock.KindExpire, es[len(es)-2].Kind)
 	require.Equal(t, "o1", es[len(es)-2].Op)

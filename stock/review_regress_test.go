@@ -194,19 +194,19 @@ func TestConsume_takeoverKeepsJournalOrder(t *testing.T) {
 	}
 	died := errors.New("consumer a died")
 	err := inv.Consume(ctx, stock.Consumer{Group: "db", Name: "a", SKUs: []string{sku}, Batch: 100},
-		func(context.Context, []stock.JournalEntry) error { return died })
+		func(context.Context, []stock.Entry) error { return died })
 	require.ErrorIs(t, err, died)
 	for i := range 3 {
 		_, err := inv.Deduct(ctx, order(fmt.Sprintf("late-%d", i), "u", sku, 1))
 		require.NoError(t, err)
 	}
 	var mu sync.Mutex
-	var seen []stock.JournalEntry
+	var seen []stock.Entry
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	err = inv.Consume(cctx, stock.Consumer{Group: "db", Name: "b", SKUs: []string{sku}, Batch: 100,
 		MinIdle: 300 * time.Millisecond, Poll: 20 * time.Millisecond},
-		func(_ context.Context, es []stock.JournalEntry) error {
+		func(_ context.Context, es []stock.Entry) error {
 			mu.Lock()
 			defer mu.Unlock()
 			seen = append(seen, es...)
@@ -241,7 +241,7 @@ func TestConsume_waitingSKUNotTrimmedBeforeFollowed(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- inv.Consume(cctx, stock.Consumer{Group: "db", Name: "c1", SKUs: []string{sku}, Poll: 2 * time.Second},
-			func(_ context.Context, es []stock.JournalEntry) error {
+			func(_ context.Context, es []stock.Entry) error {
 				mu.Lock()
 				defer mu.Unlock()
 				for _, e := range es {

@@ -107,19 +107,19 @@ func (s *sale) verify(t *testing.T, inv *stock.Inventory, sku string, supply, li
 	}
 	// Exactly one journal entry per successful order, none for refusals.
 	perOrder := map[string]int{}
-	start := ""
+	cursor := ""
 	for {
-		es, err := inv.Journal(ctx, sku, start, 1000)
+		es, next, err := inv.Entries(ctx, sku, cursor, stock.MaxPage)
 		require.NoError(t, err)
 		for _, e := range es {
 			if e.Kind == stock.KindDeduct {
 				perOrder[e.Op]++
 			}
 		}
-		if len(es) < 1000 {
+		if next == "" {
 			break
 		}
-		start = "(" + es[len(es)-1].ID
+		cursor = next
 	}
 	require.Len(t, perOrder, len(s.sold))
 	for id, n := range perOrder {

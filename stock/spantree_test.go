@@ -97,7 +97,7 @@ func TestSpanTree_consumeBatch(t *testing.T) {
 	defer cancel()
 	ctx, consumer := tracer.Start(ctx, "journal consumer")
 	err := inv.Consume(ctx, stock.Consumer{Group: "db", Name: "c1", SKUs: []string{"sku"}, Poll: 10 * time.Millisecond},
-		func(ctx context.Context, es []stock.JournalEntry) error {
+		func(ctx context.Context, es []stock.Entry) error {
 			_, span := tracer.Start(ctx, "db write")
 			span.End()
 			cancel()

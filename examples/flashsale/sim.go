@@ -422,7 +422,7 @@ func startJournal(ctx context.Context, inv *stock.Inventory, sku string) *journa
 	c := stock.Consumer{Group: "flashsale-report", Name: "sim", SKUs: []string{sku}, Poll: 50 * time.Millisecond}
 	go func() {
 		defer close(j.done)
-		j.err = inv.Consume(ctx, c, func(_ context.Context, entries []stock.JournalEntry) error {
+		j.err = inv.Consume(ctx, c, func(_ context.Context, entries []stock.Entry) error {
 			j.mu.Lock()
 			defer j.mu.Unlock()
 			for _, e := range entries {
