@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -13,12 +12,6 @@ import (
 	"github.com/redkit-go/redkit/idgen"
 	"github.com/redkit-go/redkit/redistest"
 )
-
-// nameGrammar is ARCHITECTURE.md §5's name rule, an oracle independent of package
-// valid: 1–128 bytes of A-Z a-z 0-9 . _ - : with at most one inner '/'.
-var nameGrammar = regexp.MustCompile(`^[A-Za-z0-9._:-]+(/[A-Za-z0-9._:-]+)?$`)
-
-func validName(s string) bool { return len(s) <= 128 && nameGrammar.MatchString(s) }
 
 // FuzzID_encodings starts from the value (FuzzParse, FuzzParseBase32 and
 // FuzzJSON start from the text): every ID survives each of its encodings
@@ -78,7 +71,7 @@ func FuzzNewGenerators(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		okName := validName(name)
+		okName := redistest.ValidName(name)
 		// The sequence and the segment count on separate keys (a shared key
 		// would be exhausted by a maximal segment step after the sequence).
 		okSteps := minStep >= 1 && maxStep >= minStep && maxStep <= 1<<53-1

@@ -3,7 +3,6 @@ package lock_test
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -13,21 +12,6 @@ import (
 	"github.com/redkit-go/redkit/lock"
 	"github.com/redkit-go/redkit/redistest"
 )
-
-// nameGrammar is ARCHITECTURE.md §5's name rule, an oracle independent of package
-// valid: 1–128 bytes of A-Z a-z 0-9 . _ - : with at most one inner '/'.
-var nameGrammar = regexp.MustCompile(`^[A-Za-z0-9._:-]+(/[A-Za-z0-9._:-]+)?$`)
-
-func validName(s string) bool { return len(s) <= 128 && nameGrammar.MatchString(s) }
-
-func group(name string) string {
-	for i := 0; i < len(name); i++ {
-		if name[i] == '/' {
-			return name[:i]
-		}
-	}
-	return name
-}
 
 // fuzzState is what one fuzz input left on the shared server: the keys under
 // its own prefix, and the database size.
@@ -102,7 +86,7 @@ func FuzzMutex(f *testing.F) {
 		locks := mustNew(t, rdb, lock.WithKeyPrefix(prefix), lock.WithPolling(time.Millisecond, 10*time.Millisecond))
 		defer locks.Close()
 		ctx := t.Context()
-		want := validName(name) && d >= 10*time.Millisecond && d <= 24*time.Hour
+		want := redistest.ValidName(name) && d >= 10*time.Millisecond && d <= 24*time.Hour
 		st := fuzzBefore(t, rdb, prefix)
 
 		m := locks.Mutex(name, lock.WithTTL(d), lock.WithWatchdog(false))
@@ -122,7 +106,7 @@ func FuzzMutex(f *testing.F) {
 			if err := l.Release(ctx); err != nil && !errors.Is(err, lock.ErrLeaseExpired) {
 				t.Fatalf("release %q: %v", name, err)
 			}
-			st.requireTagged(t, group(name))
+			st.requireTagged(t, redistest.Tag(name))
 		}
 
 		want = want && permits >= 1 && permits <= lock.MaxPermits
@@ -141,7 +125,7 @@ func FuzzMutex(f *testing.F) {
 		if err := l.Release(ctx); err != nil && !errors.Is(err, lock.ErrLeaseExpired) {
 			t.Fatalf("release semaphore %q: %v", name, err)
 		}
-		st.requireTagged(t, group(name))
+		st.requireTagged(t, redistest.Tag(name))
 	})
 }
 

@@ -259,7 +259,7 @@ func retentionNames(n int) []string {
 func distinctSlots(names []string) int {
 	slots := map[int]bool{}
 	for _, n := range names {
-		slots[redistest.KeySlot("{"+group(n)+"}")] = true
+		slots[redistest.KeySlot("{"+redistest.Tag(n)+"}")] = true
 	}
 	return len(slots)
 }

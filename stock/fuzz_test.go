@@ -3,7 +3,6 @@ package stock_test
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,19 +13,6 @@ import (
 	"github.com/redkit-go/redkit/redistest"
 	"github.com/redkit-go/redkit/stock"
 )
-
-// nameGrammar is ARCHITECTURE.md §5's name rule, an oracle independent of package
-// valid: 1–128 bytes of A-Z a-z 0-9 . _ - : with at most one inner '/'.
-var nameGrammar = regexp.MustCompile(`^[A-Za-z0-9._:-]+(/[A-Za-z0-9._:-]+)?$`)
-
-func validName(s string) bool { return len(s) <= 128 && nameGrammar.MatchString(s) }
-
-func validAmount(v int64) bool { return v >= 1 && v <= 1<<53-1 }
-
-func groupOf(id string) string {
-	g, _, _ := strings.Cut(id, "/")
-	return g
-}
 
 var fuzzSeq int
 
@@ -79,8 +65,8 @@ func FuzzCreate(f *testing.F) {
 	f.Fuzz(func(t *testing.T, sku string, initial, limit int64, buckets int) {
 		inv, prefix := fuzzInventory(t, rdb)
 		ctx := t.Context()
-		want := validName(sku) && (initial == 0 || validAmount(initial)) &&
-			(limit == 0 || validAmount(limit)) && buckets >= 0 && buckets <= stock.MaxBuckets
+		want := redistest.ValidName(sku) && (initial == 0 || redistest.ValidAmount(initial)) &&
+			(limit == 0 || redistest.ValidAmount(limit)) && buckets >= 0 && buckets <= stock.MaxBuckets
 		before := redistest.Capture(t, rdb, prefix+":*")
 		err := inv.Create(ctx, sku, initial, stock.WithBuyerLimit(limit), stock.WithBuckets(buckets))
 		if !want {
@@ -100,7 +86,7 @@ func FuzzCreate(f *testing.F) {
 		if lv != (stock.Levels{Available: initial}) {
 			t.Fatalf("Level(%q) = %+v after creating %d", sku, lv, initial)
 		}
-		requireTagged(t, rdb, prefix, groupOf(sku), max(buckets, 1))
+		requireTagged(t, rdb, prefix, redistest.Tag(sku), max(buckets, 1))
 	})
 }
 
@@ -120,8 +106,8 @@ func FuzzDeduct(f *testing.F) {
 	f.Fuzz(func(t *testing.T, orderID, buyer, sku string, qty, ttl int64) {
 		inv, prefix := fuzzInventory(t, rdb)
 		ctx := t.Context()
-		names := validName(orderID) && validName(buyer) && validName(sku)
-		if validName(sku) {
+		names := redistest.ValidName(orderID) && redistest.ValidName(buyer) && redistest.ValidName(sku)
+		if redistest.ValidName(sku) {
 			if err := inv.Create(ctx, sku, supply); err != nil {
 				t.Fatalf("Create(%q): %v", sku, err)
 			}
@@ -130,7 +116,7 @@ func FuzzDeduct(f *testing.F) {
 		before := redistest.Capture(t, rdb, prefix+":*")
 		res, err := inv.Deduct(ctx, o)
 		switch {
-		case !names || !validAmount(qty):
+		case !names || !redistest.ValidAmount(qty):
 			if !errors.Is(err, stock.ErrInvalid) {
 				t.Fatalf("Deduct(%+v) = %v, want ErrInvalid", o, err)
 			}
@@ -158,7 +144,7 @@ func FuzzDeduct(f *testing.F) {
 		d := time.Duration(ttl)
 		_, err = inv.Reserve(ctx, r, d)
 		switch {
-		case !validName(r.ID) || !validName(buyer) || !validName(sku) || d < time.Second || d > 7*24*time.Hour:
+		case !redistest.ValidName(r.ID) || !redistest.ValidName(buyer) || !redistest.ValidName(sku) || d < time.Second || d > 7*24*time.Hour:
 			if !errors.Is(err, stock.ErrInvalid) {
 				t.Fatalf("Reserve(%+v, %v) = %v, want ErrInvalid", r, d, err)
 			}
@@ -167,8 +153,8 @@ func FuzzDeduct(f *testing.F) {
 			// A conflict: the fuzzer chose orderID == r.ID.
 			t.Fatalf("Reserve(%+v, %v): %v", r, d, err)
 		}
-		if validName(sku) {
-			requireTagged(t, rdb, prefix, groupOf(sku), 1)
+		if redistest.ValidName(sku) {
+			requireTagged(t, rdb, prefix, redistest.Tag(sku), 1)
 		}
 	})
 }

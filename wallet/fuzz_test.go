@@ -14,15 +14,11 @@ import (
 	"github.com/redkit-go/redkit/wallet"
 )
 
-// Oracles independent of package valid: ARCHITECTURE.md §5's name rule and the
-// currency code rule of WithCurrency.
-var (
-	nameGrammar     = regexp.MustCompile(`^[A-Za-z0-9._:-]+(/[A-Za-z0-9._:-]+)?$`)
-	currencyGrammar = regexp.MustCompile(`^[A-Za-z0-9._-]{1,16}$`)
-)
+// currencyGrammar is the currency code rule of WithCurrency, an oracle
+// independent of package valid (names and amounts: redistest.ValidName,
+// redistest.ValidAmount).
+var currencyGrammar = regexp.MustCompile(`^[A-Za-z0-9._-]{1,16}$`)
 
-func validName(s string) bool     { return len(s) <= 128 && nameGrammar.MatchString(s) }
-func validAmount(v int64) bool    { return v >= 1 && v <= 1<<53-1 }
 func validMemo(m string) bool     { return len(m) <= wallet.MaxMemo && utf8.ValidString(m) }
 func conflict(err error) bool     { return errors.As(err, new(*wallet.ConflictError)) }
 func validCurrency(c string) bool { return currencyGrammar.MatchString(c) }
@@ -77,7 +73,7 @@ func FuzzOpen(f *testing.F) {
 		ctx := t.Context()
 		before := redistest.Capture(t, rdb, prefix+":*")
 		err := led.Open(ctx, account, wallet.WithCurrency(currency), wallet.WithOverdraft(overdraft))
-		if !validName(account) || !validCurrency(currency) || overdraft < 0 || overdraft > 1<<53-1 {
+		if !redistest.ValidName(account) || !validCurrency(currency) || overdraft < 0 || overdraft > 1<<53-1 {
 			if !errors.Is(err, wallet.ErrInvalid) {
 				t.Fatalf("Open(%q, %q, overdraft %d) = %v, want ErrInvalid", account, currency, overdraft, err)
 			}
@@ -112,7 +108,7 @@ func FuzzDebit(f *testing.F) {
 	f.Fuzz(func(t *testing.T, txID, account string, amount int64, currency, memo string, ttl int64) {
 		led, prefix := fuzzLedger(t, rdb)
 		ctx := t.Context()
-		if validName(account) {
+		if redistest.ValidName(account) {
 			if err := led.Open(ctx, account, wallet.WithCurrency("CNY")); err != nil {
 				t.Fatalf("Open(%q): %v", account, err)
 			}
@@ -124,7 +120,7 @@ func FuzzDebit(f *testing.F) {
 		before := redistest.Capture(t, rdb, prefix+":*")
 		res, err := led.Debit(ctx, tx)
 		switch {
-		case !validName(txID) || !validName(account) || !validAmount(amount) ||
+		case !redistest.ValidName(txID) || !redistest.ValidName(account) || !redistest.ValidAmount(amount) ||
 			(currency != "" && !validCurrency(currency)) || !validMemo(memo):
 			if !errors.Is(err, wallet.ErrInvalid) {
 				t.Fatalf("Debit(%+v) = %v, want ErrInvalid", tx, err)
@@ -157,7 +153,7 @@ func FuzzDebit(f *testing.F) {
 		before = redistest.Capture(t, rdb, prefix+":*")
 		_, err = led.Hold(ctx, h)
 		switch {
-		case !validName(account) || h.TTL < time.Second || h.TTL > 7*24*time.Hour:
+		case !redistest.ValidName(account) || h.TTL < time.Second || h.TTL > 7*24*time.Hour:
 			if !errors.Is(err, wallet.ErrInvalid) {
 				t.Fatalf("Hold(%+v) = %v, want ErrInvalid", h, err)
 			}
@@ -165,7 +161,7 @@ func FuzzDebit(f *testing.F) {
 		case err != nil && !errors.Is(err, wallet.ErrInsufficientFunds) && !conflict(err):
 			t.Fatalf("Hold(%+v): %v", h, err)
 		}
-		if validName(account) {
+		if redistest.ValidName(account) {
 			requireTagged(t, rdb, prefix, groupOf(account))
 		}
 	})

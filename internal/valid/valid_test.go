@@ -3,7 +3,6 @@ package valid_test
 import (
 	"errors"
 	"math"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -11,11 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redkit-go/redkit/internal/valid"
+	"github.com/redkit-go/redkit/redistest"
 )
-
-// nameGrammar is ARCHITECTURE.md §5 written as a regular expression, an oracle
-// independent of the byte loop in valid.Name.
-var nameGrammar = regexp.MustCompile(`^[A-Za-z0-9._:-]+(/[A-Za-z0-9._:-]+)?$`)
 
 func TestName(t *testing.T) {
 	long := strings.Repeat("a", 128)
@@ -125,7 +121,7 @@ func FuzzName(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		err := valid.Name("id", s)
-		want := len(s) <= 128 && nameGrammar.MatchString(s)
+		want := redistest.ValidName(s) // the grammar as a regular expression, not valid's byte loop
 		if want != (err == nil) {
 			t.Fatalf("Name(%q) = %v, grammar says valid=%v", s, err, want)
 		}
