@@ -3,7 +3,6 @@ package idgen
 import (
 	"context"
 	"crypto/rand"
-	_ "embed"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -15,19 +14,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/redkit-go/redkit/internal/keys"
-	"github.com/redkit-go/redkit/internal/script"
 	"github.com/redkit-go/redkit/internal/valid"
+	"github.com/redkit-go/redkit/internal/worker"
 )
 
 var (
-	//go:embed scripts/lease_common.lua
-	leaseCommonSrc string
-	//go:embed scripts/lease_acquire.lua
-	acquireSrc    string
-	acquireScript = script.New(leaseCommonSrc + acquireSrc)
-	//go:embed scripts/lease_renew.lua
-	renewSrc    string
-	renewScript = script.New(leaseCommonSrc + renewSrc)
+	acquireScript = scripts.Script("lease_acquire.lua", scripts.File("lease_common.lua"))
+	renewScript   = scripts.Script("lease_renew.lua", scripts.File("lease_common.lua"))
 )
 
 // leaseRetention is how long the node table outlives its last write. Its
@@ -46,9 +39,7 @@ type nodeLease struct {
 	cfg     config
 	tel     *leaseTelemetry
 	cause   trace.SpanContext // the span of the acquire that leased the node, linked from renewals
-	life    context.Context   // cancelled by close: ends renewal and any wait
-	cancel  context.CancelFunc
-	done    chan struct{}
+	w       worker.Worker     // the renewal goroutine; stopped by close, which ends any wait
 
 	// mu guards owner, node, err and the current tenure's renewed and hw;
 	// it is held while the current tenure is replaced, so Lease sees one
@@ -110,17 +101,14 @@ func NewLeasedSnowflake(ctx context.Context, rdb redis.UniversalClient, service 
 	l := &nodeLease{
 		s: s, rdb: rdb, service: service, key: nodeTableKey(cfg.prefix, service),
 		ttl: cfg.leaseTTL, margin: cfg.leaseTTL / 10, cfg: cfg, tel: tel,
-		done: make(chan struct{}),
 	}
-	l.life, l.cancel = context.WithCancel(context.Background())
 	t, err := l.acquire(ctx)
 	if err != nil {
-		l.cancel()
 		return nil, err
 	}
 	s.lease = l
 	s.t.Store(t)
-	go l.run()
+	l.w.Start(l.run)
 	return s, nil
 }
 
@@ -270,30 +258,30 @@ func (l *nodeLease) release(lastMs int64) error {
 	return nil
 }
 
-// run renews the lease until close, and leases a new node after a loss.
-func (l *nodeLease) run() {
-	defer close(l.done)
+// run renews the lease until ctx, which close cancels, ends, and leases a
+// new node after a loss.
+func (l *nodeLease) run(ctx context.Context) {
 	interval := l.ttl / 3
 	retry := min(interval, 200*time.Millisecond)
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
 	for {
 		select {
-		case <-l.life.Done():
+		case <-ctx.Done():
 			return
 		case <-timer.C:
 		}
-		timer.Reset(l.step(interval, retry))
+		timer.Reset(l.step(ctx, interval, retry))
 	}
 }
 
 // step makes one renewal (or re-lease) attempt and returns the delay to the next.
-func (l *nodeLease) step(interval, retry time.Duration) time.Duration {
+func (l *nodeLease) step(life context.Context, interval, retry time.Duration) time.Duration {
 	t := l.s.t.Load()
 	if t.node < 0 { // lost earlier: lease a new node
-		return l.reacquire(retry)
+		return l.reacquire(life, retry)
 	}
-	ctx, cancel := context.WithTimeout(l.life, interval)
+	ctx, cancel := context.WithTimeout(life, interval)
 	defer cancel()
 	ctx, span := l.tel.start(ctx, "idgen.lease.renew")
 	if l.cause.IsValid() {
@@ -315,7 +303,7 @@ func (l *nodeLease) step(interval, retry time.Duration) time.Duration {
 		l.err = fmt.Errorf("%w: node %d is no longer held by this generator", ErrLeaseLost, old.node>>nodeShift)
 		l.mu.Unlock()
 		l.issued = max(l.issued, retire(old))
-		return l.reacquire(retry)
+		return l.reacquire(life, retry)
 	}
 	l.tel.end(ctx, span, "renew", false, nil)
 	until := sent + (l.ttl - l.margin).Milliseconds()
@@ -338,8 +326,8 @@ func (l *nodeLease) setErr(err error) {
 }
 
 // reacquire leases a new node after the old one was taken.
-func (l *nodeLease) reacquire(retry time.Duration) time.Duration {
-	ctx, cancel := context.WithTimeout(l.life, l.ttl/3+l.cfg.maxClockWait)
+func (l *nodeLease) reacquire(life context.Context, retry time.Duration) time.Duration {
+	ctx, cancel := context.WithTimeout(life, l.ttl/3+l.cfg.maxClockWait)
 	defer cancel()
 	t, err := l.acquire(ctx)
 	if err != nil {
@@ -355,8 +343,7 @@ func (l *nodeLease) reacquire(retry time.Duration) time.Duration {
 
 // close stops renewal, makes Next return ErrClosed and releases the node.
 func (l *nodeLease) close(closed *tenure) error {
-	l.cancel()
-	<-l.done
+	l.w.Stop()
 	l.mu.Lock()
 	held := l.s.t.Swap(closed)
 	l.mu.Unlock()

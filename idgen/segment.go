@@ -10,6 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/redkit-go/redkit/internal/worker"
 )
 
 // Segment hands out values of a Redis counter from ranges it reserves with
@@ -26,10 +28,10 @@ import (
 // buffer), sized so it lasts about 10 seconds at the rate observed on the
 // current one, between WithMinStep and WithMaxStep (growing at once, shrinking
 // at most by half per range). A goroutine exists only while a fetch is in
-// flight; Close cancels and waits for it. The fetch gives up on its Redis
-// call at its deadline or at Close, whatever the client's ReadTimeout: that
-// call then runs on until Redis answers or go-redis gives up, and its range
-// is skipped.
+// flight or waits for its retry; Close cancels and waits for it. The fetch
+// gives up on its Redis call at its deadline or at Close, whatever the
+// client's ReadTimeout: that call then runs on until Redis answers or
+// go-redis gives up, and its range is skipped.
 //
 // Faults: while Redis is unreachable a Segment serves what it holds (its
 // runway, see Runway); once that is spent Next returns an error wrapping
@@ -49,10 +51,8 @@ type Segment struct {
 	c      *counter
 	cfg    config
 	tel    *segTelemetry
-	life   context.Context // cancelled by Close; bounds the background fetch
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	runway atomic.Int64 // size of the buffered range, for Runway
+	w      worker.Worker // the fetch and retry goroutines; stopped by Close
+	runway atomic.Int64  // size of the buffered range, for Runway
 
 	mu       sync.Mutex
 	next     *segRange // the buffered range, nil if none
@@ -62,7 +62,7 @@ type Segment struct {
 	floor    int64 // highest value reserved so far
 	backoff  time.Duration
 	retryAt  time.Duration // mono() before which no fetch starts after a failure
-	retry    *time.Timer   // a prefetch retried after the backoff, nil if none
+	retrying bool          // a prefetch waits to be retried after the backoff
 	lastErr  error
 	empty    segRange          // exhausted sentinel: the initial and the closed state
 	cause    trace.SpanContext // the span of the Next that last asked for a fetch, linked from it
@@ -99,11 +99,9 @@ func NewSegment(rdb redis.UniversalClient, name string, opts ...Option) (*Segmen
 		return nil, err
 	}
 	s := &Segment{c: c, cfg: cfg, step: cfg.minStep}
-	s.life, s.cancel = context.WithCancel(context.Background())
 	s.cur.Store(&s.empty)
 	s.tel, err = newSegTelemetry(&cfg, s)
 	if err != nil {
-		s.cancel()
 		return nil, err
 	}
 	return s, nil
@@ -140,16 +138,11 @@ func (s *Segment) Close() error {
 		return nil
 	}
 	s.closed = true
-	if s.retry != nil && s.retry.Stop() {
-		s.wg.Done() // the retry will not run
-	}
-	s.retry = nil
 	s.next = nil
 	s.runway.Store(0)
 	s.cur.Store(&s.empty)
-	s.cancel()
 	s.mu.Unlock()
-	s.wg.Wait()
+	s.w.Stop()
 	s.tel.close()
 	return nil
 }
@@ -177,15 +170,20 @@ func (s *Segment) prefetchLocked(r *segRange) {
 // scheduled: a fetch that failed is tried again while the current range
 // lasts, not only when a caller happens to hand out the trigger value.
 func (s *Segment) retryLocked(r *segRange, d time.Duration) {
-	if s.retry != nil {
+	if s.retrying {
 		return
 	}
-	s.wg.Add(1)
-	s.retry = time.AfterFunc(d, func() {
-		defer s.wg.Done()
+	s.retrying = s.w.Go(func(ctx context.Context) {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.retry = nil
+		s.retrying = false
 		s.prefetchLocked(r)
 	})
 }
@@ -203,15 +201,19 @@ func (s *Segment) adapt(used int64, elapsed time.Duration) {
 
 func (s *Segment) startFetchLocked() *fetchCall {
 	fc := &fetchCall{done: make(chan struct{})}
+	step, floor, cause := s.step, s.floor, s.cause
+	if !s.w.Go(func(ctx context.Context) { s.fetch(ctx, fc, step, floor, cause) }) {
+		fc.err = ErrClosed // Close has begun
+		close(fc.done)
+		return fc
+	}
 	s.fetching = fc
-	s.wg.Add(1)
-	go s.fetch(fc, s.step, s.floor, s.cause)
 	return fc
 }
 
-func (s *Segment) fetch(fc *fetchCall, step, floor int64, cause trace.SpanContext) {
-	defer s.wg.Done()
-	ctx, cancel := context.WithTimeout(s.life, s.cfg.fetchTimeout)
+// fetch reserves a range; life, cancelled by Close, ends its wait.
+func (s *Segment) fetch(life context.Context, fc *fetchCall, step, floor int64, cause trace.SpanContext) {
+	ctx, cancel := context.WithTimeout(life, s.cfg.fetchTimeout)
 	start := time.Now()
 	ctx, span := s.tel.startFetch(ctx, cause)
 	last, _, err := bounded(ctx, func(ctx context.Context) (int64, error) {
@@ -303,8 +305,10 @@ func (s *Segment) refill(ctx context.Context) (ID, error) {
 		select {
 		case <-fc.done:
 			if fc.err != nil {
-				if s.life.Err() != nil {
+				select {
+				case <-s.w.Done():
 					return 0, ErrClosed
+				default:
 				}
 				return 0, s.unavailable(fc.err)
 			}

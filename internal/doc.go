@@ -27,7 +27,16 @@
 //   - script: Lua scripts by EVALSHA with the NOSCRIPT fallback, in
 //     pipelines too (only calls that answered NOSCRIPT are resent), and
 //     RunAck, which pipelines WAIT with the write on the connection to the
-//     primary that owns the key.
+//     primary that owns the key. Bundle is the one loader of a module's
+//     scripts (its embedded scripts/*.lua, with the shared chunks each
+//     needs).
+//   - fence: fencing tokens, once: the redkit_fence Lua chunk, the fence
+//     key, the bounds of a caller's fence and the check outside Lua, which
+//     lock publishes and stock and wallet build WithFence on.
+//   - worker: the owner of a component's background goroutines (lock's
+//     watchdog and release hub, idgen's lease heartbeat and segment
+//     prefetch, stock's reservation reclaimer, wallet's hold reclaimer and
+//     recovery): started with a context Stop cancels, and Stop waits.
 //   - server: Check rates the settings that decide what a crash or restart
 //     loses (maxmemory-policy, appendonly, save, appendfsync) on every
 //     primary; Probe reads the server version to detect optional features;
@@ -35,6 +44,7 @@
 //     fails because a server hides its configuration: that is reported as
 //     unknown.
 //
-// Dependencies run one way: server uses script, script uses valid; keys,
-// valid and retry stand alone.
+// Dependencies run one way: server uses script, fence uses script, keys,
+// retry and valid, script uses valid and retry; keys, valid, retry and
+// worker stand alone.
 package internal

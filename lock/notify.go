@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redkit-go/redkit/internal/worker"
 )
 
 // How long a waiter waits for the server to confirm its subscription before
@@ -29,13 +31,13 @@ const confirmWait = 2 * time.Second
 type hub struct {
 	rdb     redis.UniversalClient
 	cluster *redis.ClusterClient
-	done    chan struct{} // closed by close
+	w       worker.Worker   // the receive loops and relocations
+	done    <-chan struct{} // w's, closed by close
 
 	mu     sync.Mutex
 	closed bool
 	conns  map[string]*subConn // by primary address and slot; "" for a single server
 	chans  map[string]*chanState
-	wg     sync.WaitGroup
 }
 
 type subConn struct {
@@ -75,11 +77,11 @@ type waiter struct {
 func newHub(rdb redis.UniversalClient) *hub {
 	h := &hub{
 		rdb:   rdb,
-		done:  make(chan struct{}),
 		conns: make(map[string]*subConn),
 		chans: make(map[string]*chanState),
 	}
 	h.cluster, _ = rdb.(*redis.ClusterClient)
+	h.done = h.w.Done()
 	return h
 }
 
@@ -185,9 +187,7 @@ func (h *hub) subscribe(ctx context.Context, c *subConn, channel string) error {
 	}
 	c.nchans++
 	if !c.started {
-		c.started = true
-		h.wg.Add(1)
-		go h.receive(c)
+		c.started = h.w.Go(func(ctx context.Context) { h.receive(ctx, c) })
 	}
 	return nil
 }
@@ -202,9 +202,9 @@ func (h *hub) dropConnIfIdle(c *subConn) {
 	_ = c.ps.Close()
 }
 
-// receive delivers the messages of one connection until it is closed.
-func (h *hub) receive(c *subConn) {
-	defer h.wg.Done()
+// receive delivers the messages of one connection until it is closed; life,
+// cancelled by close, ends its pause after a broken connection.
+func (h *hub) receive(life context.Context, c *subConn) {
 	ctx := context.Background()
 	quiet := 0
 	for {
@@ -237,7 +237,7 @@ func (h *hub) receive(c *subConn) {
 				h.cluster.ReloadState(ctx)
 			}
 			select {
-			case <-h.done:
+			case <-life.Done():
 				return
 			case <-time.After(50 * time.Millisecond):
 			}
@@ -283,19 +283,18 @@ func (h *hub) subscription(c *subConn, s *redis.Subscription) {
 		st.conn = nil
 		c.nchans--
 		h.dropConnIfIdle(c)
-		h.wg.Add(1)
-		go h.relocate(s.Channel, st, c.addr)
+		h.w.Go(func(ctx context.Context) { h.relocate(ctx, s.Channel, st, c.addr) })
 	}
 }
 
 // relocate subscribes channel on its new primary once the Cluster client
 // sees the slot served by a node other than old. Until then, or if that
-// fails, the channel's waiters rely on their TTL cap.
-func (h *hub) relocate(channel string, st *chanState, old string) {
-	defer h.wg.Done()
+// fails, the channel's waiters rely on their TTL cap. It gives up when
+// life, cancelled by close, ends.
+func (h *hub) relocate(life context.Context, channel string, st *chanState, old string) {
 	for range 100 {
 		select {
-		case <-h.done:
+		case <-life.Done():
 			return
 		case <-time.After(100 * time.Millisecond):
 		}
@@ -464,12 +463,11 @@ func (h *hub) close() {
 		return
 	}
 	h.closed = true
-	close(h.done)
 	for _, c := range h.conns {
 		_ = c.ps.Close()
 	}
 	h.mu.Unlock()
-	h.wg.Wait()
+	h.w.Stop()
 }
 
 // sameOwner compares owner IDs in constant time, so the time a comparison

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redkit-go/redkit/internal/keys"
 	"github.com/redkit-go/redkit/internal/script"
+	"github.com/redkit-go/redkit/internal/worker"
 	"github.com/redkit-go/redkit/otelx"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -22,11 +23,10 @@ type renewer struct {
 
 	mu      sync.Mutex
 	queue   leaseHeap
-	running bool
-	closed  bool
+	running bool      // a loop runs; it clears this, under mu, as it decides to return
 	armed   time.Time // when the sleeping loop wakes next; zero while it runs
 	wake    chan struct{}
-	wg      sync.WaitGroup
+	w       worker.Worker
 }
 
 func newRenewer(c *Client) *renewer {
@@ -38,22 +38,23 @@ func interval(l *Lease) time.Duration { return l.r.cfg.ttl / 3 }
 func (r *renewer) add(l *Lease) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed || l.stopped {
+	if l.stopped {
 		return
 	}
 	l.next = l.acquired.Add(interval(l))
-	heap.Push(&r.queue, l)
 	switch {
 	case !r.running:
+		if !r.w.Go(r.loop) {
+			return // closed
+		}
 		r.running = true
-		r.wg.Add(1)
-		go r.loop()
 	case !r.armed.IsZero() && l.next.Before(r.armed):
 		select { // the loop sleeps past this lease's renewal: wake it
 		case r.wake <- struct{}{}:
 		default:
 		}
 	}
+	heap.Push(&r.queue, l)
 }
 
 // remove stops renewing l; a renewal of l in flight is not waited for.
@@ -66,25 +67,18 @@ func (r *renewer) remove(l *Lease) {
 	r.mu.Unlock()
 }
 
-// close stops the goroutine and waits for it.
-func (r *renewer) close() {
-	r.mu.Lock()
-	r.closed = true
-	r.mu.Unlock()
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-	r.wg.Wait()
-}
+// close stops the goroutine and waits for it; a renewal in flight is
+// waited for, not cancelled.
+func (r *renewer) close() { r.w.Stop() }
 
-func (r *renewer) loop() {
-	defer r.wg.Done()
+// loop renews leases as they fall due until the queue is empty or ctx,
+// which close cancels, ends.
+func (r *renewer) loop(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
 		r.mu.Lock()
-		if r.closed || len(r.queue) == 0 {
+		if ctx.Err() != nil || len(r.queue) == 0 {
 			r.running = false
 			r.mu.Unlock()
 			return
@@ -97,6 +91,7 @@ func (r *renewer) loop() {
 			select {
 			case <-timer.C:
 			case <-r.wake:
+			case <-ctx.Done():
 			}
 			r.mu.Lock()
 			r.armed = time.Time{}

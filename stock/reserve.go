@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redkit-go/redkit/internal/valid"
+	"github.com/redkit-go/redkit/internal/worker"
 )
 
 // Reserve holds every item of o for ttl (1s..7d), all or nothing, like
@@ -142,12 +143,9 @@ func (inv *Inventory) Reclaim(ctx context.Context, sku string) (_ ReclaimResult,
 // reclaimer runs Reclaim in the background for every SKU this Inventory
 // reserved, from the first Reserve until Close.
 type reclaimer struct {
-	mu      sync.Mutex
-	skus    map[string]struct{}
-	started bool
-	closed  bool
-	stop    chan struct{}
-	done    chan struct{}
+	mu   sync.Mutex
+	skus map[string]struct{}
+	w    worker.Worker
 }
 
 // Watch adds SKUs to the background reclaimer, for SKUs that other
@@ -169,39 +167,24 @@ func (r *reclaimer) watch(inv *Inventory, items []Item) {
 		return
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return
-	}
 	if r.skus == nil {
 		r.skus = map[string]struct{}{}
 	}
 	for _, it := range items {
 		r.skus[it.SKU] = struct{}{}
 	}
-	if !r.started {
-		r.started = true
-		r.stop, r.done = make(chan struct{}), make(chan struct{})
-		go r.run(inv)
-	}
+	r.mu.Unlock()
+	r.w.Start(func(ctx context.Context) { r.run(ctx, inv) })
 }
 
-func (r *reclaimer) run(inv *Inventory) {
-	defer close(r.done)
+// run reclaims every interval until ctx, which close cancels, ends; the
+// Reclaim calls in flight then are cancelled too.
+func (r *reclaimer) run(ctx context.Context, inv *Inventory) {
 	t := time.NewTicker(inv.cfg.reclaimEvery)
 	defer t.Stop()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-r.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	for {
 		select {
-		case <-r.stop:
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
@@ -229,13 +212,4 @@ func (r *reclaimer) run(inv *Inventory) {
 }
 
 // close stops the background reclaimer and waits for it.
-func (r *reclaimer) close() {
-	r.mu.Lock()
-	started := r.started && !r.closed
-	r.closed = true
-	r.mu.Unlock()
-	if started {
-		close(r.stop)
-		<-r.done
-	}
-}
+func (r *reclaimer) close() { r.w.Stop() }

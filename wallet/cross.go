@@ -15,6 +15,7 @@ import (
 	"github.com/redkit-go/redkit/internal/retry"
 	"github.com/redkit-go/redkit/internal/script"
 	"github.com/redkit-go/redkit/internal/valid"
+	"github.com/redkit-go/redkit/internal/worker"
 )
 
 // Journal entry kinds of a transfer across slot groups (besides
@@ -399,8 +400,7 @@ func scanKeys(ctx context.Context, rdb redis.UniversalClient, pattern string) ([
 
 // recoverer runs Recover every interval until Close (WithRecovery).
 type recoverer struct {
-	stop chan struct{}
-	done chan struct{}
+	w worker.Worker
 }
 
 func (l *Ledger) startRecoverer(every time.Duration) {
@@ -409,19 +409,16 @@ func (l *Ledger) startRecoverer(every time.Duration) {
 	default:
 		return // Recover cannot scan this client's keyspace
 	}
-	r := &recoverer{stop: make(chan struct{}), done: make(chan struct{})}
+	r := &recoverer{}
 	l.recoverer = r
 	turn := l.space.Key("recovery", "turn")
-	go func() {
-		defer close(r.done)
-		ctx, cancel := untilClosed(r.stop)
-		defer cancel()
+	r.w.Start(func(ctx context.Context) {
 		// The first run comes within an interval of the start, spread so
 		// that processes started together do not all scan together.
 		wait := every/2 + time.Duration(rand.Int64N(int64(every/2)+1))
 		for {
 			select {
-			case <-r.stop:
+			case <-ctx.Done():
 				return
 			case <-time.After(wait):
 			}
@@ -432,17 +429,13 @@ func (l *Ledger) startRecoverer(every time.Duration) {
 				_, _ = l.Recover(ctx)
 			}
 		}
-	}()
+	})
 }
 
+// close stops the recoverer, cancelling a Recover in flight, and waits for it.
 func (r *recoverer) close() {
 	if r == nil {
 		return
 	}
-	select {
-	case <-r.stop:
-	default:
-		close(r.stop)
-	}
-	<-r.done
+	r.w.Stop()
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/redkit-go/redkit/internal/keys"
 	"github.com/redkit-go/redkit/internal/retry"
 	"github.com/redkit-go/redkit/internal/valid"
+	"github.com/redkit-go/redkit/internal/worker"
 )
 
 // Hold journal entry kinds.
@@ -116,13 +117,10 @@ func (l *Ledger) resolve(ctx context.Context, kind, account, holdID string, amou
 // written) without waiting for the next call on the account. Holds placed
 // by other processes are released by the first call on their account.
 type reclaimer struct {
-	mu      sync.Mutex
-	due     map[string]time.Time // account -> when to sweep it
-	wake    chan struct{}
-	stop    chan struct{}
-	done    chan struct{}
-	started bool
-	closed  bool
+	mu   sync.Mutex
+	due  map[string]time.Time // account -> when to sweep it
+	wake chan struct{}
+	w    worker.Worker
 }
 
 // schedule asks for a sweep of account after d, starting the reclaimer
@@ -131,22 +129,14 @@ func (r *reclaimer) schedule(l *Ledger, account string, d time.Duration) {
 	at := time.Now().Add(d + reclaimSlack)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed {
-		return
-	}
 	if r.due == nil {
 		r.due = map[string]time.Time{}
 		r.wake = make(chan struct{}, 1)
-		r.stop = make(chan struct{})
-		r.done = make(chan struct{})
 	}
 	if cur, ok := r.due[account]; !ok || at.Before(cur) {
 		r.due[account] = at
 	}
-	if !r.started {
-		r.started = true
-		go r.loop(l)
-	}
+	r.w.Start(func(ctx context.Context) { r.loop(ctx, l) })
 	select {
 	case r.wake <- struct{}{}:
 	default:
@@ -156,8 +146,9 @@ func (r *reclaimer) schedule(l *Ledger, account string, d time.Duration) {
 // reclaimSlack covers a server clock slightly ahead of ours.
 const reclaimSlack = 50 * time.Millisecond
 
-func (r *reclaimer) loop(l *Ledger) {
-	defer close(r.done)
+// loop sweeps accounts as they fall due until ctx, which close cancels,
+// ends; a sweep in flight then is cancelled too.
+func (r *reclaimer) loop(ctx context.Context, l *Ledger) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -175,7 +166,7 @@ func (r *reclaimer) loop(l *Ledger) {
 		}
 		r.mu.Unlock()
 		for _, a := range ready {
-			if r.sweepOne(l, a) {
+			if r.sweepOne(ctx, l, a) {
 				return
 			}
 		}
@@ -184,7 +175,7 @@ func (r *reclaimer) loop(l *Ledger) {
 		}
 		timer.Reset(time.Until(next))
 		select {
-		case <-r.stop:
+		case <-ctx.Done():
 			return
 		case <-r.wake:
 		case <-timer.C:
@@ -194,16 +185,12 @@ func (r *reclaimer) loop(l *Ledger) {
 
 // sweepOne sweeps one account and reschedules it when more is due; it
 // reports whether the reclaimer was stopped meanwhile.
-func (r *reclaimer) sweepOne(l *Ledger, account string) (stopped bool) {
-	ctx, cancel := untilClosed(r.stop)
+func (r *reclaimer) sweepOne(ctx context.Context, l *Ledger, account string) (stopped bool) {
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 10*time.Second)
-	defer cancelTimeout()
-	_, next, err := l.sweep(ctx, account, sweepLimit)
-	select {
-	case <-r.stop:
+	_, next, err := l.sweep(sctx, account, sweepLimit)
+	if ctx.Err() != nil {
 		return true
-	default:
 	}
 	switch {
 	case err != nil && err != ErrAccountNotFound:
@@ -223,29 +210,4 @@ func (r *reclaimer) sweepOne(l *Ledger, account string) (stopped bool) {
 }
 
 // close stops the goroutine and waits for it.
-func (r *reclaimer) close() {
-	r.mu.Lock()
-	started, already := r.started, r.closed
-	r.closed = true
-	r.mu.Unlock()
-	if !started || already {
-		return
-	}
-	close(r.stop)
-	<-r.done
-}
-
-// untilClosed returns a context that ends when stop is closed or cancel is
-// called; background work passes it to its Redis calls so Close does not
-// wait for a slow server.
-func untilClosed(stop <-chan struct{}) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		select {
-		case <-stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
-}
+func (r *reclaimer) close() { r.w.Stop() }
