@@ -108,20 +108,12 @@ func WithKeyPrefix(p string) Option { return optionFunc(func(c *config) { c.pref
 
 // WithTracerProvider sets the tracer provider. Default: the global one. nil is ignored.
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return optionFunc(func(c *config) {
-		if tp != nil {
-			c.providers.Tracer = tp
-		}
-	})
+	return optionFunc(func(c *config) { c.providers.SetTracer(tp) })
 }
 
 // WithMeterProvider sets the meter provider. Default: the global one. nil is ignored.
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return optionFunc(func(c *config) {
-		if mp != nil {
-			c.providers.Meter = mp
-		}
-	})
+	return optionFunc(func(c *config) { c.providers.SetMeter(mp) })
 }
 
 // WithLabel sets a low-cardinality label recorded on spans and metrics

@@ -20,21 +20,13 @@ const ScopeName = "github.com/redkit-go/redkit/lock"
 // lock.renew spans (default: the global provider). Only on New; nil is
 // ignored.
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return optionFunc(func(c *config) {
-		if tp != nil {
-			c.providers.Tracer = tp
-		}
-	})
+	return optionFunc(func(c *config) { c.providers.SetTracer(tp) })
 }
 
 // WithMeterProvider sets the provider of the lock metrics (default: the
 // global provider). Only on New; nil is ignored.
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return optionFunc(func(c *config) {
-		if mp != nil {
-			c.providers.Meter = mp
-		}
-	})
+	return optionFunc(func(c *config) { c.providers.SetMeter(mp) })
 }
 
 // WithLabel sets a low-cardinality label recorded as redkit.label on spans

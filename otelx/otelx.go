@@ -42,6 +42,21 @@ type Providers struct {
 	Meter  metric.MeterProvider
 }
 
+// SetTracer sets p.Tracer to tp; a nil tp changes nothing, so an option
+// given nil keeps the provider set before it (or the global one).
+func (p *Providers) SetTracer(tp trace.TracerProvider) {
+	if tp != nil {
+		p.Tracer = tp
+	}
+}
+
+// SetMeter sets p.Meter to mp; a nil mp changes nothing, as SetTracer.
+func (p *Providers) SetMeter(mp metric.MeterProvider) {
+	if mp != nil {
+		p.Meter = mp
+	}
+}
+
 // TracerFor returns the tracer for an instrumentation scope, normally the
 // module's import path (its ScopeName constant), at the module's version
 // (its Version constant) and with SchemaURL, so a backend can tell which

@@ -285,3 +285,17 @@ func TestStartTimed_recordsOnEnd(t *testing.T) {
 	require.Equal(t, map[string]string{"redkit.operation": "op", "redkit.outcome": "sold_out", "redkit.label": "payout"},
 		attrs(dps[0].Attributes.ToSlice()))
 }
+
+// SetTracer and SetMeter keep what was set when given nil, so a
+// WithTracerProvider(nil) after a real provider does not undo it.
+func TestProviders_SetIgnoresNil(t *testing.T) {
+	tp, mp := sdktrace.NewTracerProvider(), sdkmetric.NewMeterProvider()
+	var p otelx.Providers
+	p.SetTracer(tp)
+	p.SetMeter(mp)
+	p.SetTracer(nil)
+	p.SetMeter(nil)
+	if p.Tracer != tp || p.Meter != mp {
+		t.Fatalf("providers after nil: %+v", p)
+	}
+}

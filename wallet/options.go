@@ -153,21 +153,13 @@ func WithRecovery(interval time.Duration) Option {
 // WithTracerProvider sets the tracer provider for the Ledger's spans
 // (default: the global provider). nil is ignored.
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return optionFunc(func(c *config) {
-		if tp != nil {
-			c.providers.Tracer = tp
-		}
-	})
+	return optionFunc(func(c *config) { c.providers.SetTracer(tp) })
 }
 
 // WithMeterProvider sets the meter provider for the Ledger's metrics
 // (default: the global provider). nil is ignored.
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return optionFunc(func(c *config) {
-		if mp != nil {
-			c.providers.Meter = mp
-		}
-	})
+	return optionFunc(func(c *config) { c.providers.SetMeter(mp) })
 }
 
 // WithLabel sets a low-cardinality label ("payouts") recorded on every span
