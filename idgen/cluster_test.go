@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -293,5 +294,159 @@ func TestCluster_underResharding(t *testing.T) {
 	}
 	if len(errs) > 0 {
 		t.Fatalf("%d errors returned to the caller, first: %v", len(errs), errs[0])
+	}
+}
+
+// TestLease_Cluster_underResharding: leased Snowflakes on an ordinary
+// ClusterClient while the slot of their service's node table is moved
+// again and again, key by key with a pause: generators start (leasing a
+// node), renew every TTL/3 and close (releasing it) throughout. No error
+// reaches the caller (no lease refused, none lost), no two live generators
+// hold one node, and no ID is handed out twice.
+func TestLease_Cluster_underResharding(t *testing.T) {
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3})
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	defer rdb.Close()
+	ctx := t.Context()
+	for i := range 10 {
+		if err := rdb.Set(ctx, fmt.Sprintf("{rsvc}:fill:%d", i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := c.Reshard(ctx, []string{"{rsvc}"}, redistest.MoveOptions{Batch: 1, Pause: 10 * time.Millisecond})
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		seen = map[idgen.ID]bool{}
+		live = map[int64]bool{}
+	)
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	for w := range 4 {
+		wg.Go(func() {
+			for round := range 3 {
+				s, err := idgen.NewLeasedSnowflake(ctx, rdb, "rsvc", idgen.WithLeaseTTL(time.Second))
+				if err != nil {
+					fail(fmt.Errorf("lease %d/%d: %w", w, round, err))
+					continue
+				}
+				mu.Lock()
+				if live[s.Node()] {
+					errs = append(errs, fmt.Errorf("node %d leased twice", s.Node()))
+				}
+				live[s.Node()] = true
+				mu.Unlock()
+				// Long enough for a few renewals while slots move.
+				for range 40 {
+					id, err := s.Next(ctx)
+					mu.Lock()
+					if err != nil {
+						errs = append(errs, fmt.Errorf("next: %w", err))
+					} else if seen[id] {
+						errs = append(errs, fmt.Errorf("%d twice", id))
+					}
+					seen[id] = true
+					mu.Unlock()
+					time.Sleep(20 * time.Millisecond)
+				}
+				if st := s.Lease(); st.Err != nil {
+					fail(fmt.Errorf("lease status: %w", st.Err))
+				}
+				mu.Lock()
+				delete(live, s.Node())
+				mu.Unlock()
+				if err := s.Close(); err != nil {
+					fail(fmt.Errorf("close: %w", err))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	st := stop()
+	if st.Err != nil {
+		t.Fatal(st.Err)
+	}
+	t.Logf("%d IDs while %d slot moves migrated %d keys; %d errors", len(seen), st.Moves, st.Keys, len(errs))
+	if st.Moves == 0 {
+		t.Fatal("no slot moved")
+	}
+	if len(errs) > 0 {
+		t.Fatalf("%d errors returned to the caller, first: %v", len(errs), errs[0])
+	}
+}
+
+// TestChaos_Cluster_failover: Sequence.Next, Segment.Next and a leased
+// Snowflake on an ordinary ClusterClient with a replica per master (every
+// reservation waits for one) while the counters' shard is failed over
+// again and again (CLUSTER FAILOVER plain, FORCE and TAKEOVER, a master
+// killed with SIGKILL and its replica promoted, the slot migrated). A caller
+// that gets an error calls again: no value is handed out twice.
+func TestChaos_Cluster_failover(t *testing.T) {
+	if os.Getenv("RUN_CHAOS") == "" {
+		t.Skip("chaos tier: make chaos")
+	}
+	c, rdb := redistest.NewFailoverCluster(t)
+	ctx := t.Context()
+	seq, err := idgen.NewSequence(rdb, "fi/seq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg, err := idgen.NewSegment(rdb, "fi/seg", idgen.WithMinStep(20), idgen.WithMaxStep(20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seg.Close()
+	sf, err := idgen.NewLeasedSnowflake(ctx, rdb, "fi", idgen.WithLeaseTTL(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sf.Close()
+	answers := &redistest.Answers{Tries: 100, Timeout: 5 * time.Second, Kinds: map[string]error{
+		"unavailable": idgen.ErrUnavailable, "lease lost": idgen.ErrLeaseLost}}
+	runCtx, stopLoad := context.WithCancel(ctx)
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		repeats int
+		seen    = map[string]bool{}
+	)
+	for w := range 3 {
+		kind, next := []string{"seq", "seg", "snowflake"}[w], []func(context.Context) (idgen.ID, error){seq.Next, seg.Next, sf.Next}[w]
+		wg.Go(func() {
+			for runCtx.Err() == nil {
+				var v idgen.ID
+				if ok, err := answers.Call(ctx, func(ctx context.Context) (err error) {
+					v, err = next(ctx)
+					return err
+				}); !ok {
+					t.Errorf("%s never answered: %v", kind, err)
+					return
+				}
+				mu.Lock()
+				if k := fmt.Sprint(kind, v); seen[k] {
+					repeats++
+				} else {
+					seen[k] = true
+				}
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	faults, err := c.FaultRounds(ctx, chaosScale(), 300*time.Millisecond, "{fi}")
+	stopLoad()
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d faults: %d IDs, %d calls failed and were called again; first errors: %s",
+		faults, answers.Answered(), answers.Retried(), answers.FirstErrors())
+	t.Logf("chaos table | idgen Sequence/Segment/Snowflake | %d | %d | %d | %d", answers.Answered(), faults, answers.Retried(), repeats)
+	if repeats > 0 {
+		t.Fatalf("%d values handed out twice", repeats)
 	}
 }

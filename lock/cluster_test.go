@@ -3,16 +3,17 @@ package lock_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redkit-go/redkit/lock"
 	"github.com/redkit-go/redkit/redistest"
-	"github.com/stretchr/testify/require"
 )
 
 // TestMutex_Cluster: on a Cluster, locks of different shards work side by
@@ -271,4 +272,196 @@ func TestMutex_Cluster_underResharding(t *testing.T) {
 	t.Logf("%d acquire/release pairs while %d slot moves migrated %d keys; %d errors", workers*rounds, st.Moves, st.Keys, len(errs))
 	require.Positive(t, st.Moves)
 	require.Empty(t, errs)
+}
+
+// TestKinds_Cluster_underResharding: the lock kinds beside the plain
+// Mutex (TestMutex_Cluster_underResharding) on an ordinary ClusterClient
+// while their slots are moved again and again, key by key with a pause:
+// an RWMutex's writers (with Extend) and readers, a Semaphore of 2
+// permits, and a fair Mutex whose waiters queue. No error reaches the
+// caller; no reader holds beside a writer, no two writers, never more
+// than 2 permits, at most one fair holder; and the fence tokens of each
+// name strictly increase. The TTL is short: under this load on a Cluster a
+// waiter now and then sleeps until its TTL cap instead of being woken (a
+// notification not delivered), which costs time, never safety.
+func TestKinds_Cluster_underResharding(t *testing.T) {
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3})
+	ctx := t.Context()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	defer rdb.Close()
+	locks := mustNew(t, rdb)
+	defer locks.Close()
+	tags := []string{"{kr1}", "{kr2}", "{kr3}"}
+	for _, tag := range tags {
+		for i := range 10 {
+			require.NoError(t, rdb.Set(ctx, fmt.Sprintf("%s:fill:%d", tag, i), i, 0).Err())
+		}
+	}
+	stop := c.Reshard(ctx, tags, redistest.MoveOptions{Batch: 1, Pause: 10 * time.Millisecond})
+	rw := locks.RWMutex("kr1/doc", lock.WithTTL(2*time.Second))
+	sem := locks.Semaphore("kr2/pool", 2, lock.WithTTL(2*time.Second))
+	fair := locks.Mutex("kr3/queue", lock.WithTTL(2*time.Second), lock.WithFair(true))
+	const workers, rounds = 4, 8
+	var (
+		wg                     sync.WaitGroup
+		mu                     sync.Mutex
+		errs                   []error
+		writers, readers, sems int
+		fairs                  int
+		last                   = map[string]uint64{}
+	)
+	fail := func(format string, a ...any) {
+		mu.Lock()
+		errs = append(errs, fmt.Errorf(format, a...))
+		mu.Unlock()
+	}
+	// hold runs acquire, checks and counts the holder with enter, waits a
+	// little, and releases.
+	hold := func(what string, acquire func(context.Context) (*lock.Lease, error), enter func(int) string, extend bool) {
+		l, err := acquire(ctx)
+		if err != nil {
+			fail("acquire %s: %w", what, err)
+			return
+		}
+		mu.Lock()
+		if bad := enter(1); bad != "" {
+			errs = append(errs, fmt.Errorf("%s: %s", what, bad))
+		}
+		if f := l.Fence(); f.Token != 0 {
+			if f.Token <= last[what] {
+				errs = append(errs, fmt.Errorf("%s: token %d after %d", what, f.Token, last[what]))
+			}
+			last[what] = f.Token
+		}
+		mu.Unlock()
+		time.Sleep(2 * time.Millisecond)
+		if extend {
+			if err := l.Extend(ctx); err != nil {
+				fail("extend %s: %w", what, err)
+			}
+		}
+		mu.Lock()
+		enter(-1)
+		mu.Unlock()
+		if err := l.Release(ctx); err != nil {
+			fail("release %s: %w", what, err)
+		}
+	}
+	for w := range workers {
+		wg.Go(func() {
+			for i := range rounds {
+				switch (w + i) % 4 {
+				case 0:
+					hold("writer", rw.Acquire, func(d int) string {
+						writers += d
+						if d > 0 && (writers > 1 || readers > 0) {
+							return fmt.Sprintf("%d writers, %d readers", writers, readers)
+						}
+						return ""
+					}, true)
+				case 1:
+					hold("reader", rw.AcquireRead, func(d int) string {
+						readers += d
+						if d > 0 && writers > 0 {
+							return "a reader beside a writer"
+						}
+						return ""
+					}, false)
+				case 2:
+					hold("semaphore", sem.Acquire, func(d int) string {
+						sems += d
+						if sems > 2 {
+							return fmt.Sprintf("%d permits held", sems)
+						}
+						return ""
+					}, false)
+				case 3:
+					hold("fair", fair.Acquire, func(d int) string {
+						fairs += d
+						if fairs > 1 {
+							return "two fair holders"
+						}
+						return ""
+					}, false)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	st := stop()
+	require.NoError(t, st.Err)
+	t.Logf("%d acquisitions while %d slot moves migrated %d keys; %d errors", workers*rounds, st.Moves, st.Keys, len(errs))
+	require.Positive(t, st.Moves)
+	require.Empty(t, errs)
+}
+
+// TestChaos_Cluster_failover: Acquire, Extend and Release with
+// WithRequiredReplicaAck on an ordinary ClusterClient while the names'
+// shards are failed over again and again (CLUSTER FAILOVER plain, FORCE
+// and TAKEOVER, a master killed with SIGKILL and its replica promoted, the
+// slot migrated). A caller that gets an error calls again (a new Acquire;
+// a failed one withdrew what it announced): every round ends with a lease.
+// No two holders of a name at once and each name's fence tokens strictly
+// increase: an acknowledged acquire survives the failover, so the package
+// documentation's guarantee with required acknowledgement holds.
+func TestChaos_Cluster_failover(t *testing.T) {
+	if os.Getenv("RUN_CHAOS") == "" {
+		t.Skip("chaos tier: make chaos")
+	}
+	c, rdb := redistest.NewFailoverCluster(t)
+	ctx := t.Context()
+	locks := mustNew(t, rdb, lock.WithRequiredReplicaAck(1, time.Second), lock.WithTTL(3*time.Second))
+	defer locks.Close()
+	names := []string{"fl1/a", "fl2/b"}
+	answers := &redistest.Answers{Kinds: map[string]error{
+		"outcome unknown": lock.ErrUnknownOutcome, "replica ack not reached": lock.ErrReplicaAck}}
+	runCtx, stopLoad := context.WithCancel(ctx)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		overlaps int
+		holding  = map[string]int{}
+		last     = map[string]uint64{}
+	)
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; runCtx.Err() == nil; i++ {
+				name := names[(w+i)%len(names)]
+				m := locks.Mutex(name)
+				var l *lock.Lease
+				if ok, err := answers.Call(ctx, func(ctx context.Context) (err error) {
+					l, err = m.Acquire(ctx)
+					return err
+				}); !ok {
+					t.Errorf("%s never acquired: %v", name, err)
+					return
+				}
+				mu.Lock()
+				holding[name]++
+				if holding[name] > 1 {
+					overlaps++
+				}
+				if tok := l.Fence().Token; tok <= last[name] {
+					overlaps++
+				} else {
+					last[name] = tok
+				}
+				mu.Unlock()
+				time.Sleep(5 * time.Millisecond)
+				_ = l.Extend(ctx) // may fail while the shard fails over: the lease stays ours until its TTL
+				mu.Lock()
+				holding[name]--
+				mu.Unlock()
+				_ = l.Release(ctx) // a lost release leaves the lock to its TTL
+			}
+		})
+	}
+	faults, err := c.FaultRounds(ctx, chaosScale(), 300*time.Millisecond, "{fl1}", "{fl2}")
+	stopLoad()
+	wg.Wait()
+	require.NoError(t, err)
+	t.Logf("%d faults: %d leases, %d acquires failed and were called again; first errors: %s",
+		faults, answers.Answered(), answers.Retried(), answers.FirstErrors())
+	t.Logf("chaos table | lock Acquire/Extend/Release | %d | %d | %d | %d", answers.Answered(), faults, answers.Retried(), overlaps)
+	require.Zero(t, overlaps, "two holders at once or a token not above the last")
 }

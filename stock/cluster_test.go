@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -129,4 +130,171 @@ func TestChaos_Cluster_failover(t *testing.T) {
 	t.Logf("chaos table | stock Deduct | %d | %d | %d | %d", answered, faults, answers.Retried(), broken)
 	require.EqualValues(t, answered, lv.Sold, "every answered order sold once")
 	require.EqualValues(t, initial-answered, lv.Available)
+}
+
+// TestWritePaths_Cluster_underResharding: every other write path on an
+// ordinary ClusterClient while the slots of every key involved are moved
+// again and again, key by key with a pause (a split slot answers TRYAGAIN,
+// a stale map meets MOVED and ASK): Reserve then Confirm or Cancel on a
+// SKU with a buyer limit, Deduct and Restock on a SKU split into buckets
+// (whose units move between bucket slots), and DeductBatch across both. No
+// error reaches the caller, the levels count every answered operation
+// exactly once, and Audit finds nothing.
+func TestWritePaths_Cluster_underResharding(t *testing.T) {
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3})
+	ctx := t.Context()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	defer rdb.Close()
+	inv := mustNew(t, rdb)
+	defer inv.Close()
+	const plain, hot, initial, buckets = "rr/sku", "rh/sku", 100000, 4
+	require.NoError(t, inv.Create(ctx, plain, initial, stock.WithBuyerLimit(1000)))
+	require.NoError(t, inv.Create(ctx, hot, initial, stock.WithBuckets(buckets)))
+	tags := []string{"{rr}", "{rh}"}
+	for k := 1; k < buckets; k++ {
+		tags = append(tags, fmt.Sprintf("{rh#%d}", k))
+	}
+	// Keys of an application in the same slots make each move last.
+	for _, tag := range tags {
+		for i := range 10 {
+			require.NoError(t, rdb.Set(ctx, fmt.Sprintf("%s:fill:%d", tag, i), i, 0).Err())
+		}
+	}
+	stop := c.Reshard(ctx, tags, redistest.MoveOptions{Batch: 1, Pause: 10 * time.Millisecond})
+	const workers, rounds = 4, 25
+	var (
+		wg                                  sync.WaitGroup
+		mu                                  sync.Mutex
+		errs                                []error
+		confirmed, hotSold, restocked, held int64
+	)
+	fail := func(format string, a ...any) {
+		mu.Lock()
+		errs = append(errs, fmt.Errorf(format, a...))
+		mu.Unlock()
+	}
+	for w := range workers {
+		wg.Go(func() {
+			for i := range rounds {
+				id := fmt.Sprintf("w%d-%d", w, i)
+				buyer := fmt.Sprintf("b%d", w)
+				switch i % 4 {
+				case 0, 1: // reserve, then confirm (even) or cancel (odd)
+					o := stock.Order{ID: "r-" + id, Buyer: buyer, Items: []stock.Item{{SKU: plain, Qty: 2}}}
+					if _, err := inv.Reserve(ctx, o, time.Minute); err != nil {
+						fail("reserve %s: %w", o.ID, err)
+						continue
+					}
+					settle, what := inv.Confirm, "confirm"
+					if i%4 == 1 {
+						settle, what = inv.Cancel, "cancel"
+					}
+					if _, err := settle(ctx, o); err != nil {
+						fail("%s %s: %w", what, o.ID, err)
+						mu.Lock()
+						held += 2
+						mu.Unlock()
+						continue
+					}
+					if what == "confirm" {
+						mu.Lock()
+						confirmed += 2
+						mu.Unlock()
+					}
+				case 2: // the bucketed SKU: deduct, and now and then restock
+					o := stock.Order{ID: "d-" + id, Buyer: buyer, Items: []stock.Item{{SKU: hot, Qty: 3}}}
+					if _, err := inv.Deduct(ctx, o); err != nil {
+						fail("deduct %s: %w", o.ID, err)
+						continue
+					}
+					mu.Lock()
+					hotSold += 3
+					mu.Unlock()
+					if _, err := inv.Restock(ctx, "s-"+id, hot, 5); err != nil {
+						fail("restock %s: %w", id, err)
+						continue
+					}
+					mu.Lock()
+					restocked += 5
+					mu.Unlock()
+				case 3: // one pipeline across both SKUs
+					orders := []stock.Order{
+						{ID: "b1-" + id, Buyer: buyer, Items: []stock.Item{{SKU: plain, Qty: 1}}},
+						{ID: "b2-" + id, Buyer: buyer, Items: []stock.Item{{SKU: hot, Qty: 1}}},
+					}
+					for k, r := range inv.DeductBatch(ctx, orders) {
+						if r.Err != nil {
+							fail("batch %s: %w", orders[k].ID, r.Err)
+							continue
+						}
+						mu.Lock()
+						if k == 0 {
+							confirmed++
+						} else {
+							hotSold++
+						}
+						mu.Unlock()
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	st := stop()
+	require.NoError(t, st.Err)
+	t.Logf("%d rounds while %d slot moves migrated %d keys; %d errors", workers*rounds, st.Moves, st.Keys, len(errs))
+	require.Positive(t, st.Moves)
+	require.Empty(t, errs, "errors returned to the caller")
+
+	lv, err := inv.Level(ctx, plain)
+	require.NoError(t, err)
+	require.Equal(t, confirmed, lv.Sold, plain)
+	require.Zero(t, lv.Reserved+held, plain)
+	require.Equal(t, initial-confirmed, lv.Available, plain)
+	lv, err = inv.Level(ctx, hot)
+	require.NoError(t, err)
+	require.Equal(t, hotSold, lv.Sold, hot)
+	require.Equal(t, initial+restocked-hotSold, lv.Available, hot)
+	for _, sku := range []string{plain, hot} {
+		rep, err := inv.Audit(ctx, sku)
+		require.NoError(t, err)
+		require.True(t, rep.OK(), "%s: %v", sku, rep.Problems)
+	}
+}
+
+// TestLinearizable_Cluster_underResharding: Deduct, Restock and Level from
+// concurrent clients on an ordinary ClusterClient while the SKU's slot is
+// moved again and again, 10 keys per MIGRATE 5 ms apart: no error reaches
+// a caller, and the history is linearizable against a counter that never
+// goes below zero (porcupine), so no re-sent call was applied twice or
+// lost. Every order
+// leaves a marker in the slot, so each move takes longer than the last;
+// moved key by key 10 ms apart, a move soon outlasts WithClusterBudget's
+// default, and while a slot migrates a script creating a key meets
+// TRYAGAIN throughout (see the README's reshard cost).
+func TestLinearizable_Cluster_underResharding(t *testing.T) {
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3})
+	ctx := t.Context()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	defer rdb.Close()
+	// The history is the point here, not the latency: a budget beyond any
+	// migration of this slot on a loaded machine (the slot moves back to
+	// back, and every operation adds a marker to it), so no call gives up.
+	// What the default budget absorbs is TestWritePaths_Cluster_underResharding's.
+	inv := mustNew(t, rdb, stock.WithClusterBudget(time.Minute))
+	defer inv.Close()
+	const sku, initial, clients, ops = "lz/sku", 20, 4, 100
+	require.NoError(t, inv.Create(ctx, sku, initial))
+	for i := range 10 {
+		require.NoError(t, rdb.Set(ctx, fmt.Sprintf("{lz}:fill:%d", i), i, 0).Err())
+	}
+	stop := c.Reshard(ctx, []string{"{lz}"}, redistest.MoveOptions{Batch: 10, Pause: 5 * time.Millisecond})
+	history := counterHistory(t, inv, sku, clients, ops, 7)
+	st := stop()
+	require.NoError(t, st.Err)
+	t.Logf("%d operations while %d slot moves migrated %d keys", len(history), st.Moves, st.Keys)
+	require.Positive(t, st.Moves)
+	require.Len(t, history, clients*ops)
+	res := porcupine.CheckOperationsTimeout(counterModel(initial), history, time.Minute)
+	require.Equal(t, porcupine.Ok, res, "history is not linearizable (or the check timed out)")
 }

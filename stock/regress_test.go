@@ -2,7 +2,10 @@ package stock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -460,4 +463,391 @@ func TestFence_lostReplyThenSuccessorWrites(t *testing.T) {
 	require.NoError(t, err, "an applied order reported as not applied")
 	require.False(t, res.Replayed)
 	require.Equal(t, stock.Levels{Available: 9, Sold: 2}, level(t, successor, "f"))
+}
+
+// One fence token is judged per slot group: token 6 accepted through a SKU
+// of group "shop" without buckets makes token 5 stale through every bucket
+// of a SKU of the same group split into buckets, for orders and restocks.
+func TestFence_groupTokenStaleThroughEveryBucket(t *testing.T) {
+	inv, _, _ := newInventory(t)
+	ctx := t.Context()
+	const b = 2
+	require.NoError(t, inv.Create(ctx, "shop/cold", 10))
+	require.NoError(t, inv.Create(ctx, "shop/hot", 10, stock.WithBuckets(b)))
+	f5 := stock.WithFence(lock.Fence{Name: "ops", Token: 5})
+	f6 := stock.WithFence(lock.Fence{Name: "ops", Token: 6})
+	_, err := inv.Deduct(ctx, order("o-new", "alice", "shop/cold", 1), f6)
+	require.NoError(t, err)
+	before := level(t, inv, "shop/hot")
+	for k := range b {
+		buyer := buyerOfBucket(k, b)
+		_, err := inv.Deduct(ctx, order("o-stale-"+buyer, buyer, "shop/hot", 1), f5)
+		require.ErrorIs(t, err, stock.ErrStaleFence, "deduct through bucket %d", k)
+		_, err = inv.Restock(ctx, opOfBucket("r-stale", k, b), "shop/hot", 3, f5)
+		require.ErrorIs(t, err, stock.ErrStaleFence, "restock through bucket %d", k)
+	}
+	require.Equal(t, before, level(t, inv, "shop/hot"))
+}
+
+// The same with only SKUs split into buckets: token 6 accepted through a
+// SKU of 2 buckets makes token 5 stale through buckets 2 and 3 of a SKU of
+// 4 buckets, whose fence keys the first never touched.
+func TestFence_groupTokenStaleThroughWiderSKU(t *testing.T) {
+	inv, _, _ := newInventory(t)
+	ctx := t.Context()
+	require.NoError(t, inv.Create(ctx, "shop/a", 10, stock.WithBuckets(2)))
+	require.NoError(t, inv.Create(ctx, "shop/b", 40, stock.WithBuckets(4)))
+	f5 := stock.WithFence(lock.Fence{Name: "ops", Token: 5})
+	f6 := stock.WithFence(lock.Fence{Name: "ops", Token: 6})
+	_, err := inv.Restock(ctx, "r-new", "shop/a", 1, f6)
+	require.NoError(t, err)
+	for k := range 4 {
+		buyer := buyerOfBucket(k, 4)
+		_, err := inv.Deduct(ctx, order("o-stale-"+buyer, buyer, "shop/b", 1), f5)
+		require.ErrorIs(t, err, stock.ErrStaleFence, "deduct through bucket %d", k)
+	}
+	require.Equal(t, stock.Levels{Available: 40}, level(t, inv, "shop/b"))
+}
+
+// CloseSKU is a write: with WithReplicaAck it waits for the replicas, and
+// with the replica cut off (frozen, its link dropped) it reports
+// ErrReplicaAck rather than nil.
+func TestReplicaAck_closeSKUWaits(t *testing.T) {
+	p := redistest.NewPair(t, redistest.Options{})
+	ctx := t.Context()
+	rdb := p.Primary.Client()
+	defer rdb.Close()
+	inv := mustNew(t, rdb, stock.WithKeyPrefix("cl"), stock.WithReclaimInterval(0),
+		stock.WithReplicaAck(1, 300*time.Millisecond))
+	defer inv.Close()
+	const sku = "shop/tv"
+	waitFor(t, func() bool { return inv.Create(ctx, sku, 10) == nil }) // acknowledged once the replica is in sync
+	require.NoError(t, p.Replica.Pause())
+	defer func() { _ = p.Replica.Resume() }()
+	require.NoError(t, rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err())
+	err := inv.CloseSKU(ctx, sku)
+	require.ErrorIs(t, err, stock.ErrReplicaAck)
+	// The close did happen on the primary.
+	_, err = inv.Deduct(ctx, order("after-close", "u", sku, 1))
+	require.ErrorIs(t, err, stock.ErrSKUClosed)
+}
+
+// On a Cluster the claim of an order's ID in {g} and the order in the
+// buyer's home bucket {g#k} live on different shards. With WithReplicaAck
+// the claim is acknowledged like every write: with {g}'s replica cut off
+// (frozen, its link dropped) the order, acknowledged in {g#k}, still
+// returns ErrReplicaAck alongside its result, since a failover of {g}'s
+// shard would lose the claim and let the same ID be sold again to another
+// buyer in another bucket.
+func TestReplicaAck_clusterClaimAcknowledged(t *testing.T) {
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 2, Replicas: 1})
+	ctx := t.Context()
+	rdb := c.Client(func(o *redis.ClusterOptions) { o.ReadTimeout = 2 * time.Second })
+	inv := mustNew(t, rdb, stock.WithKeyPrefix("ack"), stock.WithReclaimInterval(0),
+		stock.WithReplicaAck(1, 500*time.Millisecond))
+	t.Cleanup(func() { _ = inv.Close() })
+	const b, sku = 4, "g/hot"
+	waitFor(t, func() bool { return inv.Create(ctx, sku, 100, stock.WithBuckets(b)) == nil }) // replicas in sync
+	nodes := c.Nodes()                                                                        // masters 0, 1; node 2 replicates 0, node 3 replicates 1
+	owner := func(tag string) int {
+		m, err := rdb.MasterForKey(ctx, "{"+tag+"}")
+		require.NoError(t, err)
+		for i := range 2 {
+			if nodes[i].Addr() == m.Options().Addr {
+				return i
+			}
+		}
+		t.Fatalf("no master for %s", tag)
+		return -1
+	}
+	g, k := owner("g"), -1
+	for q := 1; q < b && k < 0; q++ {
+		if owner(fmt.Sprintf("g#%d", q)) != g {
+			k = q
+		}
+	}
+	if k < 0 {
+		t.Skip("bucket tags do not spread over both shards")
+	}
+	replica := nodes[2+g]
+	require.NoError(t, replica.Pause())
+	defer func() { _ = replica.Resume() }()
+	mc := nodes[g].Client()
+	defer mc.Close()
+	require.NoError(t, mc.Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err())
+	res, err := inv.Deduct(ctx, order("order-1", buyerOfBucket(k, b), sku, 1))
+	require.ErrorIs(t, err, stock.ErrReplicaAck, "the claim in {g} was not acknowledged")
+	require.Equal(t, int64(1), res.Levels[sku].Sold, "the order itself happened")
+}
+
+// A Cancel that reaches a SKU before it exists leaves its tombstone in the
+// group's tag {g}; once the SKU is created split into buckets, the late
+// Reserve, whose buyer's home is another bucket, is still refused with
+// ErrCancelled and holds nothing.
+func TestBuckets_tombstoneBeforeCreateRefusesReserve(t *testing.T) {
+	inv, _, _ := newInventory(t)
+	ctx := t.Context()
+	const b, sku = 2, "g/hot"
+	o := order("order-1", buyerOfBucket(1, b), sku, 1)
+	_, err := inv.Cancel(ctx, o)
+	require.NoError(t, err)
+	require.NoError(t, inv.Create(ctx, sku, 10, stock.WithBuckets(b)))
+	_, err = inv.Reserve(ctx, o, time.Minute)
+	require.ErrorIs(t, err, stock.ErrCancelled)
+	require.Equal(t, stock.Levels{Available: 10}, level(t, inv, sku))
+}
+
+// A refusal stored before the SKU existed (ErrNotFound) stays the answer to
+// the same operation once the SKU is created split into buckets, for an
+// order whose buyer's home is another bucket and for restocks and
+// write-offs whose ID's bucket is another one.
+func TestBuckets_refusalBeforeCreateStaysRefused(t *testing.T) {
+	inv, _, _ := newInventory(t)
+	ctx := t.Context()
+	const b, sku = 2, "g/hot"
+	o := order("order-1", buyerOfBucket(1, b), sku, 1)
+	restock, writeoff := opOfBucket("r", 1, b), opOfBucket("w", 1, b)
+	for range 2 {
+		_, err := inv.Deduct(ctx, o)
+		require.ErrorIs(t, err, stock.ErrNotFound)
+		_, err = inv.Restock(ctx, restock, sku, 5)
+		require.ErrorIs(t, err, stock.ErrNotFound)
+		_, err = inv.WriteOff(ctx, writeoff, sku, 1)
+		require.ErrorIs(t, err, stock.ErrNotFound)
+	}
+	require.NoError(t, inv.Create(ctx, sku, 10, stock.WithBuckets(b)))
+	res, err := inv.Deduct(ctx, o)
+	require.ErrorIs(t, err, stock.ErrNotFound)
+	require.True(t, res.Replayed)
+	_, err = inv.Restock(ctx, restock, sku, 5)
+	require.ErrorIs(t, err, stock.ErrNotFound)
+	_, err = inv.WriteOff(ctx, writeoff, sku, 1)
+	require.ErrorIs(t, err, stock.ErrNotFound)
+	require.Equal(t, stock.Levels{Available: 10}, level(t, inv, sku))
+}
+
+// Consumer "a" of group "db" reads the journal and dies before
+// acknowledging (its handler fails); more orders are placed; consumer "b"
+// takes over. b is handed the abandoned entries (after MinIdle) before the
+// newer ones: each journal in order.
+func TestConsume_takeoverKeepsJournalOrder(t *testing.T) {
+	inv, _, _ := newInventory(t)
+	ctx := t.Context()
+	const sku = "j/sku"
+	require.NoError(t, inv.Create(ctx, sku, 100))
+	for i := range 3 {
+		_, err := inv.Deduct(ctx, order(fmt.Sprintf("early-%d", i), "u", sku, 1))
+		require.NoError(t, err)
+	}
+	died := errors.New("consumer a died")
+	err := inv.Consume(ctx, stock.Consumer{Group: "db", Name: "a", SKUs: []string{sku}, Batch: 100},
+		func(context.Context, []stock.Entry) error { return died })
+	require.ErrorIs(t, err, died)
+	for i := range 3 {
+		_, err := inv.Deduct(ctx, order(fmt.Sprintf("late-%d", i), "u", sku, 1))
+		require.NoError(t, err)
+	}
+	var mu sync.Mutex
+	var seen []stock.Entry
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	err = inv.Consume(cctx, stock.Consumer{Group: "db", Name: "b", SKUs: []string{sku}, Batch: 100,
+		MinIdle: 300 * time.Millisecond, Poll: 20 * time.Millisecond},
+		func(_ context.Context, es []stock.Entry) error {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, es...)
+			if len(seen) >= 7 {
+				cancel()
+			}
+			return nil
+		})
+	require.ErrorIs(t, err, context.Canceled)
+	mu.Lock()
+	defer mu.Unlock()
+	var ops []string
+	for _, e := range seen {
+		ops = append(ops, e.Kind+" "+e.Op)
+	}
+	require.Equal(t, []string{"create ", "deduct early-0", "deduct early-1", "deduct early-2",
+		"deduct late-0", "deduct late-1", "deduct late-2"}, ops)
+}
+
+// A consumer waits for a SKU not created yet; the SKU is created split into
+// two buckets and sells through bucket 1; a Checkpoint and a Trim run before
+// the consumer's next round. The Trim keeps bucket 1's entries for the
+// group, so the consumer is handed bucket 1's journal from its first entry.
+func TestConsume_waitingSKUNotTrimmedBeforeFollowed(t *testing.T) {
+	inv, rdb, prefix := newInventory(t)
+	ctx := t.Context()
+	const b, sku = 2, "w/hot"
+	var mu sync.Mutex
+	var got []string
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- inv.Consume(cctx, stock.Consumer{Group: "db", Name: "c1", SKUs: []string{sku}, Poll: 2 * time.Second},
+			func(_ context.Context, es []stock.Entry) error {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, e := range es {
+					got = append(got, fmt.Sprintf("bucket %d %s %s", e.Bucket, e.Kind, e.Op))
+				}
+				return nil
+			})
+	}()
+	j0 := prefix + ":stock:v1:{w}:journal:" + sku
+	waitFor(t, func() bool { return rdb.XInfoGroups(ctx, j0).Err() == nil }) // the consumer waits, idle
+
+	require.NoError(t, inv.Create(ctx, sku, 10, stock.WithBuckets(b)))
+	_, err := inv.Deduct(ctx, order("o1", buyerOfBucket(1, b), sku, 2))
+	require.NoError(t, err)
+	_, err = inv.Checkpoint(ctx, sku)
+	require.NoError(t, err)
+	_, err = inv.Trim(ctx, sku)
+	require.NoError(t, err)
+	waitFor(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Contains(got, "bucket 1 checkpoint ")
+	})
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	var bucket1 []string
+	for _, s := range got {
+		if strings.HasPrefix(s, "bucket 1 ") {
+			bucket1 = append(bucket1, s)
+		}
+	}
+	require.Equal(t, []string{"bucket 1 create ", "bucket 1 deduct o1", "bucket 1 checkpoint "}, bucket1)
+}
+
+// The claim of an order's ID in {g} outlives the order's marker in the
+// buyer's bucket, also when the reply comes late: over a link whose replies
+// take 600ms (the claim's lifetime starts a round trip before the
+// marker's), for orders, restocks and reservations, and over one whose
+// replies take 1.5s (the order decided more than the claim's slack after
+// the claim was sent: the claim is lengthened again).
+func TestBuckets_claimOutlivesMarker(t *testing.T) {
+	for _, lat := range []time.Duration{600 * time.Millisecond, 1500 * time.Millisecond} {
+		t.Run(lat.String(), func(t *testing.T) {
+			s := redistest.New(t, redistest.Options{})
+			ctx := t.Context()
+			rdb := s.Client()
+			defer rdb.Close()
+			inv := mustNew(t, rdb, stock.WithKeyPrefix("ttl"), stock.WithReclaimInterval(0))
+			defer inv.Close()
+			const b, sku = 2, "g/hot"
+			require.NoError(t, inv.Create(ctx, sku, 100, stock.WithBuckets(b)))
+			px := redistest.NewProxy(t, s.Addr())
+			slow := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 10 * time.Second})
+			defer slow.Close()
+			slowInv := mustNew(t, slow, stock.WithKeyPrefix("ttl"), stock.WithReclaimInterval(0))
+			defer slowInv.Close()
+			_, err := slowInv.Level(ctx, sku) // connects, learns the bucket count
+			require.NoError(t, err)
+			ids := []string{"order-1"}
+			px.SetLatency(lat)
+			_, err = slowInv.Deduct(ctx, order("order-1", buyerOfBucket(1, b), sku, 1))
+			require.NoError(t, err)
+			if lat < time.Second {
+				restock := opOfBucket("r", 1, b)
+				_, err = slowInv.Restock(ctx, restock, sku, 1)
+				require.NoError(t, err)
+				_, err = slowInv.Reserve(ctx, order("hold-1", buyerOfBucket(1, b), sku, 1), time.Minute)
+				require.NoError(t, err)
+				ids = append(ids, restock, "hold-1")
+			}
+			px.SetLatency(0)
+			for _, id := range ids {
+				claim := rdb.PTTL(ctx, "ttl:stock:v1:{g}:op:"+id).Val()
+				marker := rdb.PTTL(ctx, "ttl:stock:v1:{g#1}:op:"+id).Val()
+				require.Positive(t, marker, id)
+				require.GreaterOrEqual(t, claim, marker, "%s: the claim expires before the marker", id)
+			}
+		})
+	}
+}
+
+// A buyer's home bucket is empty, the other bucket holds 1000 units. The
+// buyer's link is slow (replies take 100ms) and rival buyers of the same
+// home bucket take whatever a refill brings before the slow buyer's next
+// try. The slow order is never refused as sold out (a refusal stored for
+// good) while the other bucket still holds units: it keeps trying, asking
+// more each time, until it buys or the units are gone.
+func TestBuckets_noSoldOutWhileAnotherBucketHoldsUnits(t *testing.T) {
+	inv, rdb, prefix := newInventory(t, stock.WithReclaimInterval(0))
+	ctx := t.Context()
+	const b, sku = 2, "g/hot"
+	require.NoError(t, inv.Create(ctx, sku, 2000, stock.WithBuckets(b)))
+	_, err := inv.Deduct(ctx, order("first", buyerOfBucket(0, b), sku, 1000)) // empties bucket 0
+	require.NoError(t, err)
+
+	px := redistest.NewProxy(t, shared.Addr())
+	slow := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 2 * time.Second})
+	defer slow.Close()
+	slowInv := mustNew(t, slow, stock.WithKeyPrefix(prefix), stock.WithReclaimInterval(0))
+	defer slowInv.Close()
+	require.NoError(t, slow.Ping(ctx).Err())
+	px.SetLatency(100 * time.Millisecond)
+
+	bucket0 := prefix + ":stock:v1:{g}:sku:" + sku
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			a, err := rdb.HGet(context.Background(), bucket0, "available").Int64()
+			if err == nil && a > 0 {
+				buyer := opOfBucket(fmt.Sprintf("rival%d", i), 0, b)
+				_, _ = inv.Deduct(context.Background(), order("rival-"+buyer, buyer, sku, int(a)))
+			}
+		}
+	}()
+	victim := buyerOfBucket(0, b)
+	_, err = slowInv.Deduct(ctx, order("victim-order", victim, sku, 1))
+	close(stop)
+	wg.Wait()
+	px.SetLatency(0)
+	lv := level(t, inv, sku)
+	if errors.Is(err, stock.ErrSoldOut) {
+		require.Zero(t, lv.Available, "refused as sold out while units were left")
+	} else {
+		require.NoError(t, err)
+	}
+	audited(t, inv, sku)
+}
+
+// Restocks through several buckets never take a SKU's total past 2^53-1:
+// each bucket takes units up to its own share of it.
+func TestBuckets_restocksStayWithin2p53(t *testing.T) {
+	inv, _, _ := newInventory(t)
+	ctx := t.Context()
+	const maxAmount = 1<<53 - 1
+	for _, b := range []int{2, 3, 64} {
+		sku := fmt.Sprintf("big/sku%d", b)
+		require.NoError(t, inv.Create(ctx, sku, 0, stock.WithBuckets(b)))
+		for k := range b {
+			// Over the bucket's share: refused, nothing written.
+			_, err := inv.Restock(ctx, opOfBucket(fmt.Sprintf("over%d", b), k, b), sku, maxAmount/int64(b)+2)
+			require.ErrorIs(t, err, stock.ErrInvalid, "bucket %d of %d", k, b)
+			// Up to the bucket's share: accepted.
+			_, err = inv.Restock(ctx, opOfBucket(fmt.Sprintf("fill%d", b), k, b), sku, maxAmount/int64(b))
+			require.NoError(t, err, "bucket %d of %d", k, b)
+		}
+		rep, err := inv.Audit(ctx, sku)
+		require.NoError(t, err)
+		require.True(t, rep.OK(), "%+v", rep)
+		require.LessOrEqual(t, rep.Supply, int64(maxAmount))
+		require.LessOrEqual(t, level(t, inv, sku).Available, int64(maxAmount))
+	}
 }

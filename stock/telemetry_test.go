@@ -1,6 +1,7 @@
 package stock_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,9 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/redkit-go/redkit/otelx"
+	"github.com/redkit-go/redkit/otelx/otelxtest"
+	"github.com/redkit-go/redkit/redistest"
 	"github.com/redkit-go/redkit/stock"
 )
 
@@ -80,4 +84,181 @@ func TestInventory_telemetry(t *testing.T) {
 		}
 	}
 	require.Equal(t, int64(5), total)
+}
+
+// Every public operation records redkit.stock.operation.duration, in
+// seconds with otelx.DurationBuckets, by operation and outcome: applied
+// (ok), refused (sold_out, ...), replayed and error.
+func TestInventory_operationDurations(t *testing.T) {
+	rec := otelxtest.New(t)
+	inv, _, _ := newInventory(t, stock.WithTracerProvider(rec.TracerProvider), stock.WithMeterProvider(rec.MeterProvider))
+	ctx := t.Context()
+
+	require.NoError(t, inv.Create(ctx, "sku", 1))
+	o := order("o1", "b1", "sku", 1)
+	_, err := inv.Deduct(ctx, o)
+	require.NoError(t, err)
+	_, err = inv.Deduct(ctx, o)
+	require.NoError(t, err)
+	_, err = inv.Deduct(ctx, order("o2", "b1", "sku", 1))
+	require.ErrorIs(t, err, stock.ErrSoldOut)
+	_, err = inv.Deduct(ctx, order("o3", "b1", "sku", 0))
+	require.ErrorIs(t, err, stock.ErrInvalid)
+	_, err = inv.Level(ctx, "sku")
+	require.NoError(t, err)
+	_, err = inv.Level(ctx, "no-such-sku")
+	require.ErrorIs(t, err, stock.ErrNotFound)
+	_, err = inv.Reclaim(ctx, "sku")
+	require.NoError(t, err)
+	_, err = inv.Audit(ctx, "sku")
+	require.NoError(t, err)
+	for _, r := range inv.DeductBatch(ctx, []stock.Order{order("o4", "b1", "sku", 1)}) {
+		require.ErrorIs(t, r.Err, stock.ErrSoldOut)
+	}
+
+	require.Equal(t, map[string]uint64{
+		"create ok":       1,
+		"deduct ok":       1,
+		"deduct replayed": 1,
+		"deduct sold_out": 1,
+		"deduct invalid":  1,
+		"level ok":        1,
+		"level not_found": 1,
+		"reclaim ok":      1,
+		"audit ok":        1,
+		"deduct_batch ok": 1,
+	}, rec.Durations(t, "redkit.stock.operation.duration"))
+}
+
+// redkit.stock.units.sold counts the units Deduct, DeductBatch and Confirm
+// sold, once per order: replays and refusals add nothing.
+func TestInventory_unitsSoldCounter(t *testing.T) {
+	rec := otelxtest.New(t)
+	inv, _, _ := newInventory(t, stock.WithMeterProvider(rec.MeterProvider))
+	ctx := t.Context()
+	require.NoError(t, inv.Create(ctx, "sku", 10))
+	o := order("o1", "b1", "sku", 2)
+	for range 2 {
+		_, err := inv.Deduct(ctx, o)
+		require.NoError(t, err)
+	}
+	_, err := inv.Deduct(ctx, order("o2", "b1", "sku", 11))
+	require.ErrorIs(t, err, stock.ErrSoldOut)
+	for _, r := range inv.DeductBatch(ctx, []stock.Order{order("o3", "b1", "sku", 1), o}) {
+		require.NoError(t, r.Err)
+	}
+	held := order("o4", "b1", "sku", 3)
+	_, err = inv.Reserve(ctx, held, time.Minute)
+	require.NoError(t, err)
+	for range 2 {
+		_, err = inv.ConfirmPartial(ctx, held, []stock.Item{{SKU: "sku", Qty: 2}})
+		require.NoError(t, err)
+	}
+
+	got := map[string]int64{}
+	for _, p := range rec.Metrics(t)["redkit.stock.units.sold"].(metricdata.Sum[int64]).DataPoints {
+		op, _ := p.Attributes.Value("redkit.operation")
+		got[op.AsString()] += p.Value
+	}
+	require.Equal(t, map[string]int64{"deduct": 3, "confirm": 2}, got)
+	lv, err := inv.Level(ctx, "sku")
+	require.NoError(t, err)
+	require.EqualValues(t, 5, lv.Sold)
+}
+
+// A Deduct is one stock.deduct span, a child of the caller's, with the
+// go-redis commands under it. On a server that has never seen the script
+// the EVALSHA is answered NOSCRIPT and recovered from: no span is an error.
+func TestSpanTree_Deduct(t *testing.T) {
+	srv := redistest.New(t, redistest.Options{}) // an empty script cache
+	rdb := srv.Client()
+	rec := otelxtest.New(t)
+	require.NoError(t, otelx.InstrumentRedis(rdb, rec.Providers()))
+	inv := mustNew(t, rdb, stock.WithTracerProvider(rec.TracerProvider), stock.WithMeterProvider(rec.MeterProvider))
+	t.Cleanup(func() { _ = inv.Close() })
+	require.NoError(t, rdb.Ping(t.Context()).Err()) // the connection's handshake, outside the trace
+	require.NoError(t, inv.Create(t.Context(), "sku", 5))
+
+	ctx, parent := rec.TracerProvider.Tracer("caller").Start(t.Context(), "POST /orders")
+	_, err := inv.Deduct(ctx, order("o1", "b1", "sku", 1))
+	require.NoError(t, err)
+	parent.End()
+
+	require.Equal(t, `POST /orders
+  stock.deduct outcome=ok
+    evalsha cache_miss
+    eval
+`, rec.Tree(t, "POST /orders"))
+
+	// Once the script is cached: one command.
+	ctx, parent = rec.TracerProvider.Tracer("caller").Start(t.Context(), "POST /orders again")
+	_, err = inv.Deduct(ctx, order("o2", "b1", "sku", 1))
+	require.NoError(t, err)
+	parent.End()
+	require.Equal(t, `POST /orders again
+  stock.deduct outcome=ok
+    evalsha
+`, rec.Tree(t, "POST /orders again"))
+}
+
+// The background reclaimer is one stock.reclaim_batch root span per round,
+// with a stock.reclaim span per call under it, not a root per SKU and
+// call.
+func TestSpanTree_reclaimRound(t *testing.T) {
+	srv := redistest.New(t, redistest.Options{})
+	rdb := srv.Client()
+	rec := otelxtest.New(t)
+	require.NoError(t, otelx.InstrumentRedis(rdb, rec.Providers()))
+	inv := mustNew(t, rdb, stock.WithTracerProvider(rec.TracerProvider), stock.WithMeterProvider(rec.MeterProvider),
+		stock.WithReclaimInterval(20*time.Millisecond))
+	t.Cleanup(func() { _ = inv.Close() })
+	require.NoError(t, rdb.Ping(t.Context()).Err())
+	for _, sku := range []string{"a", "b"} {
+		require.NoError(t, inv.Create(t.Context(), sku, 5))
+		_, err := inv.Reserve(t.Context(), order("r-"+sku, "b1", sku, 1), time.Second)
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool {
+		lv, err := inv.Level(t.Context(), "b")
+		return err == nil && lv.Reserved == 0
+	}, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, inv.Close())
+
+	for _, s := range rec.Spans.Ended() {
+		if s.Name() == "stock.reclaim" {
+			require.True(t, s.Parent().IsValid(), "a stock.reclaim root span:\n%s", rec.Trees())
+		}
+	}
+	tree := rec.Tree(t, "stock.reclaim_batch")
+	require.Contains(t, tree, "stock.reclaim_batch\n  stock.reclaim outcome=ok\n    evalsha", tree)
+}
+
+// Consume hands each batch to its handler under one stock.consume_batch
+// root span, linked to the span of Consume's caller: the handler's own
+// spans and the acknowledgement are its children.
+func TestSpanTree_consumeBatch(t *testing.T) {
+	srv := redistest.New(t, redistest.Options{})
+	rdb := srv.Client()
+	rec := otelxtest.New(t)
+	require.NoError(t, otelx.InstrumentRedis(rdb, rec.Providers()))
+	inv := mustNew(t, rdb, stock.WithTracerProvider(rec.TracerProvider), stock.WithMeterProvider(rec.MeterProvider))
+	t.Cleanup(func() { _ = inv.Close() })
+	require.NoError(t, inv.Create(t.Context(), "sku", 5))
+	tracer := rec.TracerProvider.Tracer("caller")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ctx, consumer := tracer.Start(ctx, "journal consumer")
+	err := inv.Consume(ctx, stock.Consumer{Group: "db", Name: "c1", SKUs: []string{"sku"}, Poll: 10 * time.Millisecond},
+		func(ctx context.Context, es []stock.Entry) error {
+			_, span := tracer.Start(ctx, "db write")
+			span.End()
+			cancel()
+			return nil
+		})
+	require.ErrorIs(t, err, context.Canceled)
+	consumer.End()
+
+	require.Equal(t, "stock.consume_batch outcome=ok link=journal consumer\n  db write\n  xack\n",
+		rec.Tree(t, "stock.consume_batch"), rec.Trees())
 }

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redkit-go/redkit/redistest"
-	"github.com/redkit-go/redkit/wallet"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -16,6 +14,11 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/redkit-go/redkit/otelx"
+	"github.com/redkit-go/redkit/otelx/otelxtest"
+	"github.com/redkit-go/redkit/redistest"
+	"github.com/redkit-go/redkit/wallet"
 )
 
 func TestLedger_telemetry(t *testing.T) {
@@ -95,4 +98,86 @@ func TestLedger_telemetry(t *testing.T) {
 		"redkit.wallet.operations debit unknown":            1,
 		"redkit.wallet.unknown_outcomes  ":                  1,
 	}, counts)
+}
+
+// Every public operation records redkit.wallet.operation.duration, in
+// seconds with otelx.DurationBuckets, by operation and outcome: applied
+// (ok), refused (insufficient_funds, ...), replayed and error.
+func TestLedger_operationDurations(t *testing.T) {
+	rec := otelxtest.New(t)
+	led, _, _ := newLedger(t, wallet.WithTracerProvider(rec.TracerProvider), wallet.WithMeterProvider(rec.MeterProvider))
+	ctx := t.Context()
+
+	require.NoError(t, led.Open(ctx, "a", wallet.WithCurrency("CNY")))
+	require.NoError(t, led.Open(ctx, "b", wallet.WithCurrency("CNY")))
+	_, err := led.Credit(ctx, wallet.Tx{ID: "c1", Account: "a", Amount: 10})
+	require.NoError(t, err)
+	_, err = led.Credit(ctx, wallet.Tx{ID: "c1", Account: "a", Amount: 10})
+	require.NoError(t, err)
+	_, err = led.Debit(ctx, wallet.Tx{ID: "d1", Account: "a", Amount: 11})
+	require.ErrorIs(t, err, wallet.ErrInsufficientFunds)
+	_, err = led.Transfer(ctx, wallet.Transfer{ID: "t1", From: "a", To: "b", Amount: 4})
+	require.NoError(t, err)
+	_, err = led.Debit(ctx, wallet.Tx{ID: "d2", Account: "a", Amount: -1})
+	require.ErrorIs(t, err, wallet.ErrInvalid)
+
+	_, _, err = led.Entries(ctx, "a", "", 10)
+	require.NoError(t, err)
+	_, err = led.TrialBalance(ctx, "a", "b")
+	require.NoError(t, err)
+	_, err = led.Balance(ctx, "a")
+	require.NoError(t, err)
+	_, _, err = led.Entries(ctx, "nobody", "", 10)
+	require.ErrorIs(t, err, wallet.ErrAccountNotFound)
+
+	require.Equal(t, map[string]uint64{
+		"balance ok":                1,
+		"entries ok":                1,
+		"entries account_not_found": 1,
+		"trial_balance ok":          1,
+		"open ok":                   2,
+		"credit ok":                 1,
+		"credit replayed":           1,
+		"debit insufficient_funds":  1,
+		"debit invalid":             1,
+		"transfer ok":               1,
+	}, rec.Durations(t, "redkit.wallet.operation.duration"))
+}
+
+// A Transfer across slot groups is one wallet.transfer span, a child of
+// the caller's, with every step's go-redis command under it; scripts the
+// server had not cached yet are recovered from without an error span.
+func TestSpanTree_TransferAcrossGroups(t *testing.T) {
+	srv := redistest.New(t, redistest.Options{}) // an empty script cache
+	rdb := srv.Client()
+	rec := otelxtest.New(t)
+	require.NoError(t, otelx.InstrumentRedis(rdb, rec.Providers()))
+	led := mustNew(t, rdb, wallet.WithTracerProvider(rec.TracerProvider), wallet.WithMeterProvider(rec.MeterProvider))
+	t.Cleanup(func() { _ = led.Close() })
+	require.NoError(t, rdb.Ping(t.Context()).Err()) // the connection's handshake, outside the trace
+	openFunded(t, led, map[string]int64{"a/src": 100, "b/dst": 0})
+
+	ctx, parent := rec.TracerProvider.Tracer("caller").Start(t.Context(), "POST /transfers")
+	_, err := led.Transfer(ctx, wallet.Transfer{ID: "x1", From: "a/src", To: "b/dst", Amount: 30})
+	require.NoError(t, err)
+	parent.End()
+
+	// The steps (reads, each group's script, the hold's expiry) are the
+	// Ledger's to change; the shape is not: the caller's span, one
+	// wallet.transfer under it, every command under that, none an error,
+	// and every script-cache miss followed by the EVAL that recovers it.
+	tree := rec.Tree(t, "POST /transfers")
+	lines := strings.Split(strings.TrimSuffix(tree, "\n"), "\n")
+	require.Equal(t, []string{"POST /transfers", "  wallet.transfer outcome=ok"}, lines[:2], tree)
+	misses := 0
+	for i, l := range lines[2:] {
+		require.True(t, strings.HasPrefix(l, "    "), "not under wallet.transfer: %q\n%s", l, tree)
+		require.False(t, strings.HasPrefix(strings.TrimSpace(l), "wallet."), "a second wallet span: %q\n%s", l, tree)
+		require.NotContains(t, l, "ERROR", tree)
+		if strings.HasSuffix(l, "cache_miss") {
+			misses++
+			require.Equal(t, "    eval", lines[2+i+1], tree)
+		}
+	}
+	require.GreaterOrEqual(t, misses, 2, "both groups' scripts were new to the server\n%s", tree)
 }
