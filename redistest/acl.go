@@ -1,11 +1,15 @@
 package redistest
 
 import (
+	"context"
 	"crypto/rand"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // ACLPlaceholder is the password redkit's redis.acl files ship with. It
@@ -41,4 +45,29 @@ func IsNoPerm(err error) bool {
 	}
 	msg := err.Error()
 	return strings.HasPrefix(msg, "NOPERM") || strings.Contains(msg, "The user executing the script can't")
+}
+
+// RequireLeastPrivilege fails t unless rdb's user is refused what no
+// module's ACL user may do: FLUSHALL, KEYS, CONFIG GET, a key outside its
+// patterns, foreignKey (another module's key), and FLUSHALL or an outside
+// key inside a script; and each of more, the refusals particular to the
+// module (what it names, the error of the call that must be refused).
+func RequireLeastPrivilege(t testing.TB, rdb *redis.Client, foreignKey string, more map[string]error) {
+	t.Helper()
+	ctx := context.Background()
+	refused := map[string]error{
+		"FLUSHALL":                   rdb.FlushAll(ctx).Err(),
+		"KEYS":                       rdb.Keys(ctx, "*").Err(),
+		"CONFIG GET":                 rdb.ConfigGet(ctx, "requirepass").Err(),
+		"a key outside the patterns": rdb.Set(ctx, "other:key", 1, 0).Err(),
+		"another module's key":       rdb.Get(ctx, foreignKey).Err(),
+		"FLUSHALL inside a script":   rdb.Eval(ctx, "return redis.call('FLUSHALL')", nil).Err(),
+		"an outside key in a script": rdb.Eval(ctx, "return redis.call('GET', KEYS[1])", []string{"other:key"}).Err(),
+	}
+	maps.Copy(refused, more)
+	for what, err := range refused {
+		if !IsNoPerm(err) {
+			t.Errorf("%s: %v, want an ACL refusal", what, err)
+		}
+	}
 }
