@@ -296,3 +296,17 @@ func (r *Recorder) Roots() []string {
 	}
 	return out
 }
+
+// RequireRecorded fails the test unless each of names (a span name, a
+// metric name, an attribute) appears in what the pipeline kept: the proof
+// that a scan such as RequireNoSecrets looked at real telemetry.
+func (r *Recorder) RequireRecorded(tb testing.TB, names ...string) {
+	tb.Helper()
+	out, _ := r.Strings(tb)
+	all := strings.Join(out, "\n")
+	for _, n := range names {
+		if !strings.Contains(all, n) {
+			tb.Errorf("otelxtest: %q was not recorded", n)
+		}
+	}
+}
