@@ -68,7 +68,7 @@
 //     SKU's levels, so a changed level, an entry added or removed and a hash
 //     rolled back to an older copy are reported), and compares reserved
 //     with the units of the holds in the deadline index. Checkpoint audits
-//     first and refuses with ErrDrift rather than write a checkpoint over
+//     first and refuses with ErrMismatch rather than write a checkpoint over
 //     levels the journal does not explain. Entries reads a SKU's journal in
 //     pages (a cursor, a limit up to MaxPage), as wallet's Entries reads an
 //     account's; Consume hands it to consumer groups.

@@ -123,10 +123,11 @@ func (inv *Inventory) Entries(ctx context.Context, sku, cursor string, limit int
 	return out, next, nil
 }
 
-// ErrDrift means Checkpoint found books its audit does not explain: the
+// ErrMismatch means Checkpoint found books its audit does not explain: the
 // checkpoint was not written, so the next Audit still replays (and reports)
-// what differs.
-var ErrDrift = errors.New("stock: the levels differ from what the journal explains")
+// what differs. wallet's Verify and Checkpoint report the same finding with
+// an error of the same name.
+var ErrMismatch = errors.New("stock: the levels differ from what the journal explains")
 
 // Checkpoint appends a checkpoint entry carrying sku's levels and returns its
 // ID. Audits replay the journal from the last checkpoint, and Trim may delete
@@ -135,7 +136,7 @@ var ErrDrift = errors.New("stock: the levels differ from what the journal explai
 //
 // A checkpoint is the starting point of later audits, so it must not be
 // written over drift: Checkpoint first audits each bucket and refuses with
-// ErrDrift (writing nothing to that bucket) when the audit found a problem,
+// ErrMismatch (writing nothing to that bucket) when the audit found a problem,
 // and the script that writes it refuses too when the levels differ from the
 // journal's last entry (changed since the audit).
 func (inv *Inventory) Checkpoint(ctx context.Context, sku string) (_ string, err error) {
@@ -156,14 +157,14 @@ func (inv *Inventory) Checkpoint(ctx context.Context, sku string) (_ string, err
 			return "", fmt.Errorf("stock: checkpoint %s: %w", sku, err)
 		}
 		if !r.OK() {
-			return "", fmt.Errorf("stock: checkpoint %s bucket %d: %w: %s", sku, k, ErrDrift, strings.Join(r.Problems, "; "))
+			return "", fmt.Errorf("stock: checkpoint %s bucket %d: %w: %s", sku, k, ErrMismatch, strings.Join(r.Problems, "; "))
 		}
 		id, err := checkpointScript.Run(ctx, inv.rdb, []string{inv.skuKey(tags[k], sku), inv.journalKey(tags[k], sku)}, sku).Text()
 		switch {
 		case errors.Is(err, redis.Nil):
 			return "", fmt.Errorf("stock: checkpoint %s: %w", sku, ErrNotFound)
 		case err != nil && strings.HasPrefix(err.Error(), "DRIFT"):
-			return "", fmt.Errorf("stock: checkpoint %s bucket %d: %w: %w", sku, k, ErrDrift, err)
+			return "", fmt.Errorf("stock: checkpoint %s bucket %d: %w: %w", sku, k, ErrMismatch, err)
 		case err != nil:
 			return "", fmt.Errorf("stock: checkpoint %s: %w", sku, err)
 		}

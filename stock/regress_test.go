@@ -395,7 +395,7 @@ func TestCheckpoint_refusesOverDrift(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, rep.OK())
 	_, err = inv.Checkpoint(ctx, "c")
-	require.ErrorIs(t, err, stock.ErrDrift)
+	require.ErrorIs(t, err, stock.ErrMismatch)
 	rep, err = inv.Audit(ctx, "c")
 	require.NoError(t, err)
 	require.False(t, rep.OK(), "drift laundered by a checkpoint")

@@ -58,7 +58,7 @@ func TestAudit_catchesTamperingOfEachKind(t *testing.T) {
 		{"a checkpoint written over drift", func(ctx context.Context, t *testing.T, b books) {
 			require.NoError(t, b.rdb.HSet(ctx, b.sku, "sold", "0", "available", "12").Err())
 			_, err := b.inv.Checkpoint(ctx, "s")
-			require.ErrorIs(t, err, stock.ErrDrift)
+			require.ErrorIs(t, err, stock.ErrMismatch)
 			// The script run on its own refuses too.
 			err = redis.NewScript(stock.Scripts()["checkpoint.lua"]).Run(ctx, b.rdb, []string{b.sku, b.journal}, "s").Err()
 			require.ErrorContains(t, err, "DRIFT")
