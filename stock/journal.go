@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -68,9 +67,7 @@ func parseEntry(m redis.XMessage) Entry {
 }
 
 // MaxPage is the largest page Entries returns.
-const MaxPage = 1000
-
-var cursorRE = regexp.MustCompile(`^[0-9]{1,20}-[0-9]{1,20}$`)
+const MaxPage = valid.MaxPage
 
 // Entries returns up to limit (1..MaxPage) journal entries of sku that
 // come after cursor, oldest first, and the cursor of the next page ("" when
@@ -85,15 +82,9 @@ func (inv *Inventory) Entries(ctx context.Context, sku, cursor string, limit int
 	if err != nil {
 		return nil, "", err
 	}
-	if cursor != "" && !cursorRE.MatchString(cursor) {
-		return nil, "", fmt.Errorf("%w: cursor %q is not a journal entry ID", ErrInvalid, cursor)
-	}
-	if limit < 1 || limit > MaxPage {
-		return nil, "", fmt.Errorf("%w: limit %d outside 1..%d", ErrInvalid, limit, MaxPage)
-	}
-	start := "-"
-	if cursor != "" {
-		start = "(" + cursor
+	start, err := valid.Page(cursor, limit)
+	if err != nil {
+		return nil, "", err
 	}
 	var ex *redis.IntCmd
 	var xr *redis.XMessageSliceCmd

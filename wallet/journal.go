@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"time"
 
@@ -28,7 +27,7 @@ const (
 )
 
 // MaxPage is the largest page Entries returns.
-const MaxPage = 1000
+const MaxPage = valid.MaxPage
 
 // Entry is one immutable journal entry of an account.
 type Entry struct {
@@ -44,8 +43,6 @@ type Entry struct {
 	Time      time.Time // server time of the entry (from its ID)
 }
 
-var cursorRE = regexp.MustCompile(`^[0-9]{1,20}-[0-9]{1,20}$`)
-
 // Entries returns up to limit (1..MaxPage) journal entries of an account
 // that come after cursor, oldest first, and the cursor of the next page
 // ("" when this page reached the end). An empty cursor starts at the oldest
@@ -57,15 +54,9 @@ func (l *Ledger) Entries(ctx context.Context, account, cursor string, limit int)
 	if err := l.check(valid.Name("account", account)); err != nil {
 		return nil, "", err
 	}
-	if cursor != "" && !cursorRE.MatchString(cursor) {
-		return nil, "", fmt.Errorf("%w: cursor %q is not a journal entry ID", ErrInvalid, cursor)
-	}
-	if limit < 1 || limit > MaxPage {
-		return nil, "", fmt.Errorf("%w: limit %d outside 1..%d", ErrInvalid, limit, MaxPage)
-	}
-	start := "-"
-	if cursor != "" {
-		start = "(" + cursor
+	start, err := valid.Page(cursor, limit)
+	if err != nil {
+		return nil, "", err
 	}
 	g := keys.Group(account)
 	var msgs []redis.XMessage

@@ -6,6 +6,7 @@ package valid
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -113,4 +114,41 @@ func Prefix(p string) error {
 		}
 	}
 	return nil
+}
+
+// MaxPage is the largest page of journal entries a module returns.
+const MaxPage = 1000
+
+// Page checks a request for a page of a journal: cursor is "" (from the
+// oldest entry) or a stream entry ID ("<ms>-<seq>", the last ID of the
+// previous page), limit is 1..MaxPage. It returns the XRANGE start: "-" or
+// the exclusive "(<cursor>".
+func Page(cursor string, limit int) (start string, err error) {
+	if cursor != "" && !isEntryID(cursor) {
+		return "", fmt.Errorf("%w: cursor %q is not a journal entry ID", ErrInvalid, cursor)
+	}
+	if limit < 1 || limit > MaxPage {
+		return "", fmt.Errorf("%w: limit %d outside 1..%d", ErrInvalid, limit, MaxPage)
+	}
+	if cursor == "" {
+		return "-", nil
+	}
+	return "(" + cursor, nil
+}
+
+// isEntryID reports whether s is "<ms>-<seq>", each 1–20 decimal digits.
+func isEntryID(s string) bool {
+	ms, seq, ok := strings.Cut(s, "-")
+	digits := func(p string) bool {
+		if len(p) < 1 || len(p) > 20 {
+			return false
+		}
+		for i := 0; i < len(p); i++ {
+			if p[i] < '0' || p[i] > '9' {
+				return false
+			}
+		}
+		return true
+	}
+	return ok && digits(ms) && digits(seq)
 }

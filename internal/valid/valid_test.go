@@ -134,3 +134,35 @@ func FuzzName(f *testing.F) {
 		}
 	})
 }
+
+// Page takes "" or a stream entry ID and a limit of 1..MaxPage, and gives
+// the exclusive XRANGE start after the cursor.
+func TestPage(t *testing.T) {
+	for _, tc := range []struct {
+		cursor string
+		limit  int
+		start  string // "" = invalid
+	}{
+		{"", 1, "-"},
+		{"", valid.MaxPage, "-"},
+		{"1700000000000-0", 10, "(1700000000000-0"},
+		{"0-0", 10, "(0-0"},
+		{"", 0, ""},
+		{"", valid.MaxPage + 1, ""},
+		{"-", 10, ""},
+		{"(1-0", 10, ""},
+		{"1-", 10, ""},
+		{"1", 10, ""},
+		{"1-2-3", 10, ""},
+		{"123456789012345678901-0", 10, ""},
+		{"x-1", 10, ""},
+	} {
+		start, err := valid.Page(tc.cursor, tc.limit)
+		if tc.start == "" {
+			require.ErrorIs(t, err, valid.ErrInvalid, "%q %d", tc.cursor, tc.limit)
+			continue
+		}
+		require.NoError(t, err, "%q %d", tc.cursor, tc.limit)
+		require.Equal(t, tc.start, start)
+	}
+}
