@@ -187,6 +187,9 @@ func TestRedlock_Release_majorityUnreachable(t *testing.T) {
 
 // completions counts the commands a client finished (answered or failed)
 // while counting is on.
+// completions counts the calls of a client that were started after on was
+// set and have returned (a call started before, such as the acquire's
+// answer still being read, does not count).
 type completions struct {
 	on, n atomic.Int64
 }
@@ -194,8 +197,9 @@ type completions struct {
 func (c *completions) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (c *completions) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
+		armed := c.on.Load() == 1
 		err := next(ctx, cmd)
-		if c.on.Load() == 1 {
+		if armed {
 			c.n.Add(1)
 		}
 		return err
@@ -221,7 +225,13 @@ func TestRedlock_Release_silentMinority_decidedByMajority(t *testing.T) {
 	calls := &completions{}
 	for i := range 3 {
 		s := redistest.New(t, redistest.Options{})
-		c := clientOf(t, s.Addr(), func(o *redis.Options) { o.MaxRetries, o.ReadTimeout = -1, time.Second })
+		// The answering masters get a read timeout no loaded machine
+		// reaches; the silent one's must stay below peerTimeout.
+		timeout := 10 * time.Second
+		if i == 2 {
+			timeout = time.Second
+		}
+		c := clientOf(t, s.Addr(), func(o *redis.Options) { o.MaxRetries, o.ReadTimeout = -1, timeout })
 		if i == 2 {
 			silent, behind = s, clientOf(t, s.Addr(), nil)
 			c.AddHook(calls)
@@ -235,7 +245,12 @@ func TestRedlock_Release_silentMinority_decidedByMajority(t *testing.T) {
 	m := rl.Mutex("report")
 	l, err := m.TryAcquire(ctx)
 	require.NoError(t, err)
-	eventually(t, func() bool { return redlockKey(t, behind, p, "report") != "" }, "the lock on the third master")
+	// The acquire returns on a majority; a master whose grant is still on
+	// its way would take the lock after the release and give it back only
+	// then. Wait for the grant on all three.
+	for _, c := range []redis.UniversalClient{clients[0], clients[1], behind} {
+		eventually(t, func() bool { return redlockKey(t, c, p, "report") != "" }, "the lock on every master")
+	}
 
 	require.NoError(t, silent.Pause())
 	t.Cleanup(func() { _ = silent.Resume() })
