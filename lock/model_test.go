@@ -426,9 +426,12 @@ func (m *modelRun) heal() {
 }
 
 // grantNow is actor's TryAcquire, which must succeed at once, or within a
-// few seconds of retries after lost replies.
+// few seconds of retries after lost replies. A Redlock's release and
+// give-back return on a majority, so the third master's may still be on
+// its way; with another master silent a new owner needs that one too, and
+// gets the lock once it lands: a Redlock also gets the few seconds.
 func (m *modelRun) grantNow(rt *rapid.T, actor int, write, lost bool, what string) *lock.Lease {
-	lost = lost || m.healing
+	lost = lost || m.healing || m.kind == kindRedlock
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		l, err := m.actors[actor].try(context.Background(), write)
