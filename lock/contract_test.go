@@ -1,15 +1,12 @@
 package lock_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/redkit-go/redkit/lock"
@@ -118,34 +115,15 @@ func TestContract_TryAcquire_lostReplyThenFault(t *testing.T) {
 // On the loopback Cluster: CheckFence's reply is lost and the fence key's
 // slot moves to the other master before the retry, which meets MOVED.
 func TestContract_CheckFence_lostReplyThenSlotMoved(t *testing.T) {
-	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 2})
-	proxies := map[string]*redistest.Proxy{}
-	for _, m := range c.Masters() {
-		proxies[m.Addr()] = redistest.NewProxy(t, m.Addr())
-	}
-	direct := c.Client()
+	c := redistest.NewContractCluster(t)
 	for _, v := range redistest.ContractVariants {
 		t.Run(v.Name, func(t *testing.T) {
 			ctx := t.Context()
-			rdb := c.Client(func(o *redis.ClusterOptions) {
-				o.ReadTimeout, o.DialerRetries = 300*time.Millisecond, 1
-				o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
-					if px, ok := proxies[addr]; ok {
-						addr = px.Addr()
-					}
-					var d net.Dialer
-					return d.DialContext(ctx, network, addr)
-				}
-				if v.SendsOnce {
-					o.MaxRedirects, o.MaxRetries = -1, -1
-				}
-			})
+			rdb := c.ProxiedClient(v.SendsOnce)
 			tag := fmt.Sprintf("g%d", contractN.Add(1))
 			key := lock.FenceKey("contract", tag, "res")
 			require.NoError(t, lock.CheckFence(ctx, rdb, key, lock.Fence{Name: "res", Token: 5}))
-			owner, err := direct.MasterForKey(ctx, key)
-			require.NoError(t, err)
-			err = redistest.LostReply(t, proxies[owner.Options().Addr], func() error {
+			err := redistest.LostReply(t, c.ProxyOf(t, key), func() error {
 				return lock.CheckFence(ctx, rdb, key, lock.Fence{Name: "res", Token: 7})
 			}, func() {
 				_, err := c.MoveSlot(ctx, key)
@@ -155,8 +133,8 @@ func TestContract_CheckFence_lostReplyThenSlotMoved(t *testing.T) {
 			if err != nil {
 				require.ErrorIs(t, err, lock.ErrUnknownOutcome, "a write that ran ends in nil or ErrUnknownOutcome")
 			}
-			direct.ReloadState(ctx)
-			require.ErrorIs(t, lock.CheckFence(ctx, direct, key, lock.Fence{Name: "res", Token: 6}), lock.ErrStaleFence,
+			c.Direct.ReloadState(ctx)
+			require.ErrorIs(t, lock.CheckFence(ctx, c.Direct, key, lock.Fence{Name: "res", Token: 6}), lock.ErrStaleFence,
 				"the lost call recorded its token")
 		})
 	}

@@ -229,45 +229,72 @@ func (c Contract) LostReplyThenFault(t *testing.T, full bool) {
 	})
 }
 
+// ContractCluster is a loopback Cluster of two masters, each reached
+// through a Proxy, for losing a reply on the master that owns a key.
+type ContractCluster struct {
+	*Cluster
+	// Proxies are the masters' proxies, by the master's address.
+	Proxies map[string]*Proxy
+	// Direct is a client that does not go through the proxies.
+	Direct *redis.ClusterClient
+}
+
+// NewContractCluster starts a ContractCluster, stopped at the end of t.
+func NewContractCluster(t *testing.T) *ContractCluster {
+	cl := &ContractCluster{Cluster: NewCluster(t, ClusterOptions{Masters: 2}), Proxies: map[string]*Proxy{}}
+	for _, m := range cl.Masters() {
+		cl.Proxies[m.Addr()] = NewProxy(t, m.Addr())
+	}
+	cl.Direct = cl.Client()
+	return cl
+}
+
+// ProxiedClient is a client through the proxies with the contract's read
+// timeout; with sendsOnce it sends each command once and follows no
+// redirect.
+func (c *ContractCluster) ProxiedClient(sendsOnce bool) *redis.ClusterClient {
+	return c.Client(func(o *redis.ClusterOptions) {
+		o.ReadTimeout, o.DialerRetries = 300*time.Millisecond, 1
+		o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if px, ok := c.Proxies[addr]; ok {
+				addr = px.Addr()
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		}
+		if sendsOnce {
+			o.MaxRedirects, o.MaxRetries = -1, -1
+		}
+	})
+}
+
+// ProxyOf returns the proxy of the master that owns key.
+func (c *ContractCluster) ProxyOf(t testing.TB, key string) *Proxy {
+	owner, err := c.Direct.MasterForKey(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Proxies[owner.Options().Addr]
+}
+
 // LostReplyThenSlotMoved runs the Core and Moved writes on a loopback
 // Cluster of two masters: the reply is lost and the key's slot moves to the
 // other master before the retry, which meets MOVED (and, once go-redis's
 // redirects ran out or are off, returns it).
 func (c Contract) LostReplyThenSlotMoved(t *testing.T) {
-	cl := NewCluster(t, ClusterOptions{Masters: 2})
-	proxies := map[string]*Proxy{}
-	for _, m := range cl.Masters() {
-		proxies[m.Addr()] = NewProxy(t, m.Addr())
-	}
-	direct := cl.Client()
+	cl := NewContractCluster(t)
 	for _, v := range ContractVariants {
 		for _, w := range c.Writes {
 			if !c.Core[w.Name] && !c.Moved[w.Name] {
 				continue
 			}
 			t.Run(v.Name+"/"+w.Name, func(t *testing.T) {
-				rdb := cl.Client(func(o *redis.ClusterOptions) {
-					o.ReadTimeout, o.DialerRetries = 300*time.Millisecond, 1
-					o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
-						if px, ok := proxies[addr]; ok {
-							addr = px.Addr()
-						}
-						var d net.Dialer
-						return d.DialContext(ctx, network, addr)
-					}
-					if v.SendsOnce {
-						o.MaxRedirects, o.MaxRetries = -1, -1
-					}
-				})
+				rdb := cl.ProxiedClient(v.SendsOnce)
 				// Two attempts: the second meets MOVED (the first one's
 				// redirects ran out or are off) and is the last.
 				var moved func() bool
 				c.run(t, rdb, 2, w, true, func(tag string, call func() error) error {
-					owner, err := direct.MasterForKey(t.Context(), "{"+tag+"}")
-					if err != nil {
-						t.Fatal(err)
-					}
-					return LostReplyAfter(t, proxies[owner.Options().Addr], w.Skip, call, func() {
+					return LostReplyAfter(t, cl.ProxyOf(t, "{"+tag+"}"), w.Skip, call, func() {
 						to, err := cl.MoveSlot(t.Context(), "{"+tag+"}")
 						if err != nil {
 							t.Fatal(err)
