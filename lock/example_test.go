@@ -11,14 +11,33 @@ import (
 	"github.com/redkit-go/redkit/redistest"
 )
 
-func Example() {
-	ctx := context.Background()
-	srv, err := redistest.Start(ctx, redistest.Options{})
+// exampleRedis starts a throwaway redis-server for an example; stop shuts it
+// down. In a program, rdb is any go-redis client of your Redis.
+func exampleRedis() (rdb *redis.Client, stop func() error) {
+	srv, err := redistest.Start(context.Background(), redistest.Options{})
 	if err != nil {
 		panic(err)
 	}
-	defer srv.Close()
-	rdb := srv.Client()
+	return srv.Client(), srv.Close
+}
+
+// exampleLocks is exampleRedis with a lock Client on it; stop closes both.
+func exampleLocks() (locks *lock.Client, rdb *redis.Client, stop func()) {
+	rdb, stopRedis := exampleRedis()
+	locks, err := lock.New(rdb)
+	if err != nil {
+		panic(err)
+	}
+	return locks, rdb, func() {
+		_ = locks.Close()
+		_ = stopRedis()
+	}
+}
+
+func Example() {
+	ctx := context.Background()
+	rdb, stop := exampleRedis()
+	defer stop()
 
 	locks, err := lock.New(rdb)
 	if err != nil {
@@ -55,18 +74,10 @@ func Example() {
 
 func ExampleClient_Do() {
 	ctx := context.Background()
-	srv, err := redistest.Start(ctx, redistest.Options{})
-	if err != nil {
-		panic(err)
-	}
-	defer srv.Close()
-	locks, err := lock.New(srv.Client())
-	if err != nil {
-		panic(err)
-	}
-	defer locks.Close()
+	locks, _, stop := exampleLocks()
+	defer stop()
 
-	err = locks.Do(ctx, "reports/nightly", func(ctx context.Context, l *lock.Lease) error {
+	err := locks.Do(ctx, "reports/nightly", func(ctx context.Context, l *lock.Lease) error {
 		// ctx ends if the lease is lost; the watchdog renews it meanwhile.
 		fmt.Println("building the report under token", l.Fence().Token)
 		return nil
@@ -81,17 +92,8 @@ func ExampleClient_Do() {
 // so a holder whose lease passed to someone else cannot overwrite newer data.
 func ExampleFenceLua() {
 	ctx := context.Background()
-	srv, err := redistest.Start(ctx, redistest.Options{})
-	if err != nil {
-		panic(err)
-	}
-	defer srv.Close()
-	rdb := srv.Client()
-	locks, err := lock.New(rdb)
-	if err != nil {
-		panic(err)
-	}
-	defer locks.Close()
+	locks, rdb, stop := exampleLocks()
+	defer stop()
 
 	write := redis.NewScript(lock.FenceLua + `
 if not redkit_fence(KEYS[1], ARGV[1]) then return redis.error_reply('STALE fence') end
@@ -116,12 +118,8 @@ return 1`)
 
 func ExampleCheckFence() {
 	ctx := context.Background()
-	srv, err := redistest.Start(ctx, redistest.Options{})
-	if err != nil {
-		panic(err)
-	}
-	defer srv.Close()
-	rdb := srv.Client()
+	rdb, stop := exampleRedis()
+	defer stop()
 	key := lock.FenceKey("", "ledger-db", "payout:merchant-42")
 
 	fmt.Println(lock.CheckFence(ctx, rdb, key, lock.Fence{Name: "payout:merchant-42", Token: 8}))
