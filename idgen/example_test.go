@@ -5,19 +5,28 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redkit-go/redkit/idgen"
 	"github.com/redkit-go/redkit/redistest"
 )
 
-func ExampleNewSequence() {
-	ctx := context.Background()
-	srv, err := redistest.Start(ctx, redistest.Options{})
+// exampleRedis starts a throwaway redis-server for an example; stop shuts it
+// down. In a program, rdb is any go-redis client of your Redis.
+func exampleRedis() (rdb *redis.Client, stop func() error) {
+	srv, err := redistest.Start(context.Background(), redistest.Options{})
 	if err != nil {
 		panic(err)
 	}
-	defer srv.Close()
+	return srv.Client(), srv.Close
+}
 
-	seq, err := idgen.NewSequence(srv.Client(), "fence-demo")
+func ExampleNewSequence() {
+	ctx := context.Background()
+	rdb, stop := exampleRedis()
+	defer stop()
+
+	seq, err := idgen.NewSequence(rdb, "fence-demo")
 	if err != nil {
 		panic(err)
 	}
@@ -36,13 +45,10 @@ func ExampleNewSequence() {
 
 func ExampleNewSegment() {
 	ctx := context.Background()
-	srv, err := redistest.Start(ctx, redistest.Options{})
-	if err != nil {
-		panic(err)
-	}
-	defer srv.Close()
+	rdb, stop := exampleRedis()
+	defer stop()
 
-	seg, err := idgen.NewSegment(srv.Client(), "order-no", idgen.WithMinStep(1000))
+	seg, err := idgen.NewSegment(rdb, "order-no", idgen.WithMinStep(1000))
 	if err != nil {
 		panic(err)
 	}
@@ -55,13 +61,10 @@ func ExampleNewSegment() {
 
 func ExampleNewLeasedSnowflake() {
 	ctx := context.Background()
-	srv, err := redistest.Start(ctx, redistest.Options{})
-	if err != nil {
-		panic(err)
-	}
-	defer srv.Close()
+	rdb, stop := exampleRedis()
+	defer stop()
 
-	sf, err := idgen.NewLeasedSnowflake(ctx, srv.Client(), "checkout")
+	sf, err := idgen.NewLeasedSnowflake(ctx, rdb, "checkout")
 	if err != nil {
 		panic(err)
 	}
