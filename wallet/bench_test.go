@@ -87,10 +87,16 @@ func BenchmarkLedger_Debit_hotAccount(b *testing.B) {
 	b.ReportMetric(float64(rt.n.Load())/float64(b.N), "RT/op")
 }
 
-// benchAccounts opens n accounts in n/2 slot groups, each with a large
-// balance, and returns transfers between the pair of each group.
-func benchAccounts(b *testing.B, led *wallet.Ledger, groups int) func(i int64) wallet.Transfer {
+// benchTransfers starts a server and a Ledger whose client keeps conns
+// connections, opens 64 slot groups of two accounts each with a large
+// balance, sets b.RunParallel to run about conns goroutines, and returns
+// the Ledger and a function giving the next transfer, between the pair of
+// one group, safe for concurrent use.
+func benchTransfers(b *testing.B, conns int) (*wallet.Ledger, func() wallet.Transfer) {
+	const groups = 64
 	ctx := context.Background()
+	srv := redistest.New(b, redistest.Options{})
+	led := mustNew(b, srv.Client(func(o *redis.Options) { o.PoolSize = conns }))
 	for g := range groups {
 		for _, side := range []string{"a", "b"} {
 			acct := "g" + strconv.Itoa(g) + "/" + side
@@ -99,8 +105,12 @@ func benchAccounts(b *testing.B, led *wallet.Ledger, groups int) func(i int64) w
 			}
 		}
 	}
-	return func(i int64) wallet.Transfer {
-		g := "g" + strconv.FormatInt(i%int64(groups), 10)
+	b.SetParallelism(max(1, conns/runtime.GOMAXPROCS(0)))
+	b.ReportAllocs()
+	var seq atomic.Int64
+	return led, func() wallet.Transfer {
+		i := seq.Add(1)
+		g := "g" + strconv.FormatInt(i%groups, 10)
 		return wallet.Transfer{ID: "t" + strconv.FormatInt(i, 10), From: g + "/a", To: g + "/b", Amount: 1}
 	}
 }
@@ -108,16 +118,11 @@ func benchAccounts(b *testing.B, led *wallet.Ledger, groups int) func(i int64) w
 // BenchmarkLedger_Transfer_many: 64 goroutines, one Transfer call each at a
 // time, over 128 accounts. Compare with BenchmarkLedger_TransferBatch_many.
 func BenchmarkLedger_Transfer_many(b *testing.B) {
-	srv := redistest.New(b, redistest.Options{})
-	led := mustNew(b, srv.Client(func(o *redis.Options) { o.PoolSize = 64 }))
-	transfer := benchAccounts(b, led, 64)
-	var seq atomic.Int64
-	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
-	b.ReportAllocs()
+	led, next := benchTransfers(b, 64)
 	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := led.Transfer(context.Background(), transfer(seq.Add(1))); err != nil {
+			if _, err := led.Transfer(context.Background(), next()); err != nil {
 				b.Error(err)
 				return
 			}
@@ -130,12 +135,7 @@ func BenchmarkLedger_Transfer_many(b *testing.B) {
 // TransferBatch from 8 goroutines; b.N counts transfers.
 func BenchmarkLedger_TransferBatch_many(b *testing.B) {
 	const batch = 64
-	srv := redistest.New(b, redistest.Options{})
-	led := mustNew(b, srv.Client(func(o *redis.Options) { o.PoolSize = 8 }))
-	transfer := benchAccounts(b, led, 64)
-	var seq atomic.Int64
-	b.SetParallelism(max(1, 8/runtime.GOMAXPROCS(0)))
-	b.ReportAllocs()
+	led, next := benchTransfers(b, 8)
 	start := time.Now()
 	var done atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {
@@ -150,7 +150,7 @@ func BenchmarkLedger_TransferBatch_many(b *testing.B) {
 			ts = ts[:0]
 		}
 		for pb.Next() {
-			if ts = append(ts, transfer(seq.Add(1))); len(ts) == batch {
+			if ts = append(ts, next()); len(ts) == batch {
 				flush()
 			}
 		}

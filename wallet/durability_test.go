@@ -3,7 +3,6 @@ package wallet_test
 import (
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,10 +20,7 @@ func TestLedger_killRestart_noAcknowledgedPostingLost(t *testing.T) {
 }
 
 func TestChaos_Ledger_killRestartRepeated(t *testing.T) {
-	if os.Getenv("RUN_CHAOS") == "" {
-		t.Skip("chaos tier: make chaos")
-	}
-	runKillRestart(t, 20*chaosScale())
+	runKillRestart(t, 20*chaosTier(t))
 }
 
 // runKillRestart posts from 8 goroutines while the server is killed and

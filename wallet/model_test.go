@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -810,10 +809,7 @@ func TestLedger_model(t *testing.T) {
 }
 
 func TestChaos_Ledger_model(t *testing.T) {
-	if os.Getenv("RUN_CHAOS") == "" {
-		t.Skip("chaos tier: make chaos")
-	}
-	withChecks(t, 150*chaosScale())
+	withChecks(t, 150*chaosTier(t))
 	runModel(t, 250)
 }
 

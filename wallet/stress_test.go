@@ -74,6 +74,18 @@ func (o stressOp) run(ctx context.Context, led *wallet.Ledger) (wallet.Result, e
 	return led.Transfer(ctx, wallet.Transfer{ID: o.id, From: o.from, To: o.to, Amount: o.amount})
 }
 
+// chaosTier skips t unless the chaos tier runs (RUN_CHAOS set, as make
+// chaos does) and returns chaosScale.
+func chaosTier(t *testing.T) int {
+	t.Helper()
+	if os.Getenv("RUN_CHAOS") == "" {
+		t.Skip("chaos tier: make chaos")
+	}
+	return chaosScale()
+}
+
+// chaosScale is CHAOS_SCALE, the multiplier of a chaos test's work (1 when
+// unset).
 func chaosScale() int {
 	if n, err := strconv.Atoi(os.Getenv("CHAOS_SCALE")); err == nil && n > 0 {
 		return n
@@ -86,10 +98,7 @@ func TestLedger_mixedOperationsUnderFaults_ConcurrentSafe(t *testing.T) {
 }
 
 func TestChaos_Ledger_mixedOperationsUnderFaults(t *testing.T) {
-	if os.Getenv("RUN_CHAOS") == "" {
-		t.Skip("chaos tier: make chaos")
-	}
-	runMixed(t, 1_000_000*chaosScale())
+	runMixed(t, 1_000_000*chaosTier(t))
 }
 
 // runMixed submits total operations (credits, debits, transfers, and
