@@ -154,7 +154,7 @@ func TestReconcile_reportsInjectedDrift(t *testing.T) {
 		t.Fatalf("drift before any injection: %+v", ds)
 	}
 	// rd/b: three units appear in Redis with no journal entry.
-	if err := f.rdb.HIncrBy(ctx, f.hashKey("sku", "rd/b"), "available", 3).Err(); err != nil {
+	if err := f.rdb.HIncrBy(ctx, f.redisKey("sku", "rd/b"), "available", 3).Err(); err != nil {
 		t.Fatal(err)
 	}
 	// rd/y: the last credit is lost in Redis.
@@ -163,7 +163,7 @@ func TestReconcile_reportsInjectedDrift(t *testing.T) {
 	if err := f.rdb.XDel(ctx, f.journalKey("rd/y"), lost).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.rdb.HIncrBy(ctx, f.hashKey("acct", "rd/y"), "posted", -40).Err(); err != nil {
+	if err := f.rdb.HIncrBy(ctx, f.redisKey("acct", "rd/y"), "posted", -40).Err(); err != nil {
 		t.Fatal(err)
 	}
 	ds := f.reconcileStock(skus...)
@@ -258,11 +258,11 @@ func TestRepairWallet_lostWrites(t *testing.T) {
 	xIDs, yIDs := f.walletIDs("rp/x"), f.walletIDs("rp/y")
 	f.loseLast(f.journalKey("rp/x"), xIDs, 2)
 	f.loseLast(f.journalKey("rp/y"), yIDs, 1)
-	f.rdb.HIncrBy(ctx, f.hashKey("acct", "rp/x"), "posted", -430)
-	f.rdb.HIncrBy(ctx, f.hashKey("acct", "rp/x"), "cr", -500)
-	f.rdb.HIncrBy(ctx, f.hashKey("acct", "rp/x"), "tout", -70)
-	f.rdb.HIncrBy(ctx, f.hashKey("acct", "rp/y"), "posted", -70)
-	f.rdb.HIncrBy(ctx, f.hashKey("acct", "rp/y"), "tin", -70)
+	f.rdb.HIncrBy(ctx, f.redisKey("acct", "rp/x"), "posted", -430)
+	f.rdb.HIncrBy(ctx, f.redisKey("acct", "rp/x"), "cr", -500)
+	f.rdb.HIncrBy(ctx, f.redisKey("acct", "rp/x"), "tout", -70)
+	f.rdb.HIncrBy(ctx, f.redisKey("acct", "rp/y"), "posted", -70)
+	f.rdb.HIncrBy(ctx, f.redisKey("acct", "rp/y"), "tin", -70)
 	for _, id := range []string{"rp-credit", "rp-move"} {
 		ks, _ := f.rdb.Keys(ctx, f.prefix+":*:tx:"+id).Result()
 		if len(ks) == 0 {

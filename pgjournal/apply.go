@@ -20,6 +20,16 @@ type journal struct {
 	keyLabel func(key []any) (string, int)
 }
 
+// keyWhere is the condition that selects one journal's rows, its key
+// being the first parameters of the query ("sku = $1 AND bucket = $2").
+func (j *journal) keyWhere() string {
+	where := make([]string, len(j.keyCols))
+	for i, c := range j.keyCols {
+		where[i] = fmt.Sprintf("%s = $%d", c, i+1)
+	}
+	return strings.Join(where, " AND ")
+}
+
 // rec is one journal entry on its way to the book.
 type rec struct {
 	id       string
@@ -73,11 +83,7 @@ func (b *Book) apply(ctx context.Context, tx pgx.Tx, j *journal, key []any, recs
 	if len(recs) == 0 {
 		return 0, nil
 	}
-	where := make([]string, len(j.keyCols))
-	for i, c := range j.keyCols {
-		where[i] = fmt.Sprintf("%s = $%d", c, i+1)
-	}
-	keyWhere := strings.Join(where, " AND ")
+	keyWhere := j.keyWhere()
 	n := len(j.keyCols)
 
 	ops := make([]string, len(recs))

@@ -171,34 +171,30 @@ func (f *fixture) int(sql string, args ...any) int64 {
 // stockIDs returns the IDs of bucket 0's retained journal of sku.
 func (f *fixture) stockIDs(sku string) []string {
 	f.t.Helper()
-	var ids []string
-	cursor := ""
-	for {
-		es, next, err := f.inv.Entries(context.Background(), sku, cursor, stock.MaxPage)
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		for _, e := range es {
-			ids = append(ids, e.ID)
-		}
-		if next == "" {
-			return ids
-		}
-		cursor = next
-	}
+	return journalIDs(f.t, func(cursor string) ([]stock.Entry, string, error) {
+		return f.inv.Entries(context.Background(), sku, cursor, stock.MaxPage)
+	}, func(e stock.Entry) string { return e.ID })
 }
 
 func (f *fixture) walletIDs(account string) []string {
 	f.t.Helper()
+	return journalIDs(f.t, func(cursor string) ([]wallet.Entry, string, error) {
+		return f.led.Entries(context.Background(), account, cursor, wallet.MaxPage)
+	}, func(e wallet.Entry) string { return e.ID })
+}
+
+// journalIDs reads a journal a page at a time and returns its IDs.
+func journalIDs[E any](t testing.TB, page func(cursor string) ([]E, string, error), id func(E) string) []string {
+	t.Helper()
 	var ids []string
 	cursor := ""
 	for {
-		es, next, err := f.led.Entries(context.Background(), account, cursor, wallet.MaxPage)
+		es, next, err := page(cursor)
 		if err != nil {
-			f.t.Fatal(err)
+			t.Fatal(err)
 		}
 		for _, e := range es {
-			ids = append(ids, e.ID)
+			ids = append(ids, id(e))
 		}
 		if next == "" {
 			return ids
@@ -328,16 +324,17 @@ func driftKeys(ds []pgjournal.Drift) []string {
 
 func (f *fixture) reconcileStock(skus ...string) []pgjournal.Drift {
 	f.t.Helper()
-	ds, err := f.book.ReconcileStock(context.Background(), f.inv, skus...)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return ds
+	return f.drifts(f.book.ReconcileStock(context.Background(), f.inv, skus...))
 }
 
 func (f *fixture) reconcileWallet(accounts ...string) []pgjournal.Drift {
 	f.t.Helper()
-	ds, err := f.book.ReconcileWallet(context.Background(), f.led, accounts...)
+	return f.drifts(f.book.ReconcileWallet(context.Background(), f.led, accounts...))
+}
+
+// drifts fails the test on a reconciliation's error.
+func (f *fixture) drifts(ds []pgjournal.Drift, err error) []pgjournal.Drift {
+	f.t.Helper()
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -348,14 +345,12 @@ func (f *fixture) reconcileWallet(accounts ...string) []pgjournal.Drift {
 // "wallet") by its documented suffix.
 func (f *fixture) journalKey(name string) string {
 	f.t.Helper()
-	ks, err := f.rdb.Keys(context.Background(), f.prefix+":*:journal:"+name).Result()
-	if err != nil || len(ks) != 1 {
-		f.t.Fatalf("journal key of %s: %v %v", name, ks, err)
-	}
-	return ks[0]
+	return f.redisKey("journal", name)
 }
 
-func (f *fixture) hashKey(kind, name string) string {
+// redisKey finds the Redis key of kind ("sku", "acct", "journal") for
+// name by its documented suffix.
+func (f *fixture) redisKey(kind, name string) string {
 	f.t.Helper()
 	ks, err := f.rdb.Keys(context.Background(), f.prefix+":*:"+kind+":"+name).Result()
 	if err != nil || len(ks) != 1 {

@@ -49,20 +49,16 @@ func (b *Book) RepairWallet(ctx context.Context, l *wallet.Ledger, account strin
 	if err != nil || len(ds) == 0 || len(ds[0].BookOnly) == 0 {
 		return nil, err
 	}
-	rows, err := b.pool.Query(ctx, "SELECT stream_id, kind, op, peer, memo, d_posted, d_held FROM "+b.t("wallet_entries")+
-		" WHERE account = $1 AND stream_id = ANY($2) ORDER BY ms, seq", account, ds[0].BookOnly)
-	if err != nil {
-		return nil, fmt.Errorf("pgjournal: repair %s: %w", account, err)
-	}
 	type entry struct {
 		id, kind, op, peer, memo string
 		delta, held              int64
 	}
-	es, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (entry, error) {
-		var e entry
-		err := r.Scan(&e.id, &e.kind, &e.op, &e.peer, &e.memo, &e.delta, &e.held)
-		return e, err
-	})
+	es, err := bookedLost(ctx, b, walletJournalDesc, []any{account}, ds[0].BookOnly, "peer, memo, d_posted, d_held",
+		func(r pgx.CollectableRow) (entry, error) {
+			var e entry
+			err := r.Scan(&e.id, &e.kind, &e.op, &e.peer, &e.memo, &e.delta, &e.held)
+			return e, err
+		})
 	if err != nil {
 		return nil, fmt.Errorf("pgjournal: repair %s: %w", account, err)
 	}
@@ -85,18 +81,8 @@ func (b *Book) RepairWallet(ctx context.Context, l *wallet.Ledger, account strin
 		default:
 			err = fmt.Errorf("%w: %s entries cannot be replayed", ErrInvalid, e.kind)
 		}
-		switch {
-		case err != nil && ctx.Err() != nil:
+		if err := settle(ctx, account, &r, res.Replayed, err, wallet.ErrUnknownOutcome); err != nil {
 			return out, err
-		case errors.Is(err, wallet.ErrUnknownOutcome):
-			// Calling RepairWallet again resolves it by the same ID.
-			return out, fmt.Errorf("pgjournal: repair %s: %w", account, err)
-		case err != nil:
-			r.Outcome, r.Err = "skipped", err
-		case res.Replayed:
-			r.Outcome = "already"
-		default:
-			r.Outcome = "applied"
 		}
 		out = append(out, r)
 	}
@@ -142,20 +128,16 @@ func (b *Book) RepairStock(ctx context.Context, inv *stock.Inventory, sku string
 	if err != nil || len(ds) == 0 || len(ds[0].BookOnly) == 0 {
 		return nil, err
 	}
-	rows, err := b.pool.Query(ctx, "SELECT stream_id, kind, op, buyer, d_sold FROM "+b.t("stock_entries")+
-		" WHERE sku = $1 AND bucket = 0 AND stream_id = ANY($2) ORDER BY ms, seq", sku, ds[0].BookOnly)
-	if err != nil {
-		return nil, fmt.Errorf("pgjournal: repair %s: %w", sku, err)
-	}
 	type entry struct {
 		id, kind, op, buyer string
 		sold                int64
 	}
-	es, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (entry, error) {
-		var e entry
-		err := r.Scan(&e.id, &e.kind, &e.op, &e.buyer, &e.sold)
-		return e, err
-	})
+	es, err := bookedLost(ctx, b, stockJournalDesc, []any{sku, 0}, ds[0].BookOnly, "buyer, d_sold",
+		func(r pgx.CollectableRow) (entry, error) {
+			var e entry
+			err := r.Scan(&e.id, &e.kind, &e.op, &e.buyer, &e.sold)
+			return e, err
+		})
 	if err != nil {
 		return nil, fmt.Errorf("pgjournal: repair %s: %w", sku, err)
 	}
@@ -181,21 +163,46 @@ func (b *Book) RepairStock(ctx context.Context, inv *stock.Inventory, sku string
 				res, err = inv.Deduct(ctx, o)
 			}
 		}
-		switch {
-		case err != nil && ctx.Err() != nil:
+		if err := settle(ctx, sku, &r, res.Replayed, err, stock.ErrUnknownOutcome); err != nil {
 			return out, err
-		case errors.Is(err, stock.ErrUnknownOutcome):
-			return out, fmt.Errorf("pgjournal: repair %s: %w", sku, err)
-		case err != nil:
-			r.Outcome, r.Err = "skipped", err
-		case res.Replayed:
-			r.Outcome = "already"
-		default:
-			r.Outcome = "applied"
 		}
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// bookedLost reads the booked entries ids of one journal (a drift's
+// BookOnly), oldest first: scan reads a row of stream_id, kind, op and
+// cols.
+func bookedLost[E any](ctx context.Context, b *Book, j *journal, key []any, ids []string, cols string,
+	scan func(pgx.CollectableRow) (E, error)) ([]E, error) {
+	rows, err := b.pool.Query(ctx, fmt.Sprintf("SELECT stream_id, kind, op, %s FROM %s WHERE %s AND stream_id = ANY($%d) ORDER BY ms, seq",
+		cols, b.t(j.entries), j.keyWhere(), len(key)+1), append(append([]any{}, key...), ids)...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scan)
+}
+
+// settle sets r's outcome from what replaying its entry returned: skipped
+// (with err), already (replayed: Redis answered from the operation's
+// marker) or applied. It returns the error that ends the repair instead:
+// ctx ended, or the outcome is unknown (errors.Is(err, unknown); calling
+// the repair again resolves it by the same ID).
+func settle(ctx context.Context, key string, r *Repair, replayed bool, err, unknown error) error {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return err
+	case errors.Is(err, unknown):
+		return fmt.Errorf("pgjournal: repair %s: %w", key, err)
+	case err != nil:
+		r.Outcome, r.Err = "skipped", err
+	case replayed:
+		r.Outcome = "already"
+	default:
+		r.Outcome = "applied"
+	}
+	return nil
 }
 
 // qtyOf is how many units of sku order takes.
