@@ -3,10 +3,8 @@ package idgen_test
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -46,23 +44,6 @@ func modelSize() (checks, steps int) {
 		return 200 * chaosScale(), 30
 	}
 	return 20, 10
-}
-
-// setRapidChecks sets rapid's number of checks for one test unless
-// -rapid.checks was given.
-func setRapidChecks(t *testing.T, n int) {
-	f := flag.Lookup("rapid.checks")
-	if f == nil {
-		return
-	}
-	given := false
-	flag.Visit(func(v *flag.Flag) { given = given || v.Name == "rapid.checks" })
-	if given {
-		return
-	}
-	old := f.Value.String()
-	_ = f.Value.Set(strconv.Itoa(n))
-	t.Cleanup(func() { _ = f.Value.Set(old) })
 }
 
 func TestModel_generators(t *testing.T) {
@@ -143,7 +124,7 @@ type modelEvent struct {
 }
 
 func runGeneratorModel(t *testing.T, checks, steps int) {
-	setRapidChecks(t, checks)
+	redistest.SetRapidChecks(t, checks)
 	s := redistest.New(t, redistest.Options{}) // no persistence: a restart loses everything
 	// go-redis re-sends a failed call (MaxRetries 3), with the arguments it
 	// was built with.

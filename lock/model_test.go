@@ -3,10 +3,8 @@ package lock_test
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,23 +44,6 @@ func modelSize() (checks, steps int) {
 		return 300 * chaosScale(), 40
 	}
 	return 40, 12
-}
-
-// setRapidChecks sets rapid's number of checks for one test unless
-// -rapid.checks was given.
-func setRapidChecks(t *testing.T, n int) {
-	f := flag.Lookup("rapid.checks")
-	if f == nil {
-		return
-	}
-	given := false
-	flag.Visit(func(v *flag.Flag) { given = given || v.Name == "rapid.checks" })
-	if given {
-		return
-	}
-	old := f.Value.String()
-	_ = f.Value.Set(strconv.Itoa(n))
-	t.Cleanup(func() { _ = f.Value.Set(old) })
 }
 
 type modelKind string
@@ -156,7 +137,7 @@ func TestChaos_Model_lock(t *testing.T) {
 
 func runModel(t *testing.T, checks, maxSteps int) {
 	env := newModelEnv(t)
-	setRapidChecks(t, checks)
+	redistest.SetRapidChecks(t, checks)
 	rapid.Check(t, func(rt *rapid.T) {
 		kind := rapid.SampledFrom([]modelKind{kindMutex, kindFair, kindRW, kindSem, kindRedlock}).Draw(rt, "kind")
 		m := env.start(t, rt, kind)
