@@ -121,16 +121,9 @@ func (a *mAccount) bal() (int64, int64) { return a.posted, a.held }
 
 func (m *model) post(kind, id, acct string, n int64, cur, memo string) mOutcome {
 	key := group(acct) + "|" + id
-	if mk := m.markers[key]; mk != nil {
-		if f := conflictField(mk, kind, acct, "", n, cur, memo); f != "" {
-			return mOutcome{class: "conflict:" + f}
-		}
-		o := mk.out
-		o.replayed = true
+	mk := &mMarker{kind: kind, a: acct, n: n, cur: cur, memo: memo}
+	if o, seen := m.seen(key, mk); seen {
 		return o
-	}
-	if m.cross[key] != nil {
-		return mOutcome{class: "conflict:kind"}
 	}
 	a := m.acct[acct]
 	if a != nil {
@@ -152,10 +145,8 @@ func (m *model) post(kind, id, acct string, n int64, cur, memo string) mOutcome 
 	if st == "ok" {
 		st = status(a, out)
 	}
-	mk := &mMarker{kind: kind, a: acct, n: n, cur: cur, memo: memo}
-	m.markers[key] = mk
+	m.mark(key, mk, st)
 	if st != "ok" {
-		mk.out = mOutcome{class: st}
 		return mk.out
 	}
 	if kind == "credit" {
@@ -169,22 +160,50 @@ func (m *model) post(kind, id, acct string, n int64, cur, memo string) mOutcome 
 	return mk.out
 }
 
-func conflictField(mk *mMarker, kind, a, b string, n int64, cur, memo string) string {
+// seen answers a posting or transfer in one group, described by call,
+// whose ID (key, group|id) is already taken: a conflict when it differs
+// from the first call or the ID is a transfer across groups, else the
+// first outcome, replayed. seen is false for a new ID.
+func (m *model) seen(key string, call *mMarker) (o mOutcome, seen bool) {
+	if mk := m.markers[key]; mk != nil {
+		if f := conflictField(mk, call); f != "" {
+			return mOutcome{class: "conflict:" + f}, true
+		}
+		o = mk.out
+		o.replayed = true
+		return o, true
+	}
+	if m.cross[key] != nil {
+		return mOutcome{class: "conflict:kind"}, true
+	}
+	return mOutcome{}, false
+}
+
+// mark records mk as the marker of a new ID with the outcome of status st;
+// a call that goes through then sets mk.out to its balances.
+func (m *model) mark(key string, mk *mMarker, st string) {
+	mk.out = mOutcome{class: st}
+	m.markers[key] = mk
+}
+
+// conflictField is the first field in which call differs from the first
+// call mk, or "".
+func conflictField(mk, call *mMarker) string {
 	switch {
-	case mk.kind != kind:
+	case mk.kind != call.kind:
 		return "kind"
-	case mk.a != a:
-		if kind == "transfer" {
+	case mk.a != call.a:
+		if call.kind == "transfer" {
 			return "from"
 		}
 		return "account"
-	case mk.b != b:
+	case mk.b != call.b:
 		return "to"
-	case mk.n != n:
+	case mk.n != call.n:
 		return "amount"
-	case mk.cur != cur:
+	case mk.cur != call.cur:
 		return "currency"
-	case mk.memo != memo:
+	case mk.memo != call.memo:
 		return "memo"
 	}
 	return ""
@@ -192,16 +211,9 @@ func conflictField(mk *mMarker, kind, a, b string, n int64, cur, memo string) st
 
 func (m *model) transfer(id, from, to string, n int64, memo string) mOutcome {
 	key := group(from) + "|" + id
-	if mk := m.markers[key]; mk != nil {
-		if f := conflictField(mk, "transfer", from, to, n, "", memo); f != "" {
-			return mOutcome{class: "conflict:" + f}
-		}
-		o := mk.out
-		o.replayed = true
+	mk := &mMarker{kind: "transfer", a: from, b: to, n: n, memo: memo}
+	if o, seen := m.seen(key, mk); seen {
 		return o
-	}
-	if m.cross[key] != nil {
-		return mOutcome{class: "conflict:kind"}
 	}
 	a, b := m.acct[from], m.acct[to]
 	if a != nil && b != nil && (b.posted+n > maxAmount || a.tout+a.held+n > totalBound || b.tin+n > totalBound) {
@@ -219,10 +231,8 @@ func (m *model) transfer(id, from, to string, n int64, memo string) mOutcome {
 	if st == "ok" {
 		st = status(a, n)
 	}
-	mk := &mMarker{kind: "transfer", a: from, b: to, n: n, memo: memo}
-	m.markers[key] = mk
+	m.mark(key, mk, st)
 	if st != "ok" {
-		mk.out = mOutcome{class: st}
 		return mk.out
 	}
 	a.posted -= n
