@@ -43,13 +43,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
 
 	"github.com/redkit-go/redkit/examples/kit/app"
-	"github.com/redkit-go/redkit/examples/kit/auth"
-	"github.com/redkit-go/redkit/examples/kit/httpx"
-	"github.com/redkit-go/redkit/examples/kit/redisconn"
 	"github.com/redkit-go/redkit/health"
 	"github.com/redkit-go/redkit/idgen"
 )
@@ -74,21 +69,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if cfg.MaxNames < 0 {
 		return app.UsageError(fs, errors.New("-max-names: must not be negative"))
 	}
-	if done, err := app.PrintNewKey(fs, srvCfg, scopes, stdout); done {
-		return err
+	l := app.Launch{Flags: fs, Serve: *addr, Server: srvCfg, Scopes: scopes}
+	if *demo {
+		l.Serve = "" // the demo serves nothing and needs no keys
 	}
-	var authn auth.Authenticator
-	if !*demo {
-		var err error
-		if authn, err = app.Credentials(*addr, srvCfg, scopes, stderr); err != nil {
-			return err
-		}
-	}
-
-	log := slog.New(slog.NewTextHandler(stderr, nil))
-	a, err := app.Start(ctx, "idservice", os.Getenv(redisconn.Env), log)
-	if err != nil {
-		return err
+	a, edge, err := l.Start(ctx, stdout, stderr)
+	if a == nil {
+		return err // -new-key printed a key, or the service cannot start
 	}
 	defer a.Close(ctx)
 	cfg.Options = []idgen.Option{
@@ -99,11 +86,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log.Info("idservice: leased a Snowflake node", "service", cfg.Service, "node", g.sf.Node())
+	a.Log.Info("idservice: leased a Snowflake node", "service", cfg.Service, "node", g.sf.Node())
 	// Closing releases the node lease; it runs after the server has drained.
 	defer func() {
 		if cerr := g.Close(); cerr != nil {
-			log.Warn("idservice: release", "err", cerr)
+			a.Log.Warn("idservice: release", "err", cerr)
 		}
 	}()
 
@@ -115,7 +102,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	edge := httpx.Edge{Auth: authn, Limit: a.RateLimit(srvCfg), Log: log}
 	return a.Serve(ctx, app.Server{Addr: *addr, Handler: newServer(g, edge), Config: srvCfg,
 		Ready: app.Readiness(probe.Check, health.Critical)})
 }

@@ -57,15 +57,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
 	"time"
 
 	"github.com/redkit-go/redkit/examples/kit/app"
-	"github.com/redkit-go/redkit/examples/kit/auth"
 	"github.com/redkit-go/redkit/examples/kit/book"
-	"github.com/redkit-go/redkit/examples/kit/httpx"
-	"github.com/redkit-go/redkit/examples/kit/redisconn"
 	"github.com/redkit-go/redkit/health"
 	"github.com/redkit-go/redkit/wallet"
 )
@@ -96,25 +91,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *recoverEvery < 0 {
 		return app.UsageError(fs, fmt.Errorf("-recover-every %v: must not be negative (0: never)", *recoverEvery))
 	}
-	if done, err := app.PrintNewKey(fs, srvCfg, scopes, stdout); done {
-		return err
-	}
-	var authn auth.Authenticator
-	if *serve != "" {
-		var err error
-		if authn, err = app.Credentials(*serve, srvCfg, scopes, stderr); err != nil {
-			return err
-		}
-	} else {
-		if err := cfg.check(); err != nil {
-			return app.UsageError(fs, err)
-		}
-	}
-
-	log := slog.New(slog.NewTextHandler(stderr, nil))
-	a, err := app.Start(ctx, "wallet", os.Getenv(redisconn.Env), log)
-	if err != nil {
-		return err
+	a, edge, err := app.Launch{Flags: fs, Serve: *serve, Server: srvCfg, Scopes: scopes, CheckRun: cfg.check}.Start(ctx, stdout, stderr)
+	if a == nil {
+		return err // -new-key printed a key, or the service cannot start
 	}
 	defer a.Close(ctx)
 	led, err := wallet.New(a.Redis.Client,
@@ -130,25 +109,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if !a.Redis.Embedded {
 			app.WarnRiskySettings(ctx, a, led.Check, health.Warning)
 		}
-		edge := httpx.Edge{Auth: authn, Limit: a.RateLimit(srvCfg), Log: log}
 		return a.Serve(ctx, app.Server{Addr: *serve, Handler: newServer(led, edge), Config: srvCfg,
 			Ready: app.Readiness(led.Check, health.Critical)})
 	}
-	if url := os.Getenv(book.Env); url != "" {
-		bk, err := book.Open(ctx, url, "wallet_book", log)
-		if err != nil {
-			return err
-		}
-		defer bk.Close()
-		cfg.book = bk
+	if cfg.book, err = book.OpenEnv(ctx, "wallet_book", a.Log); err != nil {
+		return err
 	}
+	defer cfg.book.Close()
 	rep, err := runLoad(ctx, a, led, cfg)
 	if err != nil {
 		return err
 	}
 	rep.print(stdout)
-	if len(rep.Problems) > 0 {
-		return fmt.Errorf("%d check(s) failed: %v", len(rep.Problems), rep.Problems)
-	}
-	return nil
+	return app.Problems(rep.Problems)
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -56,8 +57,22 @@ func Open(ctx context.Context, url, schema string, log *slog.Logger) (*Book, err
 	return &Book{pool: pool, book: b, log: log}, nil
 }
 
-// Close stops the sink, if one runs, and closes the pool.
+// OpenEnv is Open of the database $DATABASE_URL names; with the variable
+// unset it returns a nil Book, which an example keeps no book with.
+func OpenEnv(ctx context.Context, schema string, log *slog.Logger) (*Book, error) {
+	url := os.Getenv(Env)
+	if url == "" {
+		return nil, nil
+	}
+	return Open(ctx, url, schema, log)
+}
+
+// Close stops the sink, if one runs, and closes the pool. A nil Book has
+// nothing to close.
 func (b *Book) Close() {
+	if b == nil {
+		return
+	}
 	_ = b.stopSink()
 	b.pool.Close()
 }
