@@ -107,7 +107,7 @@ func stockLevels(l stock.Levels) []int64 {
 func (b *Book) reconcileStock(ctx context.Context, inv *stock.Inventory, sku string) (*Drift, error) {
 	level := func() ([]int64, error) {
 		l, err := inv.Level(ctx, sku)
-		if errors.Is(err, stock.ErrNotFound) {
+		if errors.Is(err, stock.ErrSKUNotFound) {
 			return make([]int64, 4), nil
 		}
 		return stockLevels(l), err
@@ -186,7 +186,7 @@ func stockJournal(ctx context.Context, inv *stock.Inventory, sku, cursor string)
 	var out []stock.Entry
 	for {
 		page, next, err := inv.Entries(ctx, sku, cursor, stock.MaxPage)
-		if errors.Is(err, stock.ErrNotFound) {
+		if errors.Is(err, stock.ErrSKUNotFound) {
 			return out, nil
 		}
 		if err != nil {

@@ -47,7 +47,7 @@ func TestEntries_sameAcrossModules(t *testing.T) {
 		return out
 	}
 	for _, j := range []journal{
-		{name: "stock", maxPage: stock.MaxPage, notFound: stock.ErrNotFound, invalid: stock.ErrInvalid,
+		{name: "stock", maxPage: stock.MaxPage, notFound: stock.ErrSKUNotFound, invalid: stock.ErrInvalid,
 			write: func(ctx context.Context, sku string, n int) error {
 				if err := inv.Create(ctx, sku, int64(n)); err != nil { // the first entry
 					return err

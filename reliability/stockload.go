@@ -116,7 +116,7 @@ func stockAnswer(err error) bool {
 		return false
 	}
 	for _, e := range []error{stock.ErrSoldOut, stock.ErrBuyerLimit, stock.ErrConflict, stock.ErrSKUClosed,
-		stock.ErrNotFound, stock.ErrInvalid, stock.ErrHoldExpired, stock.ErrCancelled} {
+		stock.ErrSKUNotFound, stock.ErrInvalid, stock.ErrHoldExpired, stock.ErrCancelled} {
 		if errors.Is(err, e) {
 			return true
 		}
@@ -126,7 +126,7 @@ func stockAnswer(err error) bool {
 
 func answerOf(res stock.Result, err error) string {
 	if err != nil {
-		for _, e := range []error{stock.ErrSoldOut, stock.ErrBuyerLimit, stock.ErrConflict, stock.ErrSKUClosed, stock.ErrNotFound, stock.ErrInvalid} {
+		for _, e := range []error{stock.ErrSoldOut, stock.ErrBuyerLimit, stock.ErrConflict, stock.ErrSKUClosed, stock.ErrSKUNotFound, stock.ErrInvalid} {
 			if errors.Is(err, e) {
 				return e.Error()
 			}

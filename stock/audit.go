@@ -53,7 +53,7 @@ const auditPage = 1000
 // in and out), and the identity is checked over all buckets plus the units
 // in flight; those are read one bucket after the other, so the sum is exact
 // only while no order or transfer of the SKU runs. An error is returned only
-// when the audit could not run (ErrNotFound, I/O).
+// when the audit could not run (ErrSKUNotFound, I/O).
 func (inv *Inventory) Audit(ctx context.Context, sku string) (_ AuditReport, err error) {
 	ctx, done := inv.tel.begin(ctx, "audit")
 	defer func() { done(err) }()
@@ -119,7 +119,7 @@ func (inv *Inventory) auditBucket(ctx context.Context, tag, sku string) (AuditRe
 		}
 		v := h.Val()
 		if v[0] == nil {
-			return AuditReport{}, fmt.Errorf("stock: audit %s: %w", sku, ErrNotFound)
+			return AuditReport{}, fmt.Errorf("stock: audit %s: %w", sku, ErrSKUNotFound)
 		}
 		n := func(i int) int64 { s, _ := v[i].(string); x, _ := strconv.ParseInt(s, 10, 64); return x }
 		r := AuditReport{SKU: sku, Initial: n(0), Restocked: n(1), WrittenOff: n(2), Supply: n(3),

@@ -88,7 +88,7 @@ func (inv *Inventory) lookupBuckets(ctx context.Context, g, sku string) (int, er
 		return 0, err
 	}
 	if v[0] == nil {
-		return 0, ErrNotFound
+		return 0, ErrSKUNotFound
 	}
 	b := 1
 	if s, ok := v[1].(string); ok {
@@ -475,7 +475,7 @@ func (inv *Inventory) learnFenced(ctx context.Context, cc callConfig, skus ...st
 	if err != nil {
 		return nil // refused before any I/O by the caller's validation
 	}
-	if _, err := inv.lookupBuckets(ctx, g, skus[0]); err != nil && !errors.Is(err, ErrNotFound) {
+	if _, err := inv.lookupBuckets(ctx, g, skus[0]); err != nil && !errors.Is(err, ErrSKUNotFound) {
 		return err
 	}
 	return nil

@@ -131,7 +131,7 @@ func TestChaos_killedRepeatedly(t *testing.T) {
 				return err
 			}
 			for _, answer := range []error{stock.ErrSoldOut, stock.ErrBuyerLimit, stock.ErrConflict, stock.ErrInvalid,
-				stock.ErrHoldExpired, stock.ErrCancelled, stock.ErrNotFound, stock.ErrSKUClosed} {
+				stock.ErrHoldExpired, stock.ErrCancelled, stock.ErrSKUNotFound, stock.ErrSKUClosed} {
 				if errors.Is(err, answer) {
 					return err
 				}

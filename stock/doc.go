@@ -50,7 +50,7 @@
 //     marker (its life starts earlier: it is given a slack, and lengthened
 //     again after an operation decided late). A
 //     decision stored in {g} before the SKU existed (a refusal such as
-//     ErrNotFound, a Cancel's tombstone) is found by the claim, and the
+//     ErrSKUNotFound, a Cancel's tombstone) is found by the claim, and the
 //     operation then runs in {g}, where it is replayed.
 //   - A definite answer or ErrUnknownOutcome: when the retries run out
 //     without a reply, the error wraps ErrUnknownOutcome; calling again with
@@ -167,8 +167,8 @@
 //
 // redkit.operation is the operation's name as in the span; redkit.outcome
 // is ok (applied), replayed (answered from the idempotency record), a
-// refusal (sold_out, buyer_limit, closed, not_found, conflict, cancelled,
-// hold_expired, stale_fence, invalid), unknown_outcome,
+// refusal (sold_out, buyer_limit, closed, sku_not_found, order_not_found,
+// conflict, cancelled, hold_expired, stale_fence, invalid), unknown_outcome,
 // replica_ack_missing or error. A DeductBatch counts each of its orders as
 // a deduct. units.sold counts first applications only (a replay sells
 // nothing new) and does not subtract refunds. Every attribute set may also

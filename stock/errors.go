@@ -10,7 +10,7 @@ import (
 )
 
 // Sentinel errors. Refusals (ErrSoldOut, ErrBuyerLimit, ErrSKUClosed,
-// ErrNotFound) are decisions: the operation was judged and stored, and a
+// ErrSKUNotFound, ErrOrderNotFound) are decisions: the operation was judged and stored, and a
 // retry with the same ID returns the same refusal.
 var (
 	// ErrSoldOut means a SKU had fewer available units than asked for (a
@@ -24,10 +24,12 @@ var (
 	ErrConflict = errors.New("stock: operation ID reused with different fields")
 	// ErrSKUClosed means the SKU was closed with CloseSKU.
 	ErrSKUClosed = errors.New("stock: sku closed")
-	// ErrNotFound means the SKU does not exist or, for Confirm and Refund,
-	// the order is unknown: never placed, or its marker expired after the
+	// ErrSKUNotFound means the SKU was never created.
+	ErrSKUNotFound = errors.New("stock: sku not found")
+	// ErrOrderNotFound means Confirm, ConfirmPartial or Refund named an
+	// order that is unknown: never placed, or its marker expired after the
 	// idempotency window.
-	ErrNotFound = errors.New("stock: not found")
+	ErrOrderNotFound = errors.New("stock: order not found")
 	// ErrHoldExpired means Confirm came after the reservation's deadline; the
 	// units went back to available.
 	ErrHoldExpired = errors.New("stock: hold expired")
@@ -71,7 +73,7 @@ func (e *ConflictError) Error() string {
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
 // ItemError names the SKU an order was refused for. It wraps the reason
-// (ErrSoldOut, ErrBuyerLimit, ErrSKUClosed, ErrNotFound or ErrInvalid).
+// (ErrSoldOut, ErrBuyerLimit, ErrSKUClosed, ErrSKUNotFound or ErrInvalid).
 type ItemError struct {
 	SKU string
 	Err error
@@ -95,7 +97,9 @@ func refusal(code, id, detail, sku string) error {
 	case "closed":
 		err = ErrSKUClosed
 	case "not_found":
-		err = ErrNotFound
+		err = ErrSKUNotFound
+	case "no_order":
+		err = ErrOrderNotFound
 	case "expired":
 		err = ErrHoldExpired
 	case "cancelled":

@@ -74,7 +74,7 @@ const MaxPage = valid.MaxPage
 // this page reached the end), as wallet's Entries does for an account. An
 // empty cursor starts at the oldest retained entry; entries older than the
 // last checkpoint may have been trimmed. A SKU split into buckets: bucket
-// 0's journal (Consume reads them all). Errors: ErrInvalid, ErrNotFound.
+// 0's journal (Consume reads them all). Errors: ErrInvalid, ErrSKUNotFound.
 func (inv *Inventory) Entries(ctx context.Context, sku, cursor string, limit int) (_ []Entry, _ string, err error) {
 	ctx, done := inv.tel.begin(ctx, "entries")
 	defer func() { done(err) }()
@@ -100,7 +100,7 @@ func (inv *Inventory) Entries(ctx context.Context, sku, cursor string, limit int
 	}
 	msgs := xr.Val()
 	if ex.Val() == 0 && len(msgs) == 0 {
-		return nil, "", fmt.Errorf("stock: entries %s: %w", sku, ErrNotFound)
+		return nil, "", fmt.Errorf("stock: entries %s: %w", sku, ErrSKUNotFound)
 	}
 	next := ""
 	if len(msgs) > limit {
@@ -153,7 +153,7 @@ func (inv *Inventory) Checkpoint(ctx context.Context, sku string) (_ string, err
 		id, err := checkpointScript.Run(ctx, inv.rdb, []string{inv.skuKey(tags[k], sku), inv.journalKey(tags[k], sku)}, sku).Text()
 		switch {
 		case errors.Is(err, redis.Nil):
-			return "", fmt.Errorf("stock: checkpoint %s: %w", sku, ErrNotFound)
+			return "", fmt.Errorf("stock: checkpoint %s: %w", sku, ErrSKUNotFound)
 		case err != nil && strings.HasPrefix(err.Error(), "DRIFT"):
 			return "", fmt.Errorf("stock: checkpoint %s bucket %d: %w: %w", sku, k, ErrMismatch, err)
 		case err != nil:
@@ -297,7 +297,7 @@ func (inv *Inventory) Consume(ctx context.Context, c Consumer, handle func(ctx c
 	follow := func(sku string) (found bool, err error) {
 		g := keys.Group(sku)
 		tags, err := inv.tags(ctx, g, sku)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, ErrSKUNotFound) {
 			tags, err = []string{g}, nil // its journal will be bucket 0's
 		} else if err == nil {
 			found = true

@@ -113,7 +113,7 @@ func TestInventory_CheckpointTrim(t *testing.T) {
 	require.Equal(t, stock.Levels{Available: 92, Sold: 8}, rep.Levels)
 
 	_, err = inv.Checkpoint(ctx, "missing")
-	require.ErrorIs(t, err, stock.ErrNotFound)
+	require.ErrorIs(t, err, stock.ErrSKUNotFound)
 }
 
 // Trim keeps what a consumer group has not acknowledged yet.

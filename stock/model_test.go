@@ -143,8 +143,10 @@ func classify(err error) string {
 		return "limit"
 	case errors.Is(err, stock.ErrSKUClosed):
 		return "closed"
-	case errors.Is(err, stock.ErrNotFound):
+	case errors.Is(err, stock.ErrSKUNotFound):
 		return "not_found"
+	case errors.Is(err, stock.ErrOrderNotFound):
+		return "no_order"
 	case errors.Is(err, stock.ErrHoldExpired):
 		return "expired"
 	case errors.Is(err, stock.ErrCancelled):
@@ -631,7 +633,7 @@ func (m *model) confirm(id, buyer string, qty, take int64, token uint64, fenced 
 	o := m.ops[id]
 	switch {
 	case o == nil:
-		return answer{code: "not_found"}
+		return answer{code: "no_order"}
 	case o.kind != "reserve" || o.buyer != buyer || o.qty != qty:
 		return answer{code: "conflict"}
 	case o.code != "ok":
@@ -724,7 +726,7 @@ func (m *model) refund(id, buyer string, qty int64, token uint64, fenced bool) a
 	o := m.ops[id]
 	switch {
 	case o == nil:
-		return answer{code: "not_found"}
+		return answer{code: "no_order"}
 	case o.kind != "deduct" && o.kind != "reserve", o.buyer != buyer, o.qty != qty:
 		return answer{code: "conflict"}
 	case o.code != "ok":

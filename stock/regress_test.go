@@ -597,7 +597,7 @@ func TestBuckets_tombstoneBeforeCreateRefusesReserve(t *testing.T) {
 	require.Equal(t, stock.Levels{Available: 10}, level(t, inv, sku))
 }
 
-// A refusal stored before the SKU existed (ErrNotFound) stays the answer to
+// A refusal stored before the SKU existed (ErrSKUNotFound) stays the answer to
 // the same operation once the SKU is created split into buckets, for an
 // order whose buyer's home is another bucket and for restocks and
 // write-offs whose ID's bucket is another one.
@@ -609,20 +609,20 @@ func TestBuckets_refusalBeforeCreateStaysRefused(t *testing.T) {
 	restock, writeoff := opOfBucket("r", 1, b), opOfBucket("w", 1, b)
 	for range 2 {
 		_, err := inv.Deduct(ctx, o)
-		require.ErrorIs(t, err, stock.ErrNotFound)
+		require.ErrorIs(t, err, stock.ErrSKUNotFound)
 		_, err = inv.Restock(ctx, restock, sku, 5)
-		require.ErrorIs(t, err, stock.ErrNotFound)
+		require.ErrorIs(t, err, stock.ErrSKUNotFound)
 		_, err = inv.WriteOff(ctx, writeoff, sku, 1)
-		require.ErrorIs(t, err, stock.ErrNotFound)
+		require.ErrorIs(t, err, stock.ErrSKUNotFound)
 	}
 	require.NoError(t, inv.Create(ctx, sku, 10, stock.WithBuckets(b)))
 	res, err := inv.Deduct(ctx, o)
-	require.ErrorIs(t, err, stock.ErrNotFound)
+	require.ErrorIs(t, err, stock.ErrSKUNotFound)
 	require.True(t, res.Replayed)
 	_, err = inv.Restock(ctx, restock, sku, 5)
-	require.ErrorIs(t, err, stock.ErrNotFound)
+	require.ErrorIs(t, err, stock.ErrSKUNotFound)
 	_, err = inv.WriteOff(ctx, writeoff, sku, 1)
-	require.ErrorIs(t, err, stock.ErrNotFound)
+	require.ErrorIs(t, err, stock.ErrSKUNotFound)
 	require.Equal(t, stock.Levels{Available: 10}, level(t, inv, sku))
 }
 

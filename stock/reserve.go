@@ -95,7 +95,7 @@ func (inv *Inventory) Cancel(ctx context.Context, o Order, opts ...CallOption) (
 // confirmed after Reserve, to available, counts them in Refunded and gives
 // the buyer's allowance back. It is applied once: a repeated Refund returns
 // the first result with Result.Replayed set. The order's marker must still
-// exist: after the idempotency window Refund fails with ErrNotFound.
+// exist: after the idempotency window Refund fails with ErrOrderNotFound.
 func (inv *Inventory) Refund(ctx context.Context, o Order, opts ...CallOption) (Result, error) {
 	return inv.order(ctx, "refund", holdScript, o, "refund", nil, opts)
 }

@@ -145,7 +145,8 @@ func TestInventory_Cancel_beforeReserveLeavesTombstone(t *testing.T) {
 	_, err = inv.Confirm(ctx, o)
 	require.ErrorIs(t, err, stock.ErrCancelled)
 	_, err = inv.Confirm(ctx, order("unknown", "u1", "sku", 1))
-	require.ErrorIs(t, err, stock.ErrNotFound)
+	require.ErrorIs(t, err, stock.ErrOrderNotFound)
+	require.NotErrorIs(t, err, stock.ErrSKUNotFound)
 	audited(t, inv, "sku")
 }
 
@@ -298,7 +299,7 @@ func TestInventory_Refund(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, stock.Levels{Available: 10, Sold: 3, Refunded: 3}, res.Levels["g/a"])
 	_, err = inv.Refund(ctx, order("never", "u1", "g/a", 1))
-	require.ErrorIs(t, err, stock.ErrNotFound)
+	require.ErrorIs(t, err, stock.ErrOrderNotFound)
 	audited(t, inv, "g/a")
 }
 

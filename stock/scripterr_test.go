@@ -121,7 +121,7 @@ func TestScripts_errorsWriteNothing(t *testing.T) {
 		{"hold: other items", "hold.lua", order4("a", "a", "h1"), []any{"h1", "u", "x", w, "cancel", "a", 2}, "conflict 0 items"},
 		{"hold: confirm of a Deduct order", "hold.lua", order4("a", "a", "o1"), []any{"o1", "u", "x", w, "confirm", "a", 1, 1}, "conflict 0 kind"},
 		{"hold: cancel of a confirmed order", "hold.lua", order4("a", "a", "c1"), []any{"c1", "u", "x", w, "cancel", "a", 1}, "state 0 confirmed"},
-		{"hold: confirm of no order", "hold.lua", order4("a", "a", "none"), []any{"none", "u", "x", w, "confirm", "a", 1, 1}, "not_found"},
+		{"hold: confirm of no order", "hold.lua", order4("a", "a", "none"), []any{"none", "u", "x", w, "confirm", "a", 1, 1}, "no_order"},
 		{"hold: refund of a refused order", "hold.lua", order4("a", "a", "lim"), []any{"lim", "u", "x", w, "refund", "a", 5}, "refused 0 limit"},
 		{"hold: wrong bucket", "hold.lua", order4("bk", "bk", "cx"), []any{"cx", b1, "x", w, "cancel", "bk", 1}, "buckets 0 2"},
 		{"hold: claimed by another buyer", "hold.lua", order4("bk", "bk", "cx"), []any{"cx", buyerOfBucket(0, 2), "x", w, "cancel", "bk", 1}, "conflict 0 buyer"},

@@ -185,7 +185,7 @@ func (inv *Inventory) create(ctx context.Context, sku string, initial int64, opt
 	// before any bucket is written.
 	if have, err := inv.lookupBuckets(ctx, g, sku); err == nil && have != b {
 		return fmt.Errorf("stock: create %s: %w", sku, &ConflictError{ID: sku, Field: "buckets"})
-	} else if err != nil && !errors.Is(err, ErrNotFound) {
+	} else if err != nil && !errors.Is(err, ErrSKUNotFound) {
 		return fmt.Errorf("stock: create %s: %w", sku, err)
 	}
 	// Bucket 0 last: it is where other calls learn the bucket count, so a
@@ -345,7 +345,7 @@ func (inv *Inventory) closeSKU(ctx context.Context, sku string) error {
 	return nil
 }
 
-// Level returns the current levels of sku, or ErrNotFound. For a SKU split
+// Level returns the current levels of sku, or ErrSKUNotFound. For a SKU split
 // into buckets it is the sum of the buckets' levels, read one bucket after
 // the other, and units moving between buckets are in none of them.
 func (inv *Inventory) Level(ctx context.Context, sku string) (_ Levels, err error) {
@@ -361,7 +361,7 @@ func (inv *Inventory) Level(ctx context.Context, sku string) (_ Levels, err erro
 		return Levels{}, fmt.Errorf("stock: level %s: %w", sku, err)
 	}
 	if v[0] == nil {
-		return Levels{}, fmt.Errorf("stock: level %s: %w", sku, ErrNotFound)
+		return Levels{}, fmt.Errorf("stock: level %s: %w", sku, ErrSKUNotFound)
 	}
 	lv := levelsOf(v)
 	b, _ := strconv.Atoi(fmt.Sprint(v[4]))
@@ -395,7 +395,7 @@ func (l Levels) add(m Levels) Levels {
 }
 
 // Deduct sells every item of o at once, or none: it fails with an *ItemError
-// wrapping ErrSoldOut, ErrBuyerLimit, ErrSKUClosed or ErrNotFound for the first
+// wrapping ErrSoldOut, ErrBuyerLimit, ErrSKUClosed or ErrSKUNotFound for the first
 // item that cannot be sold. The decision, success or refusal, is stored under
 // o.ID for the idempotency window: calling Deduct again with the same order
 // returns the same decision with Result.Replayed set, and the same ID with

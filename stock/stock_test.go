@@ -130,7 +130,7 @@ func TestInventory_Deduct_buyerLimit(t *testing.T) {
 func TestInventory_CloseSKU(t *testing.T) {
 	inv, _, _ := newInventory(t)
 	ctx := t.Context()
-	require.ErrorIs(t, inv.CloseSKU(ctx, "sku"), stock.ErrNotFound)
+	require.ErrorIs(t, inv.CloseSKU(ctx, "sku"), stock.ErrSKUNotFound)
 	require.NoError(t, inv.Create(ctx, "sku", 10))
 	require.NoError(t, inv.CloseSKU(ctx, "sku"))
 	require.NoError(t, inv.CloseSKU(ctx, "sku"))
@@ -165,11 +165,11 @@ func TestInventory_RestockWriteOff_idempotent(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, "items", ce.Field)
 	_, err = inv.Restock(ctx, "x", "nope", 1)
-	require.ErrorIs(t, err, stock.ErrNotFound)
+	require.ErrorIs(t, err, stock.ErrSKUNotFound)
 }
 
 func TestInventory_Level_notFound(t *testing.T) {
 	inv, _, _ := newInventory(t)
 	_, err := inv.Level(t.Context(), "missing")
-	require.True(t, errors.Is(err, stock.ErrNotFound))
+	require.True(t, errors.Is(err, stock.ErrSKUNotFound))
 }

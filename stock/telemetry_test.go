@@ -107,7 +107,7 @@ func TestInventory_operationDurations(t *testing.T) {
 	_, err = inv.Level(ctx, "sku")
 	require.NoError(t, err)
 	_, err = inv.Level(ctx, "no-such-sku")
-	require.ErrorIs(t, err, stock.ErrNotFound)
+	require.ErrorIs(t, err, stock.ErrSKUNotFound)
 	_, err = inv.Reclaim(ctx, "sku")
 	require.NoError(t, err)
 	_, err = inv.Audit(ctx, "sku")
@@ -117,16 +117,16 @@ func TestInventory_operationDurations(t *testing.T) {
 	}
 
 	require.Equal(t, map[string]uint64{
-		"create ok":       1,
-		"deduct ok":       1,
-		"deduct replayed": 1,
-		"deduct sold_out": 1,
-		"deduct invalid":  1,
-		"level ok":        1,
-		"level not_found": 1,
-		"reclaim ok":      1,
-		"audit ok":        1,
-		"deduct_batch ok": 1,
+		"create ok":           1,
+		"deduct ok":           1,
+		"deduct replayed":     1,
+		"deduct sold_out":     1,
+		"deduct invalid":      1,
+		"level ok":            1,
+		"level sku_not_found": 1,
+		"reclaim ok":          1,
+		"audit ok":            1,
+		"deduct_batch ok":     1,
 	}, rec.Durations(t, "redkit.stock.operation.duration"))
 }
 

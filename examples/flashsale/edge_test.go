@@ -67,7 +67,7 @@ func TestRun_serve_generatedKey(t *testing.T) {
 		}
 	}
 	admin := anon.As(svc.AdminKey)
-	admin.Get("/skus/phone").Want(t, http.StatusNotFound, "not_found") // nothing was created
+	admin.Get("/skus/phone").Want(t, http.StatusNotFound, "sku_not_found") // nothing was created
 	admin.Do("POST", "/skus", "", `{"sku":"phone","stock":1}`).Want(t, http.StatusCreated, "")
 	if m := admin.Do("POST", "/skus/phone/orders", "o-1", `{"qty":1}`).Want(t, 200, "").JSON(t); m["buyer"] != "admin" {
 		t.Fatalf("the admin key's order is bought by %v, want admin", m["buyer"])
@@ -172,7 +172,7 @@ func TestRun_newKey(t *testing.T) {
 	if svc.AdminKey != "" {
 		t.Fatal("a key was generated although a keys file was given")
 	}
-	exampletest.NewClient(t, svc.URL).As(m[1]).Get("/skus/phone").Want(t, http.StatusNotFound, "not_found")
+	exampletest.NewClient(t, svc.URL).As(m[1]).Get("/skus/phone").Want(t, http.StatusNotFound, "sku_not_found")
 
 	for _, spec := range []string{"alice", "alice:fly", "a b:buy", "alice:"} {
 		if err := run(t.Context(), []string{"-new-key", spec}, io.Discard, io.Discard); !errors.Is(err, app.ErrUsage) {

@@ -321,7 +321,8 @@ func statusError(err error) error {
 var errorStatuses = []httpx.ErrorStatus{
 	{Err: stock.ErrInvalid, Status: http.StatusBadRequest, Code: "invalid"},
 	{Err: stock.ErrCrossGroup, Status: http.StatusBadRequest, Code: "invalid"},
-	{Err: stock.ErrNotFound, Status: http.StatusNotFound, Code: "not_found"},
+	{Err: stock.ErrSKUNotFound, Status: http.StatusNotFound, Code: "sku_not_found"},
+	{Err: stock.ErrOrderNotFound, Status: http.StatusNotFound, Code: "order_not_found"},
 	{Err: stock.ErrSoldOut, Status: http.StatusUnprocessableEntity, Code: "sold_out"},
 	{Err: stock.ErrBuyerLimit, Status: http.StatusUnprocessableEntity, Code: "buyer_limit"},
 	{Err: stock.ErrSKUClosed, Status: http.StatusUnprocessableEntity, Code: "closed"},

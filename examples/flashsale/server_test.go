@@ -67,9 +67,9 @@ func TestServer(t *testing.T) {
 		if got := level("available"); got != 3 {
 			t.Fatalf("available = %v, want 3", got)
 		}
-		shop.Get("/skus/nope").Want(t, 404, "not_found")
+		shop.Get("/skus/nope").Want(t, 404, "sku_not_found")
 		shop.Get("/skus/a%20b").Want(t, 400, "invalid")
-		as("alice").Do("POST", "/skus/nope/orders", "o-x", `{"qty":1}`).Want(t, 404, "not_found")
+		as("alice").Do("POST", "/skus/nope/orders", "o-x", `{"qty":1}`).Want(t, 404, "sku_not_found")
 
 		// Buy, with the key in the header; the repeat is the same response.
 		first := as("alice").Do("POST", orders, "o-1", `{"qty":1}`).Want(t, 200, "")
@@ -119,7 +119,7 @@ func TestServer(t *testing.T) {
 		as("carol").Do("POST", confirm, "r-2", `{"qty":1}`).Want(t, 400, "malformed") // key and path differ
 		as("carol").Do("POST", confirm, "", `{"id":"r-1","qty":1}`).Want(t, 400, "malformed")
 		as("carol").Do("POST", reservations+"/r-1/cancel", "", `{"qty":1}`).Want(t, 409, "conflict")
-		as("carol").Do("POST", reservations+"/r-404/confirm", "", `{"qty":1}`).Want(t, 404, "not_found")
+		as("carol").Do("POST", reservations+"/r-404/confirm", "", `{"qty":1}`).Want(t, 404, "order_not_found")
 		if level("sold") != 3 || level("reserved") != 0 {
 			t.Fatal("confirm did not sell the held unit")
 		}
@@ -134,7 +134,7 @@ func TestServer(t *testing.T) {
 		if level("available") != 1 || level("refunded") != 1 {
 			t.Fatal("refund did not return the unit")
 		}
-		shop.Do("POST", orders+"/o-404/refund", "", `{"buyer":"alice","qty":1}`).Want(t, 404, "not_found")
+		shop.Do("POST", orders+"/o-404/refund", "", `{"buyer":"alice","qty":1}`).Want(t, 404, "order_not_found")
 
 		// Reserve, then cancel: the unit comes back; a later confirm is refused.
 		as("erin").Do("POST", reservations, "r-2", `{"qty":1}`).Want(t, 200, "")
@@ -162,7 +162,7 @@ func TestServer(t *testing.T) {
 		if a["ok"] != true || a["supply"].(float64) != 3 {
 			t.Fatalf("audit: %v", a)
 		}
-		shop.Get("/skus/nope/audit").Want(t, 404, "not_found")
+		shop.Get("/skus/nope/audit").Want(t, 404, "sku_not_found")
 		shop.Get("/skus").Want(t, 405, "")
 	})
 }

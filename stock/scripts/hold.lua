@@ -14,7 +14,7 @@
 --
 -- Reply: {code, replayed, detail, deadline, a1, r1, s1, f1, ...}
 --   code      "ok" | "expired" (confirm after the deadline) | "cancelled"
---             (confirm of a cancelled order) | "not_found" (no such order, or
+--             (confirm of a cancelled order) | "no_order" (no such order, or
 --             its marker expired) | "refused" (the order itself was refused;
 --             detail = its code) | "state" (the action does not fit: detail =
 --             the order's state) | "conflict" | "invalid" | "buckets" (KEYS
@@ -99,7 +99,7 @@ local function reply(c, replayed, detail, l)
 end
 
 if not kind then
-  if action ~= 'cancel' then return reply('not_found', 0, '') end
+  if action ~= 'cancel' then return reply('no_order', 0, '') end
   if not fence_ok() then return reply('stale_fence', 0, '') end
   redis.call('HSET', KEYS[1], 'k', 'reserve', 'b', buyer, 'i', desc, 'n', nonce, 'r', 'cancelled', 'd', '',
     'l', '', 's', 'cancelled', 'xn', nonce, 'xl', '')
