@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -814,22 +812,11 @@ func warmScripts(t *testing.T) {
 // TestLedger_model is the short run (a few seconds); -rapid.checks and
 // -rapid.seed on the command line override its size and replay a failure.
 func TestLedger_model(t *testing.T) {
-	withChecks(t, 12)
+	redistest.SetRapidChecks(t, 12)
 	runModel(t, 40)
 }
 
 func TestChaos_Ledger_model(t *testing.T) {
-	withChecks(t, 150*chaosTier(t))
+	redistest.SetRapidChecks(t, 150*chaosTier(t))
 	runModel(t, 250)
-}
-
-// withChecks sets rapid's number of runs for one test, unless the command
-// line set it.
-func withChecks(t *testing.T, n int) {
-	f := flag.Lookup("rapid.checks")
-	if f == nil || f.Value.String() != f.DefValue {
-		return
-	}
-	require.NoError(t, f.Value.Set(strconv.Itoa(n)))
-	t.Cleanup(func() { _ = f.Value.Set(f.DefValue) })
 }
