@@ -87,11 +87,90 @@ var ErrBusy = errors.New("pgjournal: key changed during every comparison")
 // this way, so reconcile those when the sink has caught up. Errors:
 // ErrInvalid (from stock), ErrBusy, and those of Redis and PostgreSQL.
 func (b *Book) ReconcileStock(ctx context.Context, inv *stock.Inventory, skus ...string) ([]Drift, error) {
+	return reconcileEach(skus, func(sku string) (*Drift, error) {
+		return b.reconcile(ctx, reconcileKey{
+			j: stockJournalDesc, key: []any{sku, 0}, fields: []string{"available", "reserved", "sold", "refunded"},
+			state: func() ([]int64, error) {
+				l, err := inv.Level(ctx, sku)
+				if errors.Is(err, stock.ErrSKUNotFound) {
+					return make([]int64, 4), nil
+				}
+				return stockLevels(l), err
+			},
+			book: func() ([]int64, int64, int64, error) {
+				book := make([]int64, 4)
+				var ms, seq int64
+				err := b.pool.QueryRow(ctx, `SELECT coalesce(sum(available), 0)::bigint, coalesce(sum(reserved), 0)::bigint,
+					coalesce(sum(sold), 0)::bigint, coalesce(sum(refunded), 0)::bigint,
+					coalesce(max(last_ms) FILTER (WHERE bucket = 0), 0), coalesce(max(last_seq) FILTER (WHERE bucket = 0), 0)
+					FROM `+b.t("stock_levels")+` WHERE sku = $1`, sku).Scan(&book[0], &book[1], &book[2], &book[3], &ms, &seq)
+				return book, ms, seq, err
+			},
+			journal: func(cursor string) ([]keyEntry, error) {
+				es, err := readJournal(cursor, stock.ErrSKUNotFound, func(cursor string) ([]stock.Entry, string, error) {
+					return inv.Entries(ctx, sku, cursor, stock.MaxPage)
+				})
+				out := make([]keyEntry, len(es))
+				for i, e := range es {
+					out[i] = keyEntry{id: e.ID, kind: e.Kind, op: e.Op, delta: stockLevels(e.Delta)}
+				}
+				return out, err
+			},
+		})
+	})
+}
+
+func stockLevels(l stock.Levels) []int64 {
+	return []int64{l.Available, l.Reserved, l.Sold, l.Refunded}
+}
+
+// ReconcileWallet compares the posted and held balances of each account in
+// Redis with the book and returns the accounts that differ, with what
+// explains the difference (entries the sink has not booked yet count as
+// booked). Errors: ErrBusy, those of wallet, Redis and PostgreSQL.
+func (b *Book) ReconcileWallet(ctx context.Context, l *wallet.Ledger, accounts ...string) ([]Drift, error) {
+	return reconcileEach(accounts, func(account string) (*Drift, error) {
+		return b.reconcile(ctx, reconcileKey{
+			j: walletJournalDesc, key: []any{account}, fields: []string{"posted", "held"},
+			state: func() ([]int64, error) {
+				bal, err := l.Balance(ctx, account)
+				if errors.Is(err, wallet.ErrAccountNotFound) {
+					return make([]int64, 2), nil
+				}
+				return []int64{bal.Posted, bal.Held}, err
+			},
+			book: func() ([]int64, int64, int64, error) {
+				book := make([]int64, 2)
+				var ms, seq int64
+				err := b.pool.QueryRow(ctx, "SELECT posted, held, last_ms, last_seq FROM "+b.t("wallet_balances")+" WHERE account = $1",
+					account).Scan(&book[0], &book[1], &ms, &seq)
+				if errors.Is(err, pgx.ErrNoRows) {
+					err = nil
+				}
+				return book, ms, seq, err
+			},
+			journal: func(cursor string) ([]keyEntry, error) {
+				es, err := readJournal(cursor, wallet.ErrAccountNotFound, func(cursor string) ([]wallet.Entry, string, error) {
+					return l.Entries(ctx, account, cursor, wallet.MaxPage)
+				})
+				out := make([]keyEntry, len(es))
+				for i, e := range es {
+					out[i] = keyEntry{id: e.ID, kind: e.Kind, op: e.TxID, delta: []int64{e.Delta, e.HeldDelta}}
+				}
+				return out, err
+			},
+		})
+	})
+}
+
+// reconcileEach reconciles each key in turn and returns the drifts found;
+// it stops at the first error.
+func reconcileEach(keys []string, reconcile func(key string) (*Drift, error)) ([]Drift, error) {
 	var out []Drift
-	for _, sku := range skus {
-		d, err := b.reconcileStock(ctx, inv, sku)
+	for _, k := range keys {
+		d, err := reconcile(k)
 		if err != nil {
-			return out, fmt.Errorf("pgjournal: reconcile %s: %w", sku, err)
+			return out, fmt.Errorf("pgjournal: reconcile %s: %w", k, err)
 		}
 		if d != nil {
 			out = append(out, *d)
@@ -100,53 +179,59 @@ func (b *Book) ReconcileStock(ctx context.Context, inv *stock.Inventory, skus ..
 	return out, nil
 }
 
-func stockLevels(l stock.Levels) []int64 {
-	return []int64{l.Available, l.Reserved, l.Sold, l.Refunded}
+// reconcileKey is how reconcile reads one SKU or account.
+type reconcileKey struct {
+	j      *journal
+	key    []any    // the journal's key in the book
+	fields []string // names of the compared values
+	// state reads the values in Redis; book reads the book's and its
+	// position in the journal.
+	state func() ([]int64, error)
+	book  func() (values []int64, ms, seq int64, err error)
+	// journal reads Redis's journal from after cursor to its end.
+	journal func(cursor string) ([]keyEntry, error)
 }
 
-func (b *Book) reconcileStock(ctx context.Context, inv *stock.Inventory, sku string) (*Drift, error) {
-	level := func() ([]int64, error) {
-		l, err := inv.Level(ctx, sku)
-		if errors.Is(err, stock.ErrSKUNotFound) {
-			return make([]int64, 4), nil
-		}
-		return stockLevels(l), err
-	}
+// keyEntry is one entry of Redis's journal, as reconcile compares it.
+type keyEntry struct {
+	id, kind, op string
+	delta        []int64 // in the order of the compared values
+}
+
+// reconcile compares one key's values in Redis with the book's plus the
+// entries the book has not read yet, reading Redis before and after so as
+// to compare a state that held still. It returns nil when they agree.
+func (b *Book) reconcile(ctx context.Context, k reconcileKey) (*Drift, error) {
 	for range reconcileAttempts {
-		redis1, err := level()
+		redis1, err := k.state()
 		if err != nil {
 			return nil, err
 		}
-		book := make([]int64, 4)
-		var ms, seq int64
-		err = b.pool.QueryRow(ctx, `SELECT coalesce(sum(available), 0)::bigint, coalesce(sum(reserved), 0)::bigint,
-			coalesce(sum(sold), 0)::bigint, coalesce(sum(refunded), 0)::bigint,
-			coalesce(max(last_ms) FILTER (WHERE bucket = 0), 0), coalesce(max(last_seq) FILTER (WHERE bucket = 0), 0)
-			FROM `+b.t("stock_levels")+` WHERE sku = $1`, sku).Scan(&book[0], &book[1], &book[2], &book[3], &ms, &seq)
+		book, ms, seq, err := k.book()
 		if err != nil {
 			return nil, err
 		}
-		pending, err := stockJournal(ctx, inv, sku, cursorAfter(ms, seq))
+		pending, err := k.journal(cursorAfter(ms, seq))
 		if err != nil {
 			return nil, err
 		}
 		kinds, ops := make([]string, len(pending)), make([]string, len(pending))
 		for i, e := range pending {
-			kinds[i], ops[i] = e.Kind, e.Op
+			kinds[i], ops[i] = e.kind, e.op
 		}
-		booked, err := b.bookedOps(ctx, stockJournalDesc, []any{sku, 0}, kinds, ops)
+		booked, err := b.bookedOps(ctx, k.j, k.key, kinds, ops)
 		if err != nil {
 			return nil, err
 		}
 		for _, e := range pending {
-			if booked[[2]string{e.Kind, e.Op}] {
+			if booked[[2]string{e.kind, e.op}] {
 				continue
 			}
-			for i, d := range stockLevels(e.Delta) {
+			for i, d := range e.delta {
 				book[i] += d
 			}
 		}
-		redis2, err := level()
+		redis2, err := k.state()
 		if err != nil {
 			return nil, err
 		}
@@ -156,17 +241,17 @@ func (b *Book) reconcileStock(ctx context.Context, inv *stock.Inventory, sku str
 		if levelsEqual(redis1, book) {
 			return nil, nil
 		}
-		d := &Drift{Module: "stock", Key: sku, Fields: []string{"available", "reserved", "sold", "refunded"},
-			Redis: redis1, Book: book, Unbooked: len(pending)}
-		all, err := stockJournal(ctx, inv, sku, "")
+		label, _ := k.j.keyLabel(k.key)
+		d := &Drift{Module: k.j.module, Key: label, Fields: k.fields, Redis: redis1, Book: book, Unbooked: len(pending)}
+		all, err := k.journal("")
 		if err != nil {
 			return nil, err
 		}
 		ids := make([]string, len(all))
 		for i, e := range all {
-			ids[i] = e.ID
+			ids[i] = e.id
 		}
-		if err := b.explain(ctx, stockJournalDesc, []any{sku, 0}, ids, ms, seq, d); err != nil {
+		if err := b.explain(ctx, k.j, k.key, ids, ms, seq, d); err != nil {
 			return nil, err
 		}
 		return d, nil
@@ -181,125 +266,19 @@ func cursorAfter(ms, seq int64) string {
 	return fmt.Sprintf("%d-%d", ms, seq)
 }
 
-// stockJournal reads bucket 0's journal of sku after cursor to its end.
-func stockJournal(ctx context.Context, inv *stock.Inventory, sku, cursor string) ([]stock.Entry, error) {
-	var out []stock.Entry
+// readJournal reads a journal from after cursor to its end, a page at a
+// time; a key Redis does not hold (notFound) has an empty journal.
+func readJournal[E any](cursor string, notFound error, page func(cursor string) ([]E, string, error)) ([]E, error) {
+	var out []E
 	for {
-		page, next, err := inv.Entries(ctx, sku, cursor, stock.MaxPage)
-		if errors.Is(err, stock.ErrSKUNotFound) {
+		es, next, err := page(cursor)
+		if errors.Is(err, notFound) {
 			return out, nil
 		}
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, page...)
-		if next == "" {
-			return out, nil
-		}
-		cursor = next
-	}
-}
-
-// ReconcileWallet compares the posted and held balances of each account in
-// Redis with the book and returns the accounts that differ, with what
-// explains the difference (entries the sink has not booked yet count as
-// booked). Errors: ErrBusy, those of wallet, Redis and PostgreSQL.
-func (b *Book) ReconcileWallet(ctx context.Context, l *wallet.Ledger, accounts ...string) ([]Drift, error) {
-	var out []Drift
-	for _, a := range accounts {
-		d, err := b.reconcileWallet(ctx, l, a)
-		if err != nil {
-			return out, fmt.Errorf("pgjournal: reconcile %s: %w", a, err)
-		}
-		if d != nil {
-			out = append(out, *d)
-		}
-	}
-	return out, nil
-}
-
-func (b *Book) reconcileWallet(ctx context.Context, l *wallet.Ledger, account string) (*Drift, error) {
-	balance := func() ([]int64, error) {
-		bal, err := l.Balance(ctx, account)
-		if errors.Is(err, wallet.ErrAccountNotFound) {
-			return make([]int64, 2), nil
-		}
-		return []int64{bal.Posted, bal.Held}, err
-	}
-	for range reconcileAttempts {
-		redis1, err := balance()
-		if err != nil {
-			return nil, err
-		}
-		book := make([]int64, 2)
-		var ms, seq int64
-		err = b.pool.QueryRow(ctx, "SELECT posted, held, last_ms, last_seq FROM "+b.t("wallet_balances")+" WHERE account = $1",
-			account).Scan(&book[0], &book[1], &ms, &seq)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return nil, err
-		}
-		cursor := ""
-		if ms != 0 || seq != 0 {
-			cursor = fmt.Sprintf("%d-%d", ms, seq)
-		}
-		pending, err := walletJournal(ctx, l, account, cursor)
-		if err != nil {
-			return nil, err
-		}
-		kinds, ops := make([]string, len(pending)), make([]string, len(pending))
-		for i, e := range pending {
-			kinds[i], ops[i] = e.Kind, e.TxID
-		}
-		booked, err := b.bookedOps(ctx, walletJournalDesc, []any{account}, kinds, ops)
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range pending {
-			if booked[[2]string{e.Kind, e.TxID}] {
-				continue
-			}
-			book[0] += e.Delta
-			book[1] += e.HeldDelta
-		}
-		redis2, err := balance()
-		if err != nil {
-			return nil, err
-		}
-		if !levelsEqual(redis1, redis2) {
-			continue
-		}
-		if levelsEqual(redis1, book) {
-			return nil, nil
-		}
-		d := &Drift{Module: "wallet", Key: account, Fields: []string{"posted", "held"},
-			Redis: redis1, Book: book, Unbooked: len(pending)}
-		all, err := walletJournal(ctx, l, account, "")
-		if err != nil {
-			return nil, err
-		}
-		ids := make([]string, len(all))
-		for i, e := range all {
-			ids[i] = e.ID
-		}
-		if err := b.explain(ctx, walletJournalDesc, []any{account}, ids, ms, seq, d); err != nil {
-			return nil, err
-		}
-		return d, nil
-	}
-	return nil, ErrBusy
-}
-
-func walletJournal(ctx context.Context, l *wallet.Ledger, account, cursor string) ([]wallet.Entry, error) {
-	var out []wallet.Entry
-	for {
-		page, next, err := l.Entries(ctx, account, cursor, wallet.MaxPage)
-		if errors.Is(err, wallet.ErrAccountNotFound) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, page...)
+		out = append(out, es...)
 		if next == "" {
 			return out, nil
 		}
@@ -320,13 +299,9 @@ func (b *Book) explain(ctx context.Context, j *journal, key []any, ids []string,
 		return nil
 	}
 	oms, oseq, _ := parseID(ids[0])
-	where := "account = $1"
-	if j.module == "stock" {
-		where = "sku = $1 AND bucket = $2"
-	}
 	n := len(key)
 	rows, err := b.pool.Query(ctx, fmt.Sprintf("SELECT stream_id FROM %s WHERE %s AND (ms, seq) >= ($%d, $%d) ORDER BY ms, seq",
-		b.t(j.entries), where, n+1, n+2), append(append([]any{}, key...), oms, oseq)...)
+		b.t(j.entries), j.keyWhere(), n+1, n+2), append(append([]any{}, key...), oms, oseq)...)
 	if err != nil {
 		return err
 	}
@@ -368,15 +343,11 @@ func (b *Book) bookedOps(ctx context.Context, j *journal, key []any, kinds, ops 
 	if len(kinds) == 0 {
 		return out, nil
 	}
-	where := "account = $1"
-	if j.module == "stock" {
-		where = "sku = $1 AND bucket = $2"
-	}
 	n := len(key)
 	// As in apply: one index probe per operation.
 	rows, err := b.pool.Query(ctx, fmt.Sprintf("SELECT e.kind, e.op FROM unnest($%d::text[]) AS u(op) CROSS JOIN LATERAL "+
 		"(SELECT kind, op FROM %s WHERE %s AND op = u.op AND op <> '' OFFSET 0) e",
-		n+1, b.t(j.entries), where), append(append([]any{}, key...), ops)...)
+		n+1, b.t(j.entries), j.keyWhere()), append(append([]any{}, key...), ops)...)
 	if err != nil {
 		return nil, err
 	}
