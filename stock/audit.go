@@ -30,6 +30,15 @@ type AuditReport struct {
 // OK reports whether the audit found nothing wrong.
 func (r AuditReport) OK() bool { return len(r.Problems) == 0 }
 
+// Err returns nil when the audit found nothing wrong, and otherwise an error
+// wrapping ErrMismatch that lists the problems.
+func (r AuditReport) Err() error {
+	if r.OK() {
+		return nil
+	}
+	return fmt.Errorf("stock: audit %s: %w: %s", r.SKU, ErrMismatch, strings.Join(r.Problems, "; "))
+}
+
 func (r *AuditReport) problem(format string, a ...any) {
 	r.Problems = append(r.Problems, fmt.Sprintf(format, a...))
 }
@@ -94,6 +103,17 @@ func (inv *Inventory) Audit(ctx context.Context, sku string) (_ AuditReport, err
 		total.problem("supply %d, but available + reserved + sold - refunded + in flight = %d over all buckets", total.Supply, got)
 	}
 	return total, nil
+}
+
+// Verify is Audit for a caller that wants a verdict, as wallet's Verify: nil
+// when sku's books check out, an error wrapping ErrMismatch (with the
+// problems) when they do not, or the error that kept the audit from running.
+func (inv *Inventory) Verify(ctx context.Context, sku string) error {
+	rep, err := inv.Audit(ctx, sku)
+	if err != nil {
+		return err
+	}
+	return rep.Err()
 }
 
 // auditBucket audits one bucket (the whole SKU when it has one): its own

@@ -67,8 +67,9 @@
 //     deltas against the levels it records, and the last entry against the
 //     SKU's levels, so a changed level, an entry added or removed and a hash
 //     rolled back to an older copy are reported), and compares reserved
-//     with the units of the holds in the deadline index. Checkpoint audits
-//     first and refuses with ErrMismatch rather than write a checkpoint over
+//     with the units of the holds in the deadline index. Verify gives the
+//     same check as a verdict: an error wrapping ErrMismatch, as wallet's
+//     Verify does. Checkpoint audits first and refuses with ErrMismatch rather than write a checkpoint over
 //     levels the journal does not explain. Entries reads a SKU's journal in
 //     pages (a cursor, a limit up to MaxPage), as wallet's Entries reads an
 //     account's; Consume hands it to consumer groups.

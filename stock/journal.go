@@ -114,10 +114,10 @@ func (inv *Inventory) Entries(ctx context.Context, sku, cursor string, limit int
 	return out, next, nil
 }
 
-// ErrMismatch means Checkpoint found books its audit does not explain: the
-// checkpoint was not written, so the next Audit still replays (and reports)
-// what differs. wallet's Verify and Checkpoint report the same finding with
-// an error of the same name.
+// ErrMismatch means Verify or Checkpoint found books the journal does not
+// explain (Checkpoint then writes nothing, so the next Audit still replays
+// and reports what differs). wallet's Verify and Checkpoint report the same
+// finding with an error of the same name.
 var ErrMismatch = errors.New("stock: the levels differ from what the journal explains")
 
 // Checkpoint appends a checkpoint entry carrying sku's levels and returns its
@@ -147,8 +147,8 @@ func (inv *Inventory) Checkpoint(ctx context.Context, sku string) (_ string, err
 		if err != nil {
 			return "", fmt.Errorf("stock: checkpoint %s: %w", sku, err)
 		}
-		if !r.OK() {
-			return "", fmt.Errorf("stock: checkpoint %s bucket %d: %w: %s", sku, k, ErrMismatch, strings.Join(r.Problems, "; "))
+		if err := r.Err(); err != nil {
+			return "", fmt.Errorf("stock: checkpoint %s bucket %d: %w", sku, k, err)
 		}
 		id, err := checkpointScript.Run(ctx, inv.rdb, []string{inv.skuKey(tags[k], sku), inv.journalKey(tags[k], sku)}, sku).Text()
 		switch {

@@ -27,6 +27,7 @@ func audited(t *testing.T, inv *stock.Inventory, skus ...string) {
 		rep, err := inv.Audit(t.Context(), sku)
 		require.NoError(t, err)
 		require.True(t, rep.OK(), "%s: %v", sku, rep.Problems)
+		require.NoError(t, inv.Verify(t.Context(), sku))
 	}
 }
 

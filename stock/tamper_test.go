@@ -100,6 +100,7 @@ func TestAudit_catchesTamperingOfEachKind(t *testing.T) {
 				found = found || strings.Contains(p, row.want)
 			}
 			require.True(t, found, "want a problem with %q, got %v", row.want, rep.Problems)
+			require.ErrorIs(t, inv.Verify(ctx, "s"), stock.ErrMismatch)
 		})
 	}
 }
