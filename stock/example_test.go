@@ -52,18 +52,8 @@ func Example() {
 
 func ExampleInventory_Audit() {
 	ctx := context.Background()
-	srv, err := redistest.Start(ctx, redistest.Options{})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer srv.Close()
-	inv, err := stock.New(srv.Client())
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer inv.Close()
+	inv, stop := exampleInventory()
+	defer stop()
 
 	_ = inv.Create(ctx, "sku-1", 10)
 	_, _ = inv.Restock(ctx, "delivery-42", "sku-1", 5)
@@ -78,18 +68,8 @@ func ExampleInventory_Audit() {
 
 func ExampleInventory_Consume() {
 	ctx := context.Background()
-	srv, err := redistest.Start(ctx, redistest.Options{})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer srv.Close()
-	inv, err := stock.New(srv.Client())
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer inv.Close()
+	inv, closeAll := exampleInventory()
+	defer closeAll()
 	_ = inv.Create(ctx, "sku-1", 10)
 	_, _ = inv.Deduct(ctx, stock.Order{ID: "order-1", Buyer: "alice", Items: []stock.Item{{SKU: "sku-1", Qty: 4}}})
 
@@ -110,18 +90,8 @@ func ExampleInventory_Consume() {
 
 func ExampleInventory_Reserve() {
 	ctx := context.Background()
-	srv, err := redistest.Start(ctx, redistest.Options{})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer srv.Close()
-	inv, err := stock.New(srv.Client())
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer inv.Close()
+	inv, stop := exampleInventory()
+	defer stop()
 	_ = inv.Create(ctx, "sku-1", 10)
 
 	// Hold 3 units while the buyer pays; sell 2 of them, 1 goes back.
@@ -144,4 +114,19 @@ func ExampleInventory_Reserve() {
 	// {Available:7 Reserved:3 Sold:0 Refunded:0}
 	// {Available:8 Reserved:0 Sold:2 Refunded:0} <nil>
 	// true
+}
+
+// exampleInventory starts a throwaway redis-server and a Inventory on it, as Example
+// does; stop closes both.
+func exampleInventory() (inv *stock.Inventory, stop func()) {
+	srv, err := redistest.Start(context.Background(), redistest.Options{})
+	if err != nil {
+		panic(err)
+	}
+	inv, err = stock.New(srv.Client())
+	if err != nil {
+		srv.Close()
+		panic(err)
+	}
+	return inv, func() { inv.Close(); srv.Close() }
 }

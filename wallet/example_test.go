@@ -58,17 +58,8 @@ func Example() {
 
 func ExampleLedger_Entries() {
 	ctx := context.Background()
-	srv, err := redistest.Start(ctx, redistest.Options{})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer srv.Close()
-	led, err := wallet.New(srv.Client())
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
+	led, stop := exampleLedger()
+	defer stop()
 	_ = led.Open(ctx, "bob", wallet.WithCurrency("EUR"))
 	for i := 1; i <= 3; i++ {
 		_, _ = led.Credit(ctx, wallet.Tx{ID: fmt.Sprintf("c%d", i), Account: "bob", Amount: int64(i * 100)})
@@ -97,21 +88,27 @@ func ExampleLedger_Entries() {
 
 func ExampleLedger_Checkpoint() {
 	ctx := context.Background()
-	srv, err := redistest.Start(ctx, redistest.Options{})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer srv.Close()
-	led, err := wallet.New(srv.Client())
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
+	led, stop := exampleLedger()
+	defer stop()
 	_ = led.Open(ctx, "carol", wallet.WithCurrency("USD"))
 	_, _ = led.Credit(ctx, wallet.Tx{ID: "c1", Account: "carol", Amount: 700})
 	_, trimmed, _ := led.Checkpoint(ctx, "carol")
 	_, _ = led.Debit(ctx, wallet.Tx{ID: "d1", Account: "carol", Amount: 200})
 	fmt.Println("trimmed:", trimmed, "verified:", led.Verify(ctx, "carol") == nil)
 	// Output: trimmed: 2 verified: true
+}
+
+// exampleLedger starts a throwaway redis-server and a Ledger on it, as Example
+// does; stop closes both.
+func exampleLedger() (led *wallet.Ledger, stop func()) {
+	srv, err := redistest.Start(context.Background(), redistest.Options{})
+	if err != nil {
+		panic(err)
+	}
+	led, err = wallet.New(srv.Client())
+	if err != nil {
+		srv.Close()
+		panic(err)
+	}
+	return led, func() { led.Close(); srv.Close() }
 }
