@@ -62,10 +62,8 @@ func TestMutex_Fair_FIFO(t *testing.T) {
 func TestMutex_Fair_deadWaiterEvicted(t *testing.T) {
 	locks := newLocks(t, sharedClient(t), lock.WithFair(true))
 	ctx := t.Context()
-	m := locks.Mutex("evict", lock.WithTTL(time.Minute))
-	held, err := m.TryAcquire(ctx)
-	require.NoError(t, err)
-	_, _, err = m.EnqueueAs(ctx, lock.NewOwner()) // queued, then silent
+	m, held := tryMutex(t, locks, "evict", lock.WithTTL(time.Minute))
+	_, _, err := m.EnqueueAs(ctx, lock.NewOwner()) // queued, then silent
 	require.NoError(t, err)
 	got := waitFor(m)
 	eventually(t, func() bool { return queueLen(t, m) == 2 }, "live waiter queued")
@@ -78,12 +76,10 @@ func TestMutex_Fair_deadWaiterEvicted(t *testing.T) {
 func TestMutex_Fair_withdraw(t *testing.T) {
 	locks := newLocks(t, sharedClient(t), lock.WithFair(true))
 	ctx := t.Context()
-	m := locks.Mutex("withdraw", lock.WithTTL(time.Minute))
-	held, err := m.TryAcquire(ctx)
-	require.NoError(t, err)
+	m, held := tryMutex(t, locks, "withdraw", lock.WithTTL(time.Minute))
 	wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	_, err = m.Acquire(wctx)
+	_, err := m.Acquire(wctx)
 	require.ErrorIs(t, err, lock.ErrNotAcquired)
 	require.Zero(t, queueLen(t, m))
 	require.NoError(t, held.Release(ctx))

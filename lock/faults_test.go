@@ -20,9 +20,7 @@ func TestLease_Context_redisPaused(t *testing.T) {
 	s := redistest.New(t, redistest.Options{})
 	rdb := s.Client()
 	locks := newLocks(t, rdb)
-	m := locks.Mutex("paused", lock.WithTTL(300*time.Millisecond))
-	l, err := m.TryAcquire(t.Context())
-	require.NoError(t, err)
+	_, l := tryMutex(t, locks, "paused", lock.WithTTL(300*time.Millisecond))
 	require.NoError(t, s.Pause())
 	t.Cleanup(func() { _ = s.Resume() })
 	select {
@@ -41,11 +39,7 @@ func TestLease_Context_redisPaused(t *testing.T) {
 // too late; the re-sent acquire recognises its own owner ID, so the caller
 // holds the lock (no lock held by nobody) and only one token was used.
 func TestMutex_TryAcquire_replyHeldBack(t *testing.T) {
-	s := redistest.New(t, redistest.Options{})
-	direct := s.Client()
-	px := redistest.NewProxy(t, s.Addr())
-	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 300 * time.Millisecond, MaxRetries: -1})
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb, direct, px := proxied(t, &redis.Options{ReadTimeout: 300 * time.Millisecond, MaxRetries: -1})
 	locks := newLocks(t, rdb)
 	m := locks.Mutex("held-back", lock.WithTTL(time.Minute))
 	warmUp(t, locks) // load the scripts: a held-back NOSCRIPT would hide the acquire
@@ -79,11 +73,7 @@ func TestMutex_TryAcquire_replyHeldBack(t *testing.T) {
 // while the acquire's reply is held back, so the outcome is unknown; the
 // lock the acquire created is deleted at once, not left to its TTL.
 func TestMutex_TryAcquire_unknownOutcomeCleansUp(t *testing.T) {
-	s := redistest.New(t, redistest.Options{})
-	direct := s.Client()
-	px := redistest.NewProxy(t, s.Addr())
-	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 5 * time.Second, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb, direct, px := proxied(t, &redis.Options{ReadTimeout: 5 * time.Second, ContextTimeoutEnabled: true})
 	locks := newLocks(t, rdb)
 	m := locks.Mutex("unknown", lock.WithTTL(time.Hour))
 	warmUp(t, locks) // load the scripts: a held-back NOSCRIPT would hide the acquire
@@ -148,6 +138,18 @@ return 1`)
 	require.Equal(t, "A", v, "...the stale holder's write goes through")
 	require.ErrorIs(t, a.Err(), lock.ErrLeaseExpired)
 	require.NoError(t, b.Release(ctx))
+}
+
+// proxied starts a server with a fault proxy in front of it and returns a
+// client through px with the options o (Addr filled in), closed at the end
+// of t, and a client of the server directly.
+func proxied(t *testing.T, o *redis.Options) (rdb, direct *redis.Client, px *redistest.Proxy) {
+	s := redistest.New(t, redistest.Options{})
+	px = redistest.NewProxy(t, s.Addr())
+	o.Addr = px.Addr()
+	rdb = redis.NewClient(o)
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb, s.Client(), px
 }
 
 // warmUp loads the lock scripts into the server's script cache.

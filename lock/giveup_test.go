@@ -18,11 +18,32 @@ import (
 // slowClient returns a Client whose replies come through a proxy that will
 // delay them, and a Client on the server directly.
 func slowClient(t *testing.T, prefix string) (slow, direct *lock.Client, px *redistest.Proxy) {
-	s := redistest.New(t, redistest.Options{})
-	px = redistest.NewProxy(t, s.Addr())
-	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), MaxRetries: -1})
-	t.Cleanup(func() { _ = rdb.Close() })
-	return newLocks(t, rdb, lock.WithKeyPrefix(prefix)), newLocks(t, s.Client(), lock.WithKeyPrefix(prefix)), px
+	rdb, rdbDirect, px := proxied(t, &redis.Options{MaxRetries: -1})
+	return newLocks(t, rdb, lock.WithKeyPrefix(prefix)), newLocks(t, rdbDirect, lock.WithKeyPrefix(prefix)), px
+}
+
+// giveUpWhileSubscribing loads sm's scripts and opens its pooled
+// connection, takes the lock with hold and returns hold's lease once an
+// Acquire on sm gave up while it joined the release channel: with px
+// delaying replies, the first attempt answers after one delay and the
+// subscription is confirmed only after another, so the context ends in
+// between.
+func giveUpWhileSubscribing(t *testing.T, px *redistest.Proxy, sm acquirer, hold func(context.Context) (*lock.Lease, error)) *lock.Lease {
+	const latency = 300 * time.Millisecond
+	ctx := t.Context()
+	l, err := sm.TryAcquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+
+	held, err := hold(ctx)
+	require.NoError(t, err)
+	px.SetLatency(latency)
+	wctx, cancel := context.WithTimeout(ctx, latency*3/2)
+	defer cancel()
+	_, err = sm.Acquire(wctx)
+	require.ErrorIs(t, err, lock.ErrNotAcquired)
+	px.SetLatency(0)
+	return held
 }
 
 // TestRWMutex_Acquire_giveUpWhileSubscribing: a waiting writer whose
@@ -30,27 +51,10 @@ func slowClient(t *testing.T, prefix string) (slow, direct *lock.Client, px *red
 // withdraws its waiting mark before Acquire returns, so a new reader gets in
 // at once instead of being refused for two TTLs by a writer nobody is.
 func TestRWMutex_Acquire_giveUpWhileSubscribing(t *testing.T) {
-	const latency = 300 * time.Millisecond
-	prefix := testPrefix(t)
-	slow, direct, px := slowClient(t, prefix)
+	slow, direct, px := slowClient(t, testPrefix(t))
 	ctx := t.Context()
-	sm := slow.RWMutex("doc", lock.WithTTL(5*time.Second))
 	dm := direct.RWMutex("doc", lock.WithTTL(5*time.Second))
-	// Load the scripts and open the pooled connection before the delay.
-	l, err := sm.TryAcquire(ctx)
-	require.NoError(t, err)
-	require.NoError(t, l.Release(ctx))
-
-	reader, err := dm.TryAcquireRead(ctx)
-	require.NoError(t, err)
-	px.SetLatency(latency)
-	// The first attempt answers after one delay; the subscription is
-	// confirmed only after another, so the context ends in between.
-	wctx, cancel := context.WithTimeout(ctx, latency*3/2)
-	defer cancel()
-	_, err = sm.Acquire(wctx)
-	require.ErrorIs(t, err, lock.ErrNotAcquired)
-	px.SetLatency(0)
+	reader := giveUpWhileSubscribing(t, px, slow.RWMutex("doc", lock.WithTTL(5*time.Second)), dm.TryAcquireRead)
 
 	r2, err := dm.TryAcquireRead(ctx)
 	require.NoError(t, err, "a new reader is refused: the writer that gave up left its mark")
@@ -62,27 +66,13 @@ func TestRWMutex_Acquire_giveUpWhileSubscribing(t *testing.T) {
 // its queue entry is withdrawn before Acquire returns, so the free lock is
 // not blocked by a waiter nobody is until its eviction.
 func TestMutex_Fair_giveUpWhileSubscribing(t *testing.T) {
-	const latency = 300 * time.Millisecond
-	prefix := testPrefix(t)
-	slow, direct, px := slowClient(t, prefix)
+	slow, direct, px := slowClient(t, testPrefix(t))
 	ctx := t.Context()
-	sm := slow.Mutex("line", lock.WithFair(true), lock.WithTTL(5*time.Second))
 	dm := direct.Mutex("line", lock.WithFair(true), lock.WithTTL(5*time.Second))
-	l, err := sm.TryAcquire(ctx)
-	require.NoError(t, err)
-	require.NoError(t, l.Release(ctx))
-
-	holder, err := dm.TryAcquire(ctx)
-	require.NoError(t, err)
-	px.SetLatency(latency)
-	wctx, cancel := context.WithTimeout(ctx, latency*3/2)
-	defer cancel()
-	_, err = sm.Acquire(wctx)
-	require.ErrorIs(t, err, lock.ErrNotAcquired)
-	px.SetLatency(0)
+	holder := giveUpWhileSubscribing(t, px, slow.Mutex("line", lock.WithFair(true), lock.WithTTL(5*time.Second)), dm.TryAcquire)
 
 	require.NoError(t, holder.Release(ctx))
-	l, err = dm.TryAcquire(ctx)
+	l, err := dm.TryAcquire(ctx)
 	require.NoError(t, err, "the free lock is refused: the waiter that gave up is still queued")
 	require.NoError(t, l.Release(ctx))
 }
@@ -162,11 +152,7 @@ func TestFence_mutexAndRWMutexOneSequence(t *testing.T) {
 // lock whose token has 15 digits answers with exactly that token (a number
 // passed through Lua's default formatting keeps only 14 digits).
 func TestMutex_TryAcquire_replyHeldBack_largeToken(t *testing.T) {
-	s := redistest.New(t, redistest.Options{})
-	direct := s.Client()
-	px := redistest.NewProxy(t, s.Addr())
-	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 300 * time.Millisecond, MaxRetries: -1})
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb, direct, px := proxied(t, &redis.Options{ReadTimeout: 300 * time.Millisecond, MaxRetries: -1})
 	for _, kind := range []string{"mutex", "fair", "rw"} {
 		t.Run(kind, func(t *testing.T) {
 			prefix := testPrefix(t)
@@ -231,13 +217,10 @@ func TestMutex_TryAcquire_replyHeldBack_largeToken(t *testing.T) {
 func TestMutex_TryAcquire_lostRepliesCleanedUpOnceBack(t *testing.T) {
 	for _, fair := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fair=%v", fair), func(t *testing.T) {
-			s := redistest.New(t, redistest.Options{})
-			px := redistest.NewProxy(t, s.Addr())
-			rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
-			t.Cleanup(func() { _ = rdb.Close() })
+			rdb, rdbDirect, px := proxied(t, &redis.Options{ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
 			prefix := testPrefix(t)
 			lost := newLocks(t, rdb, lock.WithKeyPrefix(prefix))
-			direct := newLocks(t, s.Client(), lock.WithKeyPrefix(prefix))
+			direct := newLocks(t, rdbDirect, lock.WithKeyPrefix(prefix))
 			opts := []lock.Option{lock.WithTTL(10 * time.Minute), lock.WithFair(fair)}
 			warmUp(t, lost)
 			l, err := lost.Mutex("gone", opts...).TryAcquire(t.Context())
@@ -248,14 +231,7 @@ func TestMutex_TryAcquire_lostRepliesCleanedUpOnceBack(t *testing.T) {
 			_, err = lost.Mutex("gone", opts...).TryAcquire(t.Context())
 			require.ErrorIs(t, err, retry.ErrUnknownOutcome)
 			px.DropReplies(false)
-			eventually(t, func() bool {
-				l, err := direct.Mutex("gone", opts...).TryAcquire(t.Context())
-				if err != nil {
-					return false
-				}
-				require.NoError(t, l.Release(t.Context()))
-				return true
-			}, "the lock taken by the lost acquire is given back once replies come again")
+			eventually(t, free(t, direct.Mutex("gone", opts...)), "the lock taken by the lost acquire is given back once replies come again")
 		})
 	}
 }
@@ -265,13 +241,10 @@ func TestMutex_TryAcquire_lostRepliesCleanedUpOnceBack(t *testing.T) {
 // loses its handshake reply) may not have run; it is retried once replies
 // come again, so the lock is not left held by nobody until its TTL.
 func TestLease_Release_lostRepliesRetriedOnceBack(t *testing.T) {
-	s := redistest.New(t, redistest.Options{})
-	px := redistest.NewProxy(t, s.Addr())
-	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 200 * time.Millisecond, MaxRetries: -1, PoolSize: 1})
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb, rdbDirect, px := proxied(t, &redis.Options{ReadTimeout: 200 * time.Millisecond, MaxRetries: -1, PoolSize: 1})
 	prefix := testPrefix(t)
 	lost := newLocks(t, rdb, lock.WithKeyPrefix(prefix))
-	direct := newLocks(t, s.Client(), lock.WithKeyPrefix(prefix))
+	direct := newLocks(t, rdbDirect, lock.WithKeyPrefix(prefix))
 	opts := []lock.Option{lock.WithTTL(10 * time.Minute)}
 	l, err := lost.Mutex("kept", opts...).TryAcquire(t.Context())
 	require.NoError(t, err)
@@ -280,12 +253,5 @@ func TestLease_Release_lostRepliesRetriedOnceBack(t *testing.T) {
 	require.Error(t, rdb.Ping(t.Context()).Err()) // the pooled connection is gone
 	require.Error(t, l.Release(t.Context()))
 	px.DropReplies(false)
-	eventually(t, func() bool {
-		l, err := direct.Mutex("kept", opts...).TryAcquire(t.Context())
-		if err != nil {
-			return false
-		}
-		require.NoError(t, l.Release(t.Context()))
-		return true
-	}, "the lock whose release got no answer is released once replies come again")
+	eventually(t, free(t, direct.Mutex("kept", opts...)), "the lock whose release got no answer is released once replies come again")
 }

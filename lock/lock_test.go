@@ -34,6 +34,38 @@ func eventually(t testing.TB, cond func() bool, msg string) {
 	}
 }
 
+// tryMutex returns the Mutex name of locks and a lease on it taken with
+// TryAcquire; an error fails the test.
+func tryMutex(t testing.TB, locks *lock.Client, name string, opts ...lock.Option) (*lock.Mutex, *lock.Lease) {
+	t.Helper()
+	m := locks.Mutex(name, opts...)
+	l, err := m.TryAcquire(t.Context())
+	require.NoError(t, err)
+	return m, l
+}
+
+// expiredMutex is tryMutex with the TTL ttl and no watchdog, returned once
+// the lock key has expired in Redis.
+func expiredMutex(t testing.TB, rdb redis.UniversalClient, locks *lock.Client, name string, ttl time.Duration) (*lock.Mutex, *lock.Lease) {
+	t.Helper()
+	m, l := tryMutex(t, locks, name, lock.WithTTL(ttl), lock.WithWatchdog(false))
+	eventually(t, keyGone(t, rdb, m.LockKey()), "lock expired")
+	return m, l
+}
+
+// free reports whether m can be taken now; a lease it takes is released at
+// once.
+func free(t testing.TB, m acquirer) func() bool {
+	return func() bool {
+		l, err := m.TryAcquire(t.Context())
+		if err != nil {
+			return false
+		}
+		require.NoError(t, l.Release(t.Context()))
+		return true
+	}
+}
+
 func keyGone(t testing.TB, rdb redis.UniversalClient, key string) func() bool {
 	return func() bool {
 		n, err := rdb.Exists(context.Background(), key).Result()
@@ -91,9 +123,7 @@ func TestMutex_keySchema(t *testing.T) {
 
 func TestMutex_Acquire_ctxEnds(t *testing.T) {
 	locks := newLocks(t, sharedClient(t))
-	m := locks.Mutex("busy", lock.WithTTL(time.Minute))
-	l, err := m.TryAcquire(t.Context())
-	require.NoError(t, err)
+	m, l := tryMutex(t, locks, "busy", lock.WithTTL(time.Minute))
 	defer l.Release(t.Context())
 
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
@@ -115,9 +145,7 @@ func TestMutex_Acquire_ctxEnds(t *testing.T) {
 // notification.
 func TestMutex_Acquire_wokenByRelease(t *testing.T) {
 	locks := newLocks(t, sharedClient(t))
-	m := locks.Mutex("handoff", lock.WithTTL(time.Minute))
-	held, err := m.TryAcquire(t.Context())
-	require.NoError(t, err)
+	m, held := tryMutex(t, locks, "handoff", lock.WithTTL(time.Minute))
 
 	got := waitFor(m)
 	eventually(t, func() bool { return subscribers(t, locks, m) == 1 }, "waiter subscribed")
@@ -141,9 +169,7 @@ func numSub(t testing.TB, channel string) int64 {
 // the waiter's context).
 func TestMutex_Acquire_releaseBeforeSubscribe(t *testing.T) {
 	locks := newLocks(t, sharedClient(t))
-	m := locks.Mutex("early-release", lock.WithTTL(time.Minute))
-	held, err := m.TryAcquire(t.Context())
-	require.NoError(t, err)
+	m, held := tryMutex(t, locks, "early-release", lock.WithTTL(time.Minute))
 	released := false
 	locks.SetBeforeSubscribe(func() {
 		if !released {
@@ -166,9 +192,7 @@ func TestMutex_Acquire_releaseBeforeSubscribe(t *testing.T) {
 func TestMutex_Acquire_lostNotification(t *testing.T) {
 	rdb := sharedClient(t)
 	locks := newLocks(t, rdb)
-	m := locks.Mutex("crashed-holder", lock.WithTTL(time.Second), lock.WithWatchdog(false))
-	held, err := m.TryAcquire(t.Context())
-	require.NoError(t, err)
+	m, held := tryMutex(t, locks, "crashed-holder", lock.WithTTL(time.Second), lock.WithWatchdog(false))
 	got := waitFor(m)
 	eventually(t, func() bool { return subscribers(t, locks, m) == 1 }, "waiter subscribed")
 	require.NoError(t, shared.KillPubSubClients(t.Context()))
@@ -182,9 +206,7 @@ func TestMutex_Acquire_lostNotification(t *testing.T) {
 func TestMutex_Acquire_afterSubscriberKilled(t *testing.T) {
 	rdb := sharedClient(t)
 	locks := newLocks(t, rdb)
-	m := locks.Mutex("killed-sub", lock.WithTTL(time.Minute))
-	held, err := m.TryAcquire(t.Context())
-	require.NoError(t, err)
+	m, held := tryMutex(t, locks, "killed-sub", lock.WithTTL(time.Minute))
 	got := waitFor(m)
 	eventually(t, func() bool { return subscribers(t, locks, m) == 1 }, "waiter subscribed")
 	require.NoError(t, shared.KillPubSubClients(t.Context()))
@@ -196,9 +218,7 @@ func TestMutex_Acquire_afterSubscriberKilled(t *testing.T) {
 func TestMutex_Acquire_polling(t *testing.T) {
 	rdb := sharedClient(t)
 	locks := newLocks(t, rdb, lock.WithPolling(time.Millisecond, 20*time.Millisecond))
-	m := locks.Mutex("polled", lock.WithTTL(time.Minute))
-	held, err := m.TryAcquire(t.Context())
-	require.NoError(t, err)
+	m, held := tryMutex(t, locks, "polled", lock.WithTTL(time.Minute))
 	got := waitFor(m)
 	time.Sleep(50 * time.Millisecond)
 	require.Zero(t, subscribers(t, locks, m), "polling mode does not subscribe")
@@ -210,9 +230,7 @@ func TestMutex_Release_byNonOwner(t *testing.T) {
 	rdb := sharedClient(t)
 	locks := newLocks(t, rdb)
 	ctx := t.Context()
-	m := locks.Mutex("guarded", lock.WithTTL(time.Minute))
-	l, err := m.TryAcquire(ctx)
-	require.NoError(t, err)
+	m, l := tryMutex(t, locks, "guarded", lock.WithTTL(time.Minute))
 
 	status, err := m.ReleaseAs(ctx, lock.NewOwner())
 	require.NoError(t, err)
@@ -235,10 +253,7 @@ func TestMutex_Release_afterTakeover(t *testing.T) {
 	rdb := sharedClient(t)
 	locks := newLocks(t, rdb)
 	ctx := t.Context()
-	m := locks.Mutex("takeover", lock.WithTTL(50*time.Millisecond), lock.WithWatchdog(false))
-	old, err := m.TryAcquire(ctx)
-	require.NoError(t, err)
-	eventually(t, keyGone(t, rdb, m.LockKey()), "lock expired")
+	m, old := expiredMutex(t, rdb, locks, "takeover", 50*time.Millisecond)
 	cur, err := m.Acquire(ctx)
 	require.NoError(t, err)
 	<-old.Done()
@@ -255,10 +270,7 @@ func TestMutex_Release_afterTakeover(t *testing.T) {
 func TestMutex_Release_afterExpiry(t *testing.T) {
 	rdb := sharedClient(t)
 	locks := newLocks(t, rdb)
-	m := locks.Mutex("expiring", lock.WithTTL(30*time.Millisecond), lock.WithWatchdog(false))
-	l, err := m.TryAcquire(t.Context())
-	require.NoError(t, err)
-	eventually(t, keyGone(t, rdb, m.LockKey()), "lock expired")
+	_, l := expiredMutex(t, rdb, locks, "expiring", 30*time.Millisecond)
 	require.ErrorIs(t, l.Release(t.Context()), lock.ErrLeaseExpired)
 	require.ErrorIs(t, l.Err(), lock.ErrLeaseExpired)
 }
@@ -267,10 +279,7 @@ func TestLease_Extend_neverRecreates(t *testing.T) {
 	rdb := sharedClient(t)
 	locks := newLocks(t, rdb)
 	ctx := t.Context()
-	m := locks.Mutex("lapsed", lock.WithTTL(30*time.Millisecond), lock.WithWatchdog(false))
-	l, err := m.TryAcquire(ctx)
-	require.NoError(t, err)
-	eventually(t, keyGone(t, rdb, m.LockKey()), "lock expired")
+	m, l := expiredMutex(t, rdb, locks, "lapsed", 30*time.Millisecond)
 
 	status, err := m.ExtendAs(ctx, l.Owner(), time.Minute)
 	require.NoError(t, err)
@@ -285,9 +294,7 @@ func TestLease_Extend(t *testing.T) {
 	rdb := sharedClient(t)
 	locks := newLocks(t, rdb)
 	ctx := t.Context()
-	m := locks.Mutex("manual", lock.WithTTL(2*time.Second), lock.WithWatchdog(false))
-	l, err := m.TryAcquire(ctx)
-	require.NoError(t, err)
+	_, l := tryMutex(t, locks, "manual", lock.WithTTL(2*time.Second), lock.WithWatchdog(false))
 	before := l.Until()
 	require.True(t, before.Before(time.Now().Add(2*time.Second)))
 	require.NoError(t, l.Extend(ctx))
@@ -325,9 +332,7 @@ func TestLease_Release_resent(t *testing.T) {
 	rdb := sharedClient(t)
 	locks := newLocks(t, rdb)
 	ctx := t.Context()
-	m := locks.Mutex("rel-resent")
-	l, err := m.TryAcquire(ctx)
-	require.NoError(t, err)
+	m, l := tryMutex(t, locks, "rel-resent")
 	require.NoError(t, l.Release(ctx))
 	status, err := m.ResendRelease(ctx, l)
 	require.NoError(t, err)
@@ -340,9 +345,7 @@ func TestLease_Release_resent(t *testing.T) {
 func TestLease_Release_cancelledContext(t *testing.T) {
 	rdb := sharedClient(t)
 	locks := newLocks(t, rdb)
-	m := locks.Mutex("deferred")
-	l, err := m.TryAcquire(t.Context())
-	require.NoError(t, err)
+	m, l := tryMutex(t, locks, "deferred")
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	require.NoError(t, l.Release(ctx))
@@ -431,9 +434,7 @@ func TestMutex_MutualExclusion_ConcurrentSafe(t *testing.T) {
 func TestLease_watchdogKeepsLease(t *testing.T) {
 	rdb := sharedClient(t)
 	locks := newLocks(t, rdb)
-	m := locks.Mutex("renewed", lock.WithTTL(time.Second))
-	l, err := m.TryAcquire(t.Context())
-	require.NoError(t, err)
+	m, l := tryMutex(t, locks, "renewed", lock.WithTTL(time.Second))
 	first := l.Until()
 	time.Sleep(2500 * time.Millisecond)
 	require.NoError(t, l.Err())
@@ -447,9 +448,7 @@ func TestLease_watchdogKeepsLease(t *testing.T) {
 func TestLease_maxHold(t *testing.T) {
 	rdb := sharedClient(t)
 	locks := newLocks(t, rdb)
-	m := locks.Mutex("bounded", lock.WithTTL(200*time.Millisecond), lock.WithMaxHold(time.Second))
-	l, err := m.TryAcquire(t.Context())
-	require.NoError(t, err)
+	m, l := tryMutex(t, locks, "bounded", lock.WithTTL(200*time.Millisecond), lock.WithMaxHold(time.Second))
 	first := l.Until()
 	select {
 	case <-l.Done():
@@ -491,9 +490,7 @@ func TestClient_Do(t *testing.T) {
 func TestClient_Close(t *testing.T) {
 	rdb := sharedClient(t)
 	locks := mustNew(t, rdb, lock.WithKeyPrefix(testPrefix(t)))
-	m := locks.Mutex("closing", lock.WithTTL(time.Minute))
-	l, err := m.TryAcquire(t.Context())
-	require.NoError(t, err)
+	m, l := tryMutex(t, locks, "closing", lock.WithTTL(time.Minute))
 	waiting := make(chan error, 1)
 	go func() {
 		_, err := m.Acquire(context.Background())
@@ -503,7 +500,7 @@ func TestClient_Close(t *testing.T) {
 	require.NoError(t, locks.Close())
 	require.ErrorIs(t, <-waiting, lock.ErrClosed)
 	require.ErrorIs(t, l.Err(), lock.ErrClosed)
-	_, err = m.TryAcquire(t.Context())
+	_, err := m.TryAcquire(t.Context())
 	require.ErrorIs(t, err, lock.ErrClosed)
 	require.NoError(t, locks.Close())
 	require.NoError(t, l.Release(t.Context()), "the lock itself is still released")
