@@ -91,8 +91,6 @@ func TestLedger_TransferBatch_retriesLostReplies(t *testing.T) {
 		require.NoError(t, r.Err, i)
 		require.False(t, r.Result.Replayed, i)
 	}
-	bal, err := led.Balance(ctx, "g/b")
-	require.NoError(t, err)
-	require.Equal(t, int64(50), bal.Posted)
+	require.Equal(t, int64(50), balanceOf(t, led, "g/b").Posted)
 	require.NoError(t, led.Verify(ctx, "g/a"))
 }

@@ -10,28 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func openFunded(t *testing.T, led *wallet.Ledger, accounts map[string]int64) {
-	t.Helper()
-	for a, amt := range accounts {
-		require.NoError(t, led.Open(t.Context(), a, wallet.WithCurrency("CNY")))
-		if amt > 0 {
-			_, err := led.Credit(t.Context(), wallet.Tx{ID: "seed-" + a, Account: a, Amount: amt})
-			require.NoError(t, err)
-		}
-	}
-}
-
-func kinds(t *testing.T, led *wallet.Ledger, account string) []string {
-	t.Helper()
-	ents, _, err := led.Entries(t.Context(), account, "", wallet.MaxPage)
-	require.NoError(t, err)
-	var out []string
-	for _, e := range ents {
-		out = append(out, e.Kind)
-	}
-	return out
-}
-
 func TestLedger_Transfer_acrossGroups(t *testing.T) {
 	ctx := t.Context()
 	led, _, _ := newLedger(t)
@@ -90,9 +68,7 @@ func TestLedger_Transfer_acrossGroups_destinationRefusesAndHoldIsReleased(t *tes
 		_, err = led.Transfer(ctx, tr)
 		require.ErrorIs(t, err, want, "stays refused")
 	}
-	bal, err := led.Balance(ctx, "a/src")
-	require.NoError(t, err)
-	require.Equal(t, wallet.Balance{Posted: 100, Available: 100, Currency: "CNY"}, bal)
+	require.Equal(t, wallet.Balance{Posted: 100, Available: 100, Currency: "CNY"}, balanceOf(t, led, "a/src"))
 	require.NoError(t, led.Verify(ctx, "a/src"))
 }
 
@@ -125,9 +101,7 @@ func TestLedger_Transfer_acrossGroups_crashAfterEachStep(t *testing.T) {
 						require.NoError(t, err)
 					}
 					if step <= 2 {
-						bal, err := led.Balance(ctx, "a/src")
-						require.NoError(t, err)
-						require.Equal(t, int64(60), bal.Held, "in flight: held on the source")
+						require.Equal(t, int64(60), balanceOf(t, led, "a/src").Held, "in flight: held on the source")
 					}
 					// The source hold of a transfer never expires.
 					if finish == "recover" {
@@ -146,10 +120,8 @@ func TestLedger_Transfer_acrossGroups_crashAfterEachStep(t *testing.T) {
 					require.NoError(t, err)
 					require.Zero(t, n, "converged")
 
-					src, err := led.Balance(ctx, "a/src")
-					require.NoError(t, err)
-					dst, err := led.Balance(ctx, "b/dst")
-					require.NoError(t, err)
+					src := balanceOf(t, led, "a/src")
+					dst := balanceOf(t, led, "b/dst")
 					require.Zero(t, src.Held)
 					require.Equal(t, int64(105), src.Posted+dst.Posted, "no money created or destroyed")
 					sk := kinds(t, led, "a/src")
@@ -230,8 +202,7 @@ func TestLedger_Transfer_acrossGroupsWithRecover_ConcurrentSafe(t *testing.T) {
 				require.Equal(t, 1, seen[e.TxID+e.Kind], "%s applied twice on %s", e.TxID, a)
 			}
 		}
-		bal, err := led.Balance(ctx, a)
-		require.NoError(t, err)
+		bal := balanceOf(t, led, a)
 		require.Zero(t, bal.Held)
 		total += bal.Posted
 		require.NoError(t, led.Verify(ctx, a))

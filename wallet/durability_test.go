@@ -93,9 +93,7 @@ func runKillRestart(t *testing.T, kills int) {
 	wg.Wait()
 
 	for _, a := range accounts {
-		bal, err := led.Balance(ctx, a)
-		require.NoError(t, err)
-		require.Equal(t, acked[a], bal.Posted, "%s: every acknowledged posting, once", a)
+		require.Equal(t, acked[a], balanceOf(t, led, a).Posted, "%s: every acknowledged posting, once", a)
 		require.NoError(t, led.Verify(ctx, a))
 	}
 	seen := map[string]int{}

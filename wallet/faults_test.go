@@ -81,9 +81,7 @@ func TestLedger_Credit_unknownOutcomeResolvedByCallingAgain(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, res.Replayed, "the earlier call applied it")
 	require.Equal(t, int64(100), res.Balance.Posted)
-	bal, err := led.Balance(ctx, "a")
-	require.NoError(t, err)
-	require.Equal(t, int64(100), bal.Posted)
+	require.Equal(t, int64(100), balanceOf(t, led, "a").Posted)
 }
 
 func TestLedger_Debit_goRedisRetryAfterTimeoutAppliesOnce(t *testing.T) {
@@ -108,8 +106,6 @@ func TestLedger_Debit_goRedisRetryAfterTimeoutAppliesOnce(t *testing.T) {
 	waitFor(t, func() bool { return direct.Exists(ctx, prefix+":wallet:v2:{a}:tx:d1").Val() == 1 })
 	px.HoldReplies(0)
 	require.NoError(t, <-done)
-	bal, err := led.Balance(ctx, "a")
-	require.NoError(t, err)
-	require.Zero(t, bal.Posted)
+	require.Zero(t, balanceOf(t, led, "a").Posted)
 	require.NoError(t, led.Verify(ctx, "a"))
 }

@@ -89,9 +89,7 @@ func TestLedger_WithReplicaAck(t *testing.T) {
 	_, err = more.Transfer(ctx, wallet.Transfer{ID: "x1", From: "a", To: "b", Amount: 1000}) // across groups
 	require.ErrorIs(t, err, wallet.ErrInsufficientFunds)
 	require.ErrorIs(t, err, wallet.ErrReplicaAck)
-	bal, err := led.Balance(ctx, "a")
-	require.NoError(t, err)
-	require.Equal(t, int64(70), bal.Posted)
+	require.Equal(t, int64(70), balanceOf(t, led, "a").Posted)
 
 	tooLong := mustNew(t, rdb, wallet.WithReplicaAck(1, 5*time.Second))
 	_, err = tooLong.Credit(ctx, wallet.Tx{ID: "c2", Account: "a", Amount: 1})
@@ -121,16 +119,13 @@ func TestLedger_WithReplicaAck_transferAcrossGroupsWaitsForEachStep(t *testing.T
 	_, err = short.Transfer(ctx, tr)
 	require.ErrorIs(t, err, wallet.ErrReplicaAck)
 	require.ErrorIs(t, err, wallet.ErrUnknownOutcome)
-	src, err := acked.Balance(ctx, "gx/a")
-	require.NoError(t, err)
-	require.Equal(t, wallet.Balance{Posted: 100, Held: 30, Available: 70, Currency: "CNY"}, src, "held, not posted")
-	dst, err := acked.Balance(ctx, "gy/b")
-	require.NoError(t, err)
+	require.Equal(t, wallet.Balance{Posted: 100, Held: 30, Available: 70, Currency: "CNY"}, balanceOf(t, acked, "gx/a"),
+		"held, not posted")
+	dst := balanceOf(t, acked, "gy/b")
 	require.Zero(t, dst.Posted, "no credit on a hold the replicas have not acknowledged")
 	_, err = short.Recover(ctx) // recovery builds on the hold only once it is acknowledged too
 	require.ErrorIs(t, err, wallet.ErrReplicaAck)
-	dst, err = acked.Balance(ctx, "gy/b")
-	require.NoError(t, err)
+	dst = balanceOf(t, acked, "gy/b")
 	require.Zero(t, dst.Posted)
 
 	res, err := acked.Transfer(ctx, tr) // the same ID, with replicas that acknowledge

@@ -15,9 +15,7 @@ import (
 func TestLedger_Hold_captureReleasesTheRest(t *testing.T) {
 	ctx := t.Context()
 	led, _, _ := newLedger(t)
-	require.NoError(t, led.Open(ctx, "a", wallet.WithCurrency("CNY")))
-	_, err := led.Credit(ctx, wallet.Tx{ID: "c1", Account: "a", Amount: 100})
-	require.NoError(t, err)
+	openFunded(t, led, map[string]int64{"a": 100})
 
 	res, err := led.Hold(ctx, wallet.HoldReq{ID: "h1", Account: "a", Amount: 70, TTL: time.Minute})
 	require.NoError(t, err)
@@ -54,9 +52,7 @@ func TestLedger_Hold_captureReleasesTheRest(t *testing.T) {
 	_, err = led.Void(ctx, "a", "h2")
 	require.ErrorIs(t, err, wallet.ErrHoldNotFound, "a refused hold cannot be resolved")
 
-	bal, err := led.Balance(ctx, "a")
-	require.NoError(t, err)
-	require.Equal(t, wallet.Balance{Posted: 50, Available: 50, Currency: "CNY"}, bal)
+	require.Equal(t, wallet.Balance{Posted: 50, Available: 50, Currency: "CNY"}, balanceOf(t, led, "a"))
 	ents, _, err := led.Entries(ctx, "a", "", 100)
 	require.NoError(t, err)
 	last := ents[len(ents)-1]
@@ -71,9 +67,7 @@ func TestLedger_Hold_captureReleasesTheRest(t *testing.T) {
 func TestLedger_Hold_voidAndIdempotency(t *testing.T) {
 	ctx := t.Context()
 	led, _, _ := newLedger(t)
-	require.NoError(t, led.Open(ctx, "a", wallet.WithCurrency("CNY")))
-	_, err := led.Credit(ctx, wallet.Tx{ID: "c1", Account: "a", Amount: 100})
-	require.NoError(t, err)
+	openFunded(t, led, map[string]int64{"a": 100})
 	req := wallet.HoldReq{ID: "h1", Account: "a", Amount: 60, TTL: time.Minute, Memo: "order 7"}
 	first, err := led.Hold(ctx, req)
 	require.NoError(t, err)
@@ -132,10 +126,8 @@ func TestLedger_Hold_voidAndIdempotency(t *testing.T) {
 func TestLedger_Hold_expiresOnServerClockLazily(t *testing.T) {
 	ctx := t.Context()
 	placer, rdb, prefix := newLedger(t)
-	require.NoError(t, placer.Open(ctx, "a", wallet.WithCurrency("CNY")))
-	_, err := placer.Credit(ctx, wallet.Tx{ID: "c1", Account: "a", Amount: 100})
-	require.NoError(t, err)
-	_, err = placer.Hold(ctx, wallet.HoldReq{ID: "h1", Account: "a", Amount: 100, TTL: time.Second})
+	openFunded(t, placer, map[string]int64{"a": 100})
+	_, err := placer.Hold(ctx, wallet.HoldReq{ID: "h1", Account: "a", Amount: 100, TTL: time.Second})
 	require.NoError(t, err)
 	require.NoError(t, placer.Close())
 
@@ -156,13 +148,7 @@ func TestLedger_Hold_expiresOnServerClockLazily(t *testing.T) {
 	require.ErrorIs(t, err, wallet.ErrHoldExpired)
 	_, err = led.Void(ctx, "a", "h1")
 	require.ErrorIs(t, err, wallet.ErrHoldExpired)
-	ents, _, err := led.Entries(ctx, "a", "", 100)
-	require.NoError(t, err)
-	var kinds []string
-	for _, e := range ents {
-		kinds = append(kinds, e.Kind)
-	}
-	require.Equal(t, []string{"open", "credit", "hold", "hold_expire", "debit"}, kinds)
+	require.Equal(t, []string{"open", "credit", "hold", "hold_expire", "debit"}, kinds(t, led, "a"))
 	require.NoError(t, led.Verify(ctx, "a"))
 }
 
@@ -170,10 +156,8 @@ func TestLedger_Hold_expiresOnServerClockLazily(t *testing.T) {
 func TestLedger_Hold_reclaimerReleases(t *testing.T) {
 	ctx := t.Context()
 	led, rdb, prefix := newLedger(t)
-	require.NoError(t, led.Open(ctx, "a", wallet.WithCurrency("CNY")))
-	_, err := led.Credit(ctx, wallet.Tx{ID: "c1", Account: "a", Amount: 100})
-	require.NoError(t, err)
-	_, err = led.Hold(ctx, wallet.HoldReq{ID: "h1", Account: "a", Amount: 40, TTL: time.Second})
+	openFunded(t, led, map[string]int64{"a": 100})
+	_, err := led.Hold(ctx, wallet.HoldReq{ID: "h1", Account: "a", Amount: 40, TTL: time.Second})
 	require.NoError(t, err)
 	key := prefix + ":wallet:v2:{a}:acct:a"
 	require.Equal(t, "40", rdb.HGet(ctx, key, "held").Val())
@@ -187,9 +171,7 @@ func TestLedger_Hold_reclaimerReleases(t *testing.T) {
 func TestLedger_Hold_resolvesAtMostOnce_ConcurrentSafe(t *testing.T) {
 	ctx := t.Context()
 	led, _, _ := newLedger(t)
-	require.NoError(t, led.Open(ctx, "a", wallet.WithCurrency("CNY")))
-	_, err := led.Credit(ctx, wallet.Tx{ID: "c1", Account: "a", Amount: 1000})
-	require.NoError(t, err)
+	openFunded(t, led, map[string]int64{"a": 1000})
 	for round := range 20 {
 		id := fmt.Sprintf("h%d", round)
 		_, err := led.Hold(ctx, wallet.HoldReq{ID: id, Account: "a", Amount: 10, TTL: time.Minute})
@@ -226,8 +208,6 @@ func TestLedger_Hold_resolvesAtMostOnce_ConcurrentSafe(t *testing.T) {
 			require.Equal(t, 1, n)
 		}
 	}
-	bal, err := led.Balance(ctx, "a")
-	require.NoError(t, err)
-	require.Zero(t, bal.Held)
+	require.Zero(t, balanceOf(t, led, "a").Held)
 	require.NoError(t, led.Verify(ctx, "a"))
 }

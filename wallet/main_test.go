@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redkit-go/redkit/redistest"
 	"github.com/redkit-go/redkit/wallet"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
@@ -71,4 +72,37 @@ func mustNew(tb testing.TB, rdb redis.UniversalClient, opts ...wallet.Option) *w
 		tb.Fatalf("wallet.New: %v", err)
 	}
 	return l
+}
+
+// openFunded opens each account in CNY and credits it its amount (when
+// above 0) under the transaction ID "seed-<account>".
+func openFunded(t *testing.T, led *wallet.Ledger, accounts map[string]int64) {
+	t.Helper()
+	for a, amt := range accounts {
+		require.NoError(t, led.Open(t.Context(), a, wallet.WithCurrency("CNY")))
+		if amt > 0 {
+			_, err := led.Credit(t.Context(), wallet.Tx{ID: "seed-" + a, Account: a, Amount: amt})
+			require.NoError(t, err)
+		}
+	}
+}
+
+// balanceOf is the account's balance; an error fails the test.
+func balanceOf(t *testing.T, led *wallet.Ledger, account string) wallet.Balance {
+	t.Helper()
+	b, err := led.Balance(t.Context(), account)
+	require.NoError(t, err)
+	return b
+}
+
+// kinds lists the kinds of the account's journal entries, oldest first.
+func kinds(t *testing.T, led *wallet.Ledger, account string) []string {
+	t.Helper()
+	ents, _, err := led.Entries(t.Context(), account, "", wallet.MaxPage)
+	require.NoError(t, err)
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Kind)
+	}
+	return out
 }

@@ -86,13 +86,6 @@ func isFinish(args []any) bool {
 	return kind != "credit" && kind != "debit"
 }
 
-func balanceOf(t *testing.T, led *wallet.Ledger, account string) wallet.Balance {
-	t.Helper()
-	b, err := led.Balance(t.Context(), account)
-	require.NoError(t, err)
-	return b
-}
-
 // One transaction ID used by two source groups names two transfers; both
 // reach the shared destination group.
 func TestRegress_Transfer_sameIDFromTwoSourceGroups(t *testing.T) {

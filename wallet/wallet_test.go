@@ -29,9 +29,7 @@ func TestLedger_Open_idempotentAndConflicts(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, "overdraft", ce.Field)
 
-	bal, err := led.Balance(ctx, "alice")
-	require.NoError(t, err)
-	require.Equal(t, wallet.Balance{Currency: "CNY"}, bal)
+	require.Equal(t, wallet.Balance{Currency: "CNY"}, balanceOf(t, led, "alice"))
 
 	require.ErrorIs(t, led.Open(ctx, "bob"), wallet.ErrInvalid, "currency is required")
 	_, err = led.Balance(ctx, "bob")
@@ -63,9 +61,7 @@ func TestLedger_CreditDebit(t *testing.T) {
 	_, err = led.Credit(ctx, wallet.Tx{ID: "c2", Account: "shop-1/nobody", Amount: 1})
 	require.ErrorIs(t, err, wallet.ErrAccountNotFound)
 
-	bal, err := led.Balance(ctx, "shop-1/alice")
-	require.NoError(t, err)
-	require.Equal(t, wallet.Balance{Posted: 600, Available: 600, Currency: "CNY"}, bal)
+	require.Equal(t, wallet.Balance{Posted: 600, Available: 600, Currency: "CNY"}, balanceOf(t, led, "shop-1/alice"))
 
 	ents, next, err := led.Entries(ctx, "shop-1/alice", "", 10)
 	require.NoError(t, err)
@@ -105,9 +101,7 @@ func TestLedger_idempotency_replayReturnsFirstResult(t *testing.T) {
 	first.Replayed = true
 	require.Equal(t, first, again, "a replay returns the original result, balance included")
 
-	bal, err := led.Balance(ctx, "a")
-	require.NoError(t, err)
-	require.Equal(t, int64(15), bal.Posted, "the replay changed nothing")
+	require.Equal(t, int64(15), balanceOf(t, led, "a").Posted, "the replay changed nothing")
 	ents, _, err := led.Entries(ctx, "a", "", 100)
 	require.NoError(t, err)
 	require.Len(t, ents, 3)
@@ -167,9 +161,7 @@ func TestLedger_idempotency_conflictNamesField(t *testing.T) {
 		require.ErrorIs(t, err, wallet.ErrConflict)
 	}
 	for a, want := range map[string]int64{"g/a": 90, "g/b": 10, "g/c": 0} {
-		bal, err := led.Balance(ctx, a)
-		require.NoError(t, err)
-		require.Equal(t, want, bal.Posted, a)
+		require.Equal(t, want, balanceOf(t, led, a).Posted, a)
 	}
 }
 
@@ -193,9 +185,7 @@ func TestLedger_idempotency_refusedStaysRefused(t *testing.T) {
 	_, err = led.Credit(ctx, wallet.Tx{ID: "early", Account: "b", Amount: 1})
 	require.ErrorIs(t, err, wallet.ErrAccountNotFound)
 
-	bal, err := led.Balance(ctx, "a")
-	require.NoError(t, err)
-	require.Equal(t, int64(100), bal.Posted)
+	require.Equal(t, int64(100), balanceOf(t, led, "a").Posted)
 }
 
 func TestLedger_Transfer(t *testing.T) {
@@ -256,8 +246,7 @@ func TestLedger_CloseAccount(t *testing.T) {
 	require.ErrorIs(t, err, wallet.ErrAccountClosed)
 	_, err = led.Transfer(ctx, wallet.Transfer{ID: "t1", From: "g/b", To: "g/a", Amount: 1})
 	require.ErrorIs(t, err, wallet.ErrAccountClosed)
-	bal, err := led.Balance(ctx, "g/a")
-	require.NoError(t, err)
+	bal := balanceOf(t, led, "g/a")
 	require.True(t, bal.Closed)
 	require.Equal(t, int64(10), bal.Posted)
 	require.ErrorIs(t, led.Open(ctx, "g/a", wallet.WithCurrency("CNY")), wallet.ErrAccountClosed)
@@ -274,8 +263,7 @@ func TestLedger_badInput_writesNothing(t *testing.T) {
 	_, err = led.Credit(ctx, wallet.Tx{ID: "small", Account: "g/b", Amount: 5})
 	require.NoError(t, err)
 	before := keysUnder(t, rdb, prefix)
-	bal, err := led.Balance(ctx, "g/a")
-	require.NoError(t, err)
+	bal := balanceOf(t, led, "g/a")
 
 	bad := []struct {
 		name string
@@ -325,9 +313,7 @@ func TestLedger_badInput_writesNothing(t *testing.T) {
 		require.NotErrorIs(t, err, wallet.ErrUnknownOutcome, c.name)
 		require.ElementsMatch(t, before, keysUnder(t, rdb, prefix), "%s wrote a key", c.name)
 	}
-	after, err := led.Balance(ctx, "g/a")
-	require.NoError(t, err)
-	require.Equal(t, bal, after)
+	require.Equal(t, bal, balanceOf(t, led, "g/a"))
 	require.NoError(t, led.Verify(ctx, "g/a"))
 	require.NoError(t, led.Verify(ctx, "g/b"))
 
@@ -376,8 +362,7 @@ func TestLedger_postings_oneRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	_, err = led.Transfer(ctx, wallet.Transfer{ID: "w2", From: "g/a", To: "g/b", Amount: 1})
 	require.NoError(t, err)
-	_, err = led.Balance(ctx, "g/a")
-	require.NoError(t, err)
+	_ = balanceOf(t, led, "g/a")
 
 	rt := &roundTrips{}
 	rdb.AddHook(rt)
@@ -389,7 +374,6 @@ func TestLedger_postings_oneRoundTrip(t *testing.T) {
 	require.ErrorIs(t, err, wallet.ErrInsufficientFunds)
 	_, err = led.Transfer(ctx, wallet.Transfer{ID: "t1", From: "g/a", To: "g/b", Amount: 5})
 	require.NoError(t, err)
-	_, err = led.Balance(ctx, "g/a")
-	require.NoError(t, err)
+	_ = balanceOf(t, led, "g/a")
 	require.Equal(t, int64(5), rt.n.Load())
 }
