@@ -42,13 +42,7 @@ func TestSink_poisonEntry(t *testing.T) {
 	}
 	moreStockWork(t, f.inv, "p2", 30, skus...)
 	moreWalletWork(t, f.led, "p2", 30, accounts...)
-	stopS := runSink(t, f.stockSink(skus...))
-	stopW := runSink(t, f.walletSink(accounts...))
-	f.waitStock(skus...)
-	f.waitWallet(accounts...)
-	if err := errors.Join(stopS(), stopW()); err != nil {
-		t.Fatal(err)
-	}
+	f.catchUp(skus, accounts)
 	as, err := f.book.Anomalies(ctx, "", "")
 	if err != nil {
 		t.Fatal(err)
@@ -60,9 +54,7 @@ func TestSink_poisonEntry(t *testing.T) {
 	f.checkStock(map[string]bool{"p/a " + badStock: true}, skus...)
 	f.checkWallet(map[string]bool{"p/x " + badWallet: true}, accounts...)
 	// The poison changed nothing in Redis and nothing in the book.
-	if ds := append(f.reconcileStock(skus...), f.reconcileWallet(accounts...)...); len(ds) != 0 {
-		t.Fatalf("drift: %+v", ds)
-	}
+	f.noDrift(skus, accounts)
 }
 
 // Entries trimmed from a journal before the sink booked them are never
@@ -98,11 +90,7 @@ func TestSinkStock_trimmedPastUnconsumed(t *testing.T) {
 	if err := f.rdb.XTrimMinID(ctx, f.journalKey("tr/a"), firstKept).Err(); err != nil {
 		t.Fatal(err)
 	}
-	stop := runSink(t, f.stockSink(skus...))
-	f.waitStock(skus...)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
+	f.catchUp(skus, nil)
 	as, err := f.book.Anomalies(ctx, "stock", "")
 	if err != nil {
 		t.Fatal(err)
@@ -143,16 +131,8 @@ func TestReconcile_reportsInjectedDrift(t *testing.T) {
 	if _, err := f.led.Credit(ctx, wallet.Tx{ID: "rd-last", Account: "rd/y", Amount: 40}); err != nil {
 		t.Fatal(err)
 	}
-	stopS := runSink(t, f.stockSink(skus...))
-	stopW := runSink(t, f.walletSink(accounts...))
-	f.waitStock(skus...)
-	f.waitWallet(accounts...)
-	if err := errors.Join(stopS(), stopW()); err != nil {
-		t.Fatal(err)
-	}
-	if ds := append(f.reconcileStock(skus...), f.reconcileWallet(accounts...)...); len(ds) != 0 {
-		t.Fatalf("drift before any injection: %+v", ds)
-	}
+	f.catchUp(skus, accounts)
+	f.noDrift(skus, accounts) // before any injection
 	// rd/b: three units appear in Redis with no journal entry.
 	if err := f.rdb.HIncrBy(ctx, f.redisKey("sku", "rd/b"), "available", 3).Err(); err != nil {
 		t.Fatal(err)
@@ -203,11 +183,7 @@ func TestSinkWallet_checkpointTrimmedUnbooked(t *testing.T) {
 	if err != nil || trimmed == 0 {
 		t.Fatalf("checkpoint: %v, %d trimmed", err, trimmed)
 	}
-	stop := runSink(t, f.walletSink(accounts...))
-	f.waitWallet(accounts...)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
+	f.catchUp(nil, accounts)
 	as, err := f.book.Anomalies(ctx, "wallet", "")
 	if err != nil {
 		t.Fatal(err)
@@ -241,11 +217,7 @@ func TestRepairWallet_lostWrites(t *testing.T) {
 	if _, err := f.led.Transfer(ctx, wallet.Transfer{ID: "rp-move", From: "rp/x", To: "rp/y", Amount: 70}); err != nil {
 		t.Fatal(err)
 	}
-	stop := runSink(t, f.walletSink(accounts...))
-	f.waitWallet(accounts...)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
+	f.catchUp(nil, accounts)
 	before := map[string]wallet.Balance{}
 	for _, a := range accounts {
 		b, err := f.led.Balance(ctx, a)
@@ -303,16 +275,13 @@ func TestRepairWallet_lostWrites(t *testing.T) {
 	if ds := f.reconcileWallet(accounts...); len(ds) != 0 {
 		t.Fatalf("drift right after repair: %+v", ds)
 	}
-	stop = runSink(t, f.walletSink(accounts...))
+	stop := runSink(t, f.walletSink(accounts...))
 	// A client's retry within the window is answered from the markers.
 	res, err := f.led.Credit(ctx, wallet.Tx{ID: "rp-credit", Account: "rp/x", Amount: 500, Memo: "top-up"})
 	if err != nil || !res.Replayed {
 		t.Fatalf("retry after repair: %+v, %v; want a replay", res, err)
 	}
-	f.waitWallet(accounts...)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
+	f.drain(nil, accounts, stop)
 	// The replayed entries are booked as duplicates, not twice.
 	f.checkWallet(nil, accounts...)
 	if n := f.int("SELECT count(*) FROM $S.anomalies WHERE kind = 'duplicate_op'"); n != 3 {

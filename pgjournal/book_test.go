@@ -68,14 +68,8 @@ func TestSinkStock_booksEveryEntryOnce(t *testing.T) {
 	stockWork(t, f.inv, "w1", 200, skus...)
 	stop := runSink(t, f.stockSink(skus...))
 	moreStockWork(t, f.inv, "w2", 200, skus...)
-	f.waitStock(skus...)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	f.checkStock(nil, skus...)
-	if ds := f.reconcileStock(skus...); len(ds) != 0 {
-		t.Fatalf("drift: %+v", ds)
-	}
+	f.drain(skus, nil, stop)
+	f.checkBook(skus, nil)
 	if as, _ := f.book.Anomalies(t.Context(), "", ""); len(as) != 0 {
 		t.Fatalf("anomalies: %+v", as)
 	}
@@ -98,14 +92,8 @@ func TestSinkWallet_booksEveryEntryOnce(t *testing.T) {
 	walletWork(t, f.led, "w1", 200, accounts...)
 	stop := runSink(t, f.walletSink(accounts...))
 	moreWalletWork(t, f.led, "w2", 200, accounts...)
-	f.waitWallet(accounts...)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	f.checkWallet(nil, accounts...)
-	if ds := f.reconcileWallet(accounts...); len(ds) != 0 {
-		t.Fatalf("drift: %+v", ds)
-	}
+	f.drain(nil, accounts, stop)
+	f.checkBook(nil, accounts)
 	if as, _ := f.book.Anomalies(t.Context(), "", ""); len(as) != 0 {
 		t.Fatalf("anomalies: %+v", as)
 	}

@@ -27,11 +27,7 @@ func TestCheckpointWallet_booksBeforeTrim(t *testing.T) {
 	if err != nil || trimmed != int64(len(before)) {
 		t.Fatalf("checkpoint: %v, %d trimmed of %d entries", err, trimmed, len(before))
 	}
-	stop := runSink(t, f.walletSink(accounts...))
-	f.waitWallet(accounts...)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
+	f.catchUp(nil, accounts)
 	booked := f.bookedIDs("wallet_entries", "account", "cw/x")
 	if want := append(before, ck); fmt.Sprint(booked) != fmt.Sprint(want) {
 		t.Fatalf("booked %v\nwant     %v", booked, want)
@@ -40,10 +36,7 @@ func TestCheckpointWallet_booksBeforeTrim(t *testing.T) {
 	if err != nil || len(as) != 0 {
 		t.Fatalf("anomalies %v, %v; want none", as, err)
 	}
-	f.checkWallet(nil, accounts...)
-	if ds := f.reconcileWallet(accounts...); len(ds) != 0 {
-		t.Fatalf("drift %+v", ds)
-	}
+	f.checkBook(nil, accounts)
 	pos, err := f.book.WalletPosition(ctx, "cw/x")
 	if err != nil || pos != ck {
 		t.Fatalf("position %q, %v; want the checkpoint %s", pos, err, ck)
@@ -84,10 +77,7 @@ func TestCheckpointWallet_besideSinkAndWrites(t *testing.T) {
 	if err := <-writes; err != nil {
 		t.Fatal(err)
 	}
-	f.waitWallet(accounts...)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
+	f.drain(nil, accounts, stop)
 	as, err := f.book.Anomalies(ctx, "wallet", "cs/x")
 	if err != nil {
 		t.Fatal(err)
@@ -96,9 +86,6 @@ func TestCheckpointWallet_besideSinkAndWrites(t *testing.T) {
 		t.Fatalf("no checkpoint reported a loss, yet the sink recorded %v", as)
 	}
 	if !lost {
-		f.checkWallet(nil, accounts...)
-		if ds := f.reconcileWallet(accounts...); len(ds) != 0 {
-			t.Fatalf("drift %+v", ds)
-		}
+		f.checkBook(nil, accounts)
 	}
 }

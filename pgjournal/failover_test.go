@@ -46,11 +46,7 @@ func TestFailover_lostWritesReconciledAndRepaired(t *testing.T) {
 	if _, err := acked.Credit(ctx, unacked); !errors.Is(err, wallet.ErrReplicaAck) {
 		t.Fatalf("credit without a replica: %v, want ErrReplicaAck", err)
 	}
-	stop := runSink(t, f.walletSink(accounts...))
-	f.waitWallet(accounts...)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
+	f.catchUp(nil, accounts)
 	booked := f.bookedIDs("wallet_entries", "account", "fo/a")
 
 	// Failover: the replica becomes the primary; the service reconnects.
@@ -84,11 +80,7 @@ func TestFailover_lostWritesReconciledAndRepaired(t *testing.T) {
 	if want := []string{"fo-lost applied", "fo-unacked already"}; !slices.Equal(got, want) {
 		t.Fatalf("repair: %v, want %v", got, want)
 	}
-	stop = runSink(t, f.walletSink(accounts...))
-	f.waitWallet(accounts...)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
+	f.catchUp(nil, accounts)
 	f.checkWallet(nil, accounts...)
 	if n := f.int("SELECT count(*) FROM $S.wallet_entries WHERE op IN ('fo-lost', 'fo-unacked')"); n != 2 {
 		t.Errorf("entries of the two credits booked: %d, want 2", n)

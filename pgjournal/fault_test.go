@@ -149,15 +149,8 @@ func TestSinkStock_killedMidBatch(t *testing.T) {
 		kill9(t, child)
 	}
 	<-done
-	stop := runSink(t, f.stockSink(skus...))
-	f.waitStock(skus...)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	f.checkStock(nil, skus...)
-	if ds := f.reconcileStock(skus...); len(ds) != 0 {
-		t.Fatalf("drift: %+v", ds)
-	}
+	f.catchUp(skus, nil)
+	f.checkBook(skus, nil)
 }
 
 // PostgreSQL restarted twice while the sink books a stream of orders.
@@ -186,22 +179,11 @@ func TestSink_postgresRestart(t *testing.T) {
 	// The test's own queries below share the pool; drop the connections
 	// the restarts broke (the sinks recover from them by retrying).
 	f.pool.Reset()
-	f.waitStock(skus...)
-	f.waitWallet(accounts...)
-	if err := stopS(); err != nil {
-		t.Fatal(err)
-	}
-	if err := stopW(); err != nil {
-		t.Fatal(err)
-	}
+	f.drain(skus, accounts, stopS, stopW)
 	if errs.Load() == 0 {
 		t.Fatal("the sinks saw no error: the restarts did not reach them")
 	}
-	f.checkStock(nil, skus...)
-	f.checkWallet(nil, accounts...)
-	if ds := append(f.reconcileStock(skus...), f.reconcileWallet(accounts...)...); len(ds) != 0 {
-		t.Fatalf("drift: %+v", ds)
-	}
+	f.checkBook(skus, accounts)
 }
 
 // The connection drops while replies are lost: a COMMIT that ran is
@@ -239,22 +221,11 @@ func TestSink_droppedConnectionMidCommit(t *testing.T) {
 		proxy.ResetConnections()
 		proxy.DropReplies(false)
 	}
-	f.waitStock(skus...)
-	f.waitWallet(accounts...)
-	if err := stopS(); err != nil {
-		t.Fatal(err)
-	}
-	if err := stopW(); err != nil {
-		t.Fatal(err)
-	}
+	f.drain(skus, accounts, stopS, stopW)
 	if errs.Load() == 0 {
 		t.Fatal("the sinks saw no error: the faults did not reach them")
 	}
-	f.checkStock(nil, skus...)
-	f.checkWallet(nil, accounts...)
-	if ds := append(f.reconcileStock(skus...), f.reconcileWallet(accounts...)...); len(ds) != 0 {
-		t.Fatalf("drift: %+v", ds)
-	}
+	f.checkBook(skus, accounts)
 }
 
 func reopen(t *testing.T, f *fixture, opts ...pgjournal.Option) *pgjournal.Book {

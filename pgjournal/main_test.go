@@ -312,6 +312,58 @@ func (f *fixture) checkWallet(except map[string]bool, accounts ...string) {
 	}
 }
 
+// drain waits until the book holds the last entry of every journal of
+// skus and accounts, then stops the sinks.
+func (f *fixture) drain(skus, accounts []string, stops ...func() error) {
+	f.t.Helper()
+	f.waitStock(skus...)
+	f.waitWallet(accounts...)
+	var errs []error
+	for _, stop := range stops {
+		errs = append(errs, stop())
+	}
+	if err := errors.Join(errs...); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// catchUp runs the sinks of skus and accounts (either may be empty) until
+// the book holds every entry of their journals.
+func (f *fixture) catchUp(skus, accounts []string) {
+	f.t.Helper()
+	var stops []func() error
+	if len(skus) > 0 {
+		stops = append(stops, runSink(f.t, f.stockSink(skus...)))
+	}
+	if len(accounts) > 0 {
+		stops = append(stops, runSink(f.t, f.walletSink(accounts...)))
+	}
+	f.drain(skus, accounts, stops...)
+}
+
+// checkBook asserts the book's claims for skus and accounts (either may
+// be empty): every entry booked once, each projection the sum of its
+// entries, and Redis in agreement.
+func (f *fixture) checkBook(skus, accounts []string) {
+	f.t.Helper()
+	if len(skus) > 0 {
+		f.checkStock(nil, skus...)
+	}
+	if len(accounts) > 0 {
+		f.checkWallet(nil, accounts...)
+	}
+	f.noDrift(skus, accounts)
+}
+
+// noDrift fails the test unless Redis and the book agree on skus and
+// accounts.
+func (f *fixture) noDrift(skus, accounts []string) {
+	f.t.Helper()
+	if ds := append(f.reconcileStock(skus...), f.reconcileWallet(accounts...)...); len(ds) != 0 {
+		f.t.Fatalf("drift: %+v", ds)
+	}
+}
+
 // driftKeys returns the sorted keys of drifts.
 func driftKeys(ds []pgjournal.Drift) []string {
 	var out []string

@@ -2,7 +2,6 @@ package pgjournal_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -54,16 +53,8 @@ func TestLeastPrivilegeRole(t *testing.T) {
 	walletWork(t, f.led, "lp", 30, accounts...)
 	// A poison entry makes the sink write an anomaly too.
 	f.rdb.XAdd(t.Context(), xaddPoison(f.journalKey("lp/a")))
-	stopS := runSink(t, f.stockSink(skus...))
-	stopW := runSink(t, f.walletSink(accounts...))
-	f.waitStock(skus...)
-	f.waitWallet(accounts...)
-	if err := errors.Join(stopS(), stopW()); err != nil {
-		t.Fatal(err)
-	}
-	if ds := append(f.reconcileStock(skus...), f.reconcileWallet(accounts...)...); len(ds) != 0 {
-		t.Fatalf("drift: %+v", ds)
-	}
+	f.catchUp(skus, accounts)
+	f.noDrift(skus, accounts)
 	// The checkpoint helper and the repairs need no further grant.
 	if _, err := f.led.Credit(t.Context(), wallet.Tx{ID: "lp-late", Account: "lp/x", Amount: 3}); err != nil {
 		t.Fatal(err)

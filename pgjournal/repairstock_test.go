@@ -49,11 +49,7 @@ func TestRepairStock_lostOrders(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stop := runSink(t, f.stockSink(skus...))
-	f.waitStock(skus...)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
+	f.catchUp(skus, nil)
 
 	// Failover: the replica becomes the primary; the service reconnects.
 	if err := replica.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
@@ -119,11 +115,7 @@ func TestRepairStock_lostOrders(t *testing.T) {
 	if res, err := inv.Deduct(ctx, orders["rs-multi"]); err != nil || !res.Replayed {
 		t.Fatalf("client retry: %+v, %v; want the stored answer", res, err)
 	}
-	stop = runSink(t, f.stockSink(skus...))
-	f.waitStock(skus...)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
+	f.catchUp(skus, nil)
 	if n := f.int("SELECT count(*) FROM $S.stock_entries WHERE op IN ('rs-lost', 'rs-multi')"); n != 3 {
 		t.Errorf("entries of the two orders booked: %d, want 3", n)
 	}

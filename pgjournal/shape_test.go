@@ -32,16 +32,10 @@ func TestSinkWallet_crossGroupTransfers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	f.waitWallet(accounts...)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	f.checkWallet(nil, accounts...)
+	f.drain(nil, accounts, stop)
+	f.checkBook(nil, accounts)
 	if as, _ := f.book.Anomalies(ctx, "", ""); len(as) != 0 {
 		t.Fatalf("anomalies: %+v", as)
-	}
-	if ds := f.reconcileWallet(accounts...); len(ds) != 0 {
-		t.Fatalf("drift: %+v", ds)
 	}
 }
 

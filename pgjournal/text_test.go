@@ -30,12 +30,7 @@ func TestSink_nulAndInvalidText(t *testing.T) {
 		t.Fatal(err)
 	}
 	moreStockWork(t, f.inv, "nul2", 5, "nul/s")
-	stopW := runSink(t, f.walletSink(accounts...))
-	stopS := runSink(t, f.stockSink("nul/s"))
-	f.waitWallet(accounts...)
-	f.waitStock("nul/s")
-	_ = stopW()
-	_ = stopS()
+	f.catchUp([]string{"nul/s"}, accounts)
 	f.checkWallet(nil, accounts...)
 	f.checkStock(map[string]bool{"nul/s " + bad: true}, "nul/s")
 	r := f.query("SELECT memo, memo_raw FROM $S.wallet_entries WHERE op = 'nul-1'")
@@ -45,7 +40,5 @@ func TestSink_nulAndInvalidText(t *testing.T) {
 	if n := f.int("SELECT count(*) FROM $S.anomalies WHERE kind = 'poison' AND stream_id = $1", bad); n != 1 {
 		t.Fatalf("poison anomalies for the damaged entry: %d, want 1", n)
 	}
-	if ds := append(f.reconcileWallet(accounts...), f.reconcileStock("nul/s")...); len(ds) != 0 {
-		t.Fatalf("drift: %+v", ds)
-	}
+	f.noDrift([]string{"nul/s"}, accounts)
 }
