@@ -121,18 +121,25 @@ func TestTelemetry_operationDurations(t *testing.T) {
 	require.Equal(t, map[string]uint64{" ": 1}, rec.Durations(t, "redkit.lock.hold.duration"))
 }
 
-// A contended Acquire is one lock.acquire span, a child of the caller's,
-// however long it waits: its attempts and the wait for the holder's
-// release are commands under it, not spans of their own, and none is an
-// error.
-func TestSpanTree_contendedAcquire(t *testing.T) {
-	srv := redistest.New(t, redistest.Options{})
-	rdb := srv.Client()
+// tracedLocks returns a Client, on a server of its own whose go-redis client
+// is instrumented too, that records to rec; its connection is open, so
+// the spans under test hold no handshake.
+func tracedLocks(t *testing.T) (*lock.Client, *otelxtest.Recorder) {
+	rdb := redistest.New(t, redistest.Options{}).Client()
 	rec := otelxtest.New(t)
 	require.NoError(t, otelx.InstrumentRedis(rdb, rec.Providers()))
 	require.NoError(t, rdb.Ping(t.Context()).Err())
 	locks := mustNew(t, rdb, lock.WithTracerProvider(rec.TracerProvider), lock.WithMeterProvider(rec.MeterProvider))
 	t.Cleanup(func() { _ = locks.Close() })
+	return locks, rec
+}
+
+// A contended Acquire is one lock.acquire span, a child of the caller's,
+// however long it waits: its attempts and the wait for the holder's
+// release are commands under it, not spans of their own, and none is an
+// error.
+func TestSpanTree_contendedAcquire(t *testing.T) {
+	locks, rec := tracedLocks(t)
 	m := locks.Mutex("hot", lock.WithTTL(time.Minute))
 	tracer := rec.TracerProvider.Tracer("caller")
 
@@ -190,13 +197,7 @@ func TestSpanTree_contendedAcquire(t *testing.T) {
 // per round, linked to the lock.acquire span of the lease it renews, not
 // a child of a request that has long ended nor an unlinked orphan.
 func TestSpanTree_watchdogRenewalLinksToAcquire(t *testing.T) {
-	srv := redistest.New(t, redistest.Options{})
-	rdb := srv.Client()
-	rec := otelxtest.New(t)
-	require.NoError(t, otelx.InstrumentRedis(rdb, rec.Providers()))
-	require.NoError(t, rdb.Ping(t.Context()).Err())
-	locks := mustNew(t, rdb, lock.WithTracerProvider(rec.TracerProvider), lock.WithMeterProvider(rec.MeterProvider))
-	t.Cleanup(func() { _ = locks.Close() })
+	locks, rec := tracedLocks(t)
 	m := locks.Mutex("renewed", lock.WithTTL(60*time.Millisecond))
 
 	ctx, req := rec.TracerProvider.Tracer("caller").Start(t.Context(), "request")
