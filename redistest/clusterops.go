@@ -7,7 +7,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // FailoverMode is the option of CLUSTER FAILOVER.
@@ -172,6 +175,37 @@ func (c *Cluster) Reshard(ctx context.Context, keys []string, o MoveOptions) (st
 		wg.Wait()
 		return st
 	}
+}
+
+// WhileResharding runs work on workers goroutines while the slots of keys
+// move again and again (Reshard with o), then stops the moves and returns
+// what they did. After every worker is done, t fails when a move failed,
+// when no slot moved (the run proved nothing), or when a worker called fail:
+// while slots move, no error may reach a caller.
+func (c *Cluster) WhileResharding(t testing.TB, ctx context.Context, keys []string, o MoveOptions, workers int,
+	work func(w int, fail func(format string, a ...any))) ReshardStats {
+	t.Helper()
+	stop := c.Reshard(ctx, keys, o)
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	fail := func(format string, a ...any) {
+		mu.Lock()
+		errs = append(errs, fmt.Errorf(format, a...))
+		mu.Unlock()
+	}
+	for w := range workers {
+		wg.Go(func() { work(w, fail) })
+	}
+	wg.Wait()
+	st := stop()
+	t.Logf("%d workers while %d slot moves migrated %d keys; %d errors", workers, st.Moves, st.Keys, len(errs))
+	require.NoError(t, st.Err)
+	require.Positive(t, st.Moves, "no slot moved while the work ran")
+	require.Empty(t, errs, "errors returned to the caller")
+	return st
 }
 
 // shardOf returns the shard whose master serves key's slot now.

@@ -38,37 +38,26 @@ func TestDeduct_Cluster_underResharding(t *testing.T) {
 	for _, g := range groups {
 		tags = append(tags, "{"+g+"}")
 	}
-	stop := c.Reshard(ctx, tags, redistest.MoveOptions{Batch: 10, Pause: 20 * time.Millisecond})
 	const workers, orders = 4, 60
 	var (
-		wg   sync.WaitGroup
 		mu   sync.Mutex
-		errs []error
 		sold = map[string]int64{}
 	)
-	for w := range workers {
-		wg.Go(func() {
+	c.WhileResharding(t, ctx, tags, redistest.MoveOptions{Batch: 10, Pause: 20 * time.Millisecond}, workers,
+		func(w int, fail func(string, ...any)) {
 			for i := range orders {
 				g := groups[(w+i)%len(groups)]
 				o := stock.Order{ID: fmt.Sprintf("o-%d-%d", w, i), Buyer: fmt.Sprintf("b%d", w),
 					Items: []stock.Item{{SKU: g + "/sku", Qty: 1}}}
-				_, err := inv.Deduct(ctx, o)
-				mu.Lock()
-				if err != nil {
-					errs = append(errs, fmt.Errorf("%s: %w", o.ID, err))
-				} else {
-					sold[g]++
+				if _, err := inv.Deduct(ctx, o); err != nil {
+					fail("%s: %w", o.ID, err)
+					continue
 				}
+				mu.Lock()
+				sold[g]++
 				mu.Unlock()
 			}
 		})
-	}
-	wg.Wait()
-	st := stop()
-	require.NoError(t, st.Err)
-	t.Logf("%d orders while %d slot moves migrated %d keys; %d errors", workers*orders, st.Moves, st.Keys, len(errs))
-	require.Positive(t, st.Moves)
-	require.Empty(t, errs, "errors returned to the caller")
 	for _, g := range groups {
 		lv, err := inv.Level(ctx, g+"/sku")
 		require.NoError(t, err)
@@ -160,21 +149,13 @@ func TestWritePaths_Cluster_underResharding(t *testing.T) {
 			require.NoError(t, rdb.Set(ctx, fmt.Sprintf("%s:fill:%d", tag, i), i, 0).Err())
 		}
 	}
-	stop := c.Reshard(ctx, tags, redistest.MoveOptions{Batch: 1, Pause: 10 * time.Millisecond})
 	const workers, rounds = 4, 25
 	var (
-		wg                                  sync.WaitGroup
 		mu                                  sync.Mutex
-		errs                                []error
 		confirmed, hotSold, restocked, held int64
 	)
-	fail := func(format string, a ...any) {
-		mu.Lock()
-		errs = append(errs, fmt.Errorf(format, a...))
-		mu.Unlock()
-	}
-	for w := range workers {
-		wg.Go(func() {
+	c.WhileResharding(t, ctx, tags, redistest.MoveOptions{Batch: 1, Pause: 10 * time.Millisecond}, workers,
+		func(w int, fail func(string, ...any)) {
 			for i := range rounds {
 				id := fmt.Sprintf("w%d-%d", w, i)
 				buyer := fmt.Sprintf("b%d", w)
@@ -238,13 +219,6 @@ func TestWritePaths_Cluster_underResharding(t *testing.T) {
 				}
 			}
 		})
-	}
-	wg.Wait()
-	st := stop()
-	require.NoError(t, st.Err)
-	t.Logf("%d rounds while %d slot moves migrated %d keys; %d errors", workers*rounds, st.Moves, st.Keys, len(errs))
-	require.Positive(t, st.Moves)
-	require.Empty(t, errs, "errors returned to the caller")
 
 	lv, err := inv.Level(ctx, plain)
 	require.NoError(t, err)
@@ -288,12 +262,9 @@ func TestLinearizable_Cluster_underResharding(t *testing.T) {
 	for i := range 10 {
 		require.NoError(t, rdb.Set(ctx, fmt.Sprintf("{lz}:fill:%d", i), i, 0).Err())
 	}
-	stop := c.Reshard(ctx, []string{"{lz}"}, redistest.MoveOptions{Batch: 10, Pause: 5 * time.Millisecond})
-	history := counterHistory(t, inv, sku, clients, ops, 7)
-	st := stop()
-	require.NoError(t, st.Err)
-	t.Logf("%d operations while %d slot moves migrated %d keys", len(history), st.Moves, st.Keys)
-	require.Positive(t, st.Moves)
+	var history []porcupine.Operation
+	c.WhileResharding(t, ctx, []string{"{lz}"}, redistest.MoveOptions{Batch: 10, Pause: 5 * time.Millisecond}, 1,
+		func(int, func(string, ...any)) { history = counterHistory(t, inv, sku, clients, ops, 7) })
 	require.Len(t, history, clients*ops)
 	res := porcupine.CheckOperationsTimeout(counterModel(initial), history, time.Minute)
 	require.Equal(t, porcupine.Ok, res, "history is not linearizable (or the check timed out)")

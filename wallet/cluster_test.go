@@ -101,15 +101,10 @@ func TestLedger_Cluster_underResharding(t *testing.T) {
 		require.NoError(t, err)
 		want[a] = 1_000_000
 	}
-	stop := c.Reshard(ctx, tags, redistest.MoveOptions{Batch: 10, Pause: 20 * time.Millisecond})
 	const workers, ops = 4, 40
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	for w := range workers {
-		wg.Go(func() {
+	var mu sync.Mutex
+	c.WhileResharding(t, ctx, tags, redistest.MoveOptions{Batch: 10, Pause: 20 * time.Millisecond}, workers,
+		func(w int, fail func(string, ...any)) {
 			for i := range ops {
 				g, o := groups[(w+i)%2], groups[(w+i+1)%2]
 				id := fmt.Sprintf("w%d-%d", w, i)
@@ -129,24 +124,17 @@ func TestLedger_Cluster_underResharding(t *testing.T) {
 					_, err = led.Transfer(ctx, wallet.Transfer{ID: id, From: g + "/b", To: o + "/a", Amount: 7})
 					moves[g+"/b"], moves[o+"/a"] = -7, 7
 				}
-				mu.Lock()
 				if err != nil {
-					errs = append(errs, fmt.Errorf("%s: %w", id, err))
-				} else {
-					for a, d := range moves {
-						want[a] += d
-					}
+					fail("%s: %w", id, err)
+					continue
+				}
+				mu.Lock()
+				for a, d := range moves {
+					want[a] += d
 				}
 				mu.Unlock()
 			}
 		})
-	}
-	wg.Wait()
-	st := stop()
-	require.NoError(t, st.Err)
-	t.Logf("%d operations while %d slot moves migrated %d keys; %d errors", workers*ops, st.Moves, st.Keys, len(errs))
-	require.Positive(t, st.Moves)
-	require.Empty(t, errs, "errors returned to the caller")
 	for _, a := range accounts {
 		b, err := led.Balance(ctx, a)
 		require.NoError(t, err)
@@ -193,20 +181,12 @@ func TestWritePaths_Cluster_underResharding(t *testing.T) {
 			require.NoError(t, rdb.Set(ctx, fmt.Sprintf("%s:fill:%d", tag, i), i, 0).Err())
 		}
 	}
-	stop := c.Reshard(ctx, tags, redistest.MoveOptions{Batch: 1, Pause: 10 * time.Millisecond})
 	const workers, rounds = 4, 24
 	var (
-		wg     sync.WaitGroup
 		mu     sync.Mutex
-		errs   []error
 		tokens sync.Mutex // fenced credits send strictly increasing tokens
 		token  uint64
 	)
-	fail := func(format string, a ...any) {
-		mu.Lock()
-		errs = append(errs, fmt.Errorf(format, a...))
-		mu.Unlock()
-	}
 	apply := func(moves map[string]int64) {
 		mu.Lock()
 		for a, d := range moves {
@@ -214,8 +194,8 @@ func TestWritePaths_Cluster_underResharding(t *testing.T) {
 		}
 		mu.Unlock()
 	}
-	for w := range workers {
-		wg.Go(func() {
+	c.WhileResharding(t, ctx, tags, redistest.MoveOptions{Batch: 1, Pause: 10 * time.Millisecond}, workers,
+		func(w int, fail func(string, ...any)) {
 			for i := range rounds {
 				g, o := groups[(w+i)%2], groups[(w+i+1)%2]
 				id := fmt.Sprintf("w%d-%d", w, i)
@@ -261,13 +241,6 @@ func TestWritePaths_Cluster_underResharding(t *testing.T) {
 				}
 			}
 		})
-	}
-	wg.Wait()
-	st := stop()
-	require.NoError(t, st.Err)
-	t.Logf("%d rounds while %d slot moves migrated %d keys; %d errors", workers*rounds, st.Moves, st.Keys, len(errs))
-	require.Positive(t, st.Moves)
-	require.Empty(t, errs, "errors returned to the caller")
 	for _, a := range accounts {
 		b, err := led.Balance(ctx, a)
 		require.NoError(t, err)
@@ -302,15 +275,13 @@ func TestLinearizable_Cluster_underResharding(t *testing.T) {
 	for i := range 10 {
 		require.NoError(t, rdb.Set(ctx, fmt.Sprintf("{lw}:fill:%d", i), i, 0).Err())
 	}
-	stop := c.Reshard(ctx, []string{"{lw}"}, redistest.MoveOptions{Batch: 10, Pause: 5 * time.Millisecond})
 	start := time.Now()
 	var (
 		mu      sync.Mutex
 		history []porcupine.Operation
-		wg      sync.WaitGroup
 	)
-	for cl := range clients {
-		wg.Go(func() {
+	c.WhileResharding(t, ctx, []string{"{lw}"}, redistest.MoveOptions{Batch: 10, Pause: 5 * time.Millisecond}, clients,
+		func(cl int, fail func(string, ...any)) {
 			r := rand.New(rand.NewPCG(uint64(cl), 5))
 			for i := range ops {
 				tx := wallet.Tx{ID: fmt.Sprintf("c%d-%d", cl, i), Account: account, Amount: int64(1 + r.IntN(50))}
@@ -340,7 +311,7 @@ func TestLinearizable_Cluster_underResharding(t *testing.T) {
 				}
 				ret := time.Since(start).Nanoseconds()
 				if err != nil {
-					t.Errorf("%s %s: %v", in.kind, tx.ID, err)
+					fail("%s %s: %w", in.kind, tx.ID, err)
 					return
 				}
 				mu.Lock()
@@ -348,12 +319,6 @@ func TestLinearizable_Cluster_underResharding(t *testing.T) {
 				mu.Unlock()
 			}
 		})
-	}
-	wg.Wait()
-	st := stop()
-	require.NoError(t, st.Err)
-	t.Logf("%d operations while %d slot moves migrated %d keys", len(history), st.Moves, st.Keys)
-	require.Positive(t, st.Moves)
 	require.Len(t, history, clients*ops)
 	res := porcupine.CheckOperationsTimeout(bankModel, history, time.Minute)
 	require.Equal(t, porcupine.Ok, res, "history is not linearizable (or the check timed out)")
