@@ -1,17 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/redkit-go/redkit/examples/kit/book"
 	"github.com/redkit-go/redkit/examples/kit/exampletest"
-	"github.com/redkit-go/redkit/examples/kit/redisconn"
 	"github.com/redkit-go/redkit/pgjournal/pgtest"
 )
 
@@ -20,19 +15,9 @@ import (
 // reconciler's verdict; the levels come from the database, not from Redis.
 func TestRun_bookOfRecord(t *testing.T) {
 	pg := pgtest.New(t)
-	exampletest.Backends(t, func(t *testing.T, _ redis.UniversalClient, url string) {
-		t.Setenv(redisconn.Env, url)
-		t.Setenv(book.Env, pg.URL())
-		var out, errs bytes.Buffer
-		err := run(t.Context(), []string{"-stock", "60", "-buyers", "300", "-concurrency", "8", "-buckets", "2",
-			"-abandon", "0.3", "-reserve", "0.2", "-resend", "0.3"}, &out, &errs)
-		if err != nil {
-			t.Fatalf("run: %v\nstdout:\n%s\nstderr:\n%s", err, &out, &errs)
-		}
-		report := out.String()
-		if !strings.Contains(report, "reconciler: OK, Redis and the book agree") {
-			t.Fatalf("no clean verdict in the report:\n%s", report)
-		}
+	args := []string{"-stock", "60", "-buyers", "300", "-concurrency", "8", "-buckets", "2",
+		"-abandon", "0.3", "-reserve", "0.2", "-resend", "0.3"}
+	exampletest.RunWithBook(t, pg.URL(), run, args, func(t *testing.T, report string) {
 		sku := regexp.MustCompile(`flash sale of (\S+):`).FindStringSubmatch(report)[1]
 		pool := pg.Pool(t)
 		var sold, entries int64

@@ -20,7 +20,6 @@ import (
 
 	"github.com/redkit-go/redkit/examples/kit/app"
 	"github.com/redkit-go/redkit/examples/kit/exampletest"
-	"github.com/redkit-go/redkit/examples/kit/httpx"
 	"github.com/redkit-go/redkit/examples/kit/redisconn"
 	"github.com/redkit-go/redkit/redistest"
 )
@@ -33,15 +32,6 @@ import (
 func noKeys(t *testing.T) {
 	t.Setenv(app.KeysEnv, "")
 	t.Setenv(app.KeysFileEnv, "")
-}
-
-// withKeys gives the service keys through API_KEYS for specs
-// ("alice:buy") and returns the keys by principal.
-func withKeys(t *testing.T, specs ...string) map[string]string {
-	lines, keys := exampletest.KeyLines(t, specs...)
-	t.Setenv(app.KeysEnv, lines)
-	t.Setenv(app.KeysFileEnv, "")
-	return keys
 }
 
 // With no keys configured, -serve on a loopback address makes an admin key
@@ -102,7 +92,7 @@ func TestRun_serve_refusesExposedWithoutKeys(t *testing.T) {
 // up in the log.
 func TestRun_serve_scopes(t *testing.T) {
 	t.Setenv(redisconn.Env, "")
-	keys := withKeys(t, "shop:sale:admin,read", "alice:buy", "bob:buy", "auditor:read")
+	keys := exampletest.WithKeys(t, "shop:sale:admin,read", "alice:buy", "bob:buy", "auditor:read")
 	svc := exampletest.Serve(t, run, "-serve", "127.0.0.1:0", "-rate-limit", "0")
 	if svc.AdminKey != "" {
 		t.Fatal("a key was generated although keys were given")
@@ -141,14 +131,7 @@ func TestRun_serve_scopes(t *testing.T) {
 	if lv["sold"] != 3.0 || lv["refunded"] != 1.0 {
 		t.Fatalf("levels %v: want alice's 1 and bob's 2 sold, one refunded", lv)
 	}
-	if err := svc.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	for who, key := range keys {
-		if strings.Contains(svc.Log.String(), key) {
-			t.Errorf("%s's key is in the log:\n%s", who, svc.Log)
-		}
-	}
+	svc.RequireNoKeyLogged(t, keys)
 }
 
 // -new-key prints a key and its stored line; the line in a -keys file lets
@@ -185,7 +168,7 @@ func TestRun_newKey(t *testing.T) {
 // over, instead of holding its connection for as long as it likes.
 func TestRun_serve_slowBodyCut(t *testing.T) {
 	t.Setenv(redisconn.Env, "")
-	keys := withKeys(t, "shop:sale:admin,read")
+	keys := exampletest.WithKeys(t, "shop:sale:admin,read")
 	svc := exampletest.Serve(t, run, "-serve", "127.0.0.1:0", "-read-timeout", "500ms")
 	conn, err := net.Dial("tcp", strings.TrimPrefix(svc.URL, "http://"))
 	if err != nil {
@@ -227,7 +210,7 @@ trickle:
 // handler runs.
 func TestRun_serve_headerLimit(t *testing.T) {
 	t.Setenv(redisconn.Env, "")
-	keys := withKeys(t, "shop:sale:admin,read")
+	keys := exampletest.WithKeys(t, "shop:sale:admin,read")
 	svc := exampletest.Serve(t, run, "-serve", "127.0.0.1:0")
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, svc.URL+"/skus/phone", nil)
 	if err != nil {
@@ -254,7 +237,7 @@ func TestRun_serve_inFlightBound(t *testing.T) {
 	// A long read timeout keeps the requests whose replies are dropped
 	// waiting, in flight, until the test lets them go.
 	t.Setenv(redisconn.Env, "redis://"+px.Addr()+"/?read_timeout=60s")
-	keys := withKeys(t, "shop:sale:admin,read", "alice:buy", "bob:buy", "carol:buy")
+	keys := exampletest.WithKeys(t, "shop:sale:admin,read", "alice:buy", "bob:buy", "carol:buy")
 	svc := exampletest.Serve(t, run, "-serve", "127.0.0.1:0", "-max-in-flight", "2", "-rate-limit", "0")
 	c := exampletest.NewClient(t, svc.URL)
 	c.As(keys["shop"]).Do("POST", "/skus", "", `{"sku":"phone","stock":10}`).Want(t, http.StatusCreated, "")
@@ -287,7 +270,7 @@ func TestRun_serve_inFlightBound(t *testing.T) {
 func TestRun_serve_rateLimit(t *testing.T) {
 	exampletest.Backends(t, func(t *testing.T, _ redis.UniversalClient, redisURL string) {
 		t.Setenv(redisconn.Env, redisURL)
-		keys := withKeys(t, "shop:sale:admin,read", "alice:buy", "bob:buy")
+		keys := exampletest.WithKeys(t, "shop:sale:admin,read", "alice:buy", "bob:buy")
 		svc := exampletest.Serve(t, run, "-serve", "127.0.0.1:0", "-rate-limit", "2/h")
 		c := exampletest.NewClient(t, svc.URL)
 		alice, bob := c.As(keys["alice"]), c.As(keys["bob"])
@@ -312,7 +295,7 @@ func TestRun_serve_rateLimit(t *testing.T) {
 func TestRun_serve_readyz(t *testing.T) {
 	s := redistest.New(t, redistest.Options{AOF: true})
 	t.Setenv(redisconn.Env, "redis://"+s.Addr()+"/?read_timeout=500ms")
-	withKeys(t, "shop:sale:admin,read")
+	exampletest.WithKeys(t, "shop:sale:admin,read")
 	svc := exampletest.Serve(t, run, "-serve", "127.0.0.1:0")
 	c := exampletest.NewClient(t, svc.URL)
 	c.Get("/readyz").Want(t, http.StatusOK, "")
@@ -339,7 +322,7 @@ func TestRun_serve_readyz(t *testing.T) {
 func TestRun_serve_readyzCriticalSetting(t *testing.T) {
 	s := redistest.New(t, redistest.Options{AOF: true, MaxmemoryPolicy: "allkeys-lru"})
 	t.Setenv(redisconn.Env, "redis://"+s.Addr())
-	withKeys(t, "shop:sale:admin,read")
+	exampletest.WithKeys(t, "shop:sale:admin,read")
 	svc := exampletest.Serve(t, run, "-serve", "127.0.0.1:0")
 	r := exampletest.NewClient(t, svc.URL).Get("/readyz").Want(t, http.StatusServiceUnavailable, "not_ready")
 	if !strings.Contains(r.Problem.Error, "maxmemory-policy") {
@@ -353,35 +336,18 @@ func TestRun_serve_readyzCriticalSetting(t *testing.T) {
 // Retry-After to send the same request again with the same
 // Idempotency-Key, which then returns the order, sold once.
 func TestRun_serve_unknownOutcome(t *testing.T) {
-	s := redistest.New(t, redistest.Options{})
-	px := redistest.NewProxy(t, s.Addr())
-	t.Setenv(redisconn.Env, "redis://"+px.Addr()+"/?read_timeout=100ms")
-	keys := withKeys(t, "shop:sale:admin,read", "alice:buy")
+	keys := exampletest.WithKeys(t, "shop:sale:admin,read", "alice:buy")
 	// No rate limit: its call to Redis would be the first to lose its
 	// reply, and this test is about the order's.
-	svc := exampletest.Serve(t, run, "-serve", "127.0.0.1:0", "-rate-limit", "0")
+	svc, px := exampletest.ServeBehindProxy(t, run, "-serve", "127.0.0.1:0", "-rate-limit", "0")
 	c := exampletest.NewClient(t, svc.URL)
 	shop, alice := c.As(keys["shop"]), c.As(keys["alice"])
 	shop.Do("POST", "/skus", "", `{"sku":"phone","stock":5}`).Want(t, http.StatusCreated, "")
 	alice.Do("POST", "/skus/phone/orders", "o-0", `{"qty":1}`).Want(t, 200, "") // loads the script
 
-	px.DropReplies(true)
-	r := alice.Do("POST", "/skus/phone/orders", "o-1", `{"qty":3}`).Want(t, http.StatusServiceUnavailable, "unknown_outcome")
-	if r.Header.Get("Retry-After") == "" || !strings.Contains(r.Problem.Error, "same "+httpx.IdempotencyKeyHeader) {
-		t.Fatalf("503 without Retry-After or the advice to repeat with the same key: %v %s", r.Header, r.Body)
-	}
-	if px.Dropped() == 0 {
-		t.Fatal("no reply was dropped")
-	}
-	px.DropReplies(false)
-	px.ResetConnections() // connections that lost a reply are out of step
-
-	again := alice.Do("POST", "/skus/phone/orders", "o-1", `{"qty":3}`)
-	for again.Status == http.StatusServiceUnavailable {
-		time.Sleep(50 * time.Millisecond) // the pool may still hand out a reset connection
-		again = alice.Do("POST", "/skus/phone/orders", "o-1", `{"qty":3}`)
-	}
-	again.Want(t, 200, "")
+	again := exampletest.LoseReply(t, px, func() exampletest.Reply {
+		return alice.Do("POST", "/skus/phone/orders", "o-1", `{"qty":3}`)
+	}).Want(t, 200, "")
 	if !again.Replayed() {
 		t.Fatal("the order ran before its reply was lost, but the repeat is not marked replayed")
 	}

@@ -51,13 +51,8 @@ func reportNumber(t *testing.T, report, row string) string {
 func TestRun_sale(t *testing.T) {
 	exampletest.Backends(t, func(t *testing.T, _ redis.UniversalClient, url string) {
 		t.Setenv(redisconn.Env, url)
-		var out, errs bytes.Buffer
-		err := run(t.Context(), []string{"-stock", "60", "-buyers", "300", "-concurrency", "8",
-			"-abandon", "0.3", "-reserve", "0.2", "-resend", "0.3"}, &out, &errs)
-		if err != nil {
-			t.Fatalf("run: %v\nstdout:\n%s\nstderr:\n%s", err, &out, &errs)
-		}
-		report := out.String()
+		report, errs := exampletest.Run(t, run, "-stock", "60", "-buyers", "300", "-concurrency", "8",
+			"-abandon", "0.3", "-reserve", "0.2", "-resend", "0.3")
 		for row, want := range map[string]string{"units": "60", "oversold": "0", "limit violations": "0", "audit": "OK"} {
 			if got := reportNumber(t, report, row); got != want {
 				t.Errorf("%s = %s, want %s\n%s", row, got, want, report)
@@ -72,8 +67,8 @@ func TestRun_sale(t *testing.T) {
 		if strings.Contains(report, "PROBLEM") {
 			t.Errorf("the report has problems:\n%s", report)
 		}
-		if !strings.Contains(errs.String(), "flashsale: using") {
-			t.Errorf("stderr lacks the line saying which Redis is used:\n%s", &errs)
+		if !strings.Contains(errs, "flashsale: using") {
+			t.Errorf("stderr lacks the line saying which Redis is used:\n%s", errs)
 		}
 	})
 }

@@ -1,17 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/redkit-go/redkit/examples/kit/book"
 	"github.com/redkit-go/redkit/examples/kit/exampletest"
-	"github.com/redkit-go/redkit/examples/kit/redisconn"
 	"github.com/redkit-go/redkit/pgjournal/pgtest"
 )
 
@@ -21,18 +16,8 @@ import (
 func TestRun_bookOfRecord(t *testing.T) {
 	pg := pgtest.New(t)
 	var total int64 // the sums of balances the runs printed, for the accounts the book holds
-	exampletest.Backends(t, func(t *testing.T, _ redis.UniversalClient, url string) {
-		t.Setenv(redisconn.Env, url)
-		t.Setenv(book.Env, pg.URL())
-		var out, errs bytes.Buffer
-		err := run(t.Context(), []string{"-accounts", "12", "-groups", "3", "-workers", "4", "-duration", "1s"}, &out, &errs)
-		if err != nil {
-			t.Fatalf("run: %v\nstdout:\n%s\nstderr:\n%s", err, &out, &errs)
-		}
-		report := out.String()
-		if !strings.Contains(report, "reconciler: OK, Redis and the book agree") {
-			t.Fatalf("no clean verdict in the report:\n%s", report)
-		}
+	args := []string{"-accounts", "12", "-groups", "3", "-workers", "4", "-duration", "1s"}
+	exampletest.RunWithBook(t, pg.URL(), run, args, func(t *testing.T, report string) {
 		m := regexp.MustCompile(`(?m)^sum of balances +(-?\d+) `).FindStringSubmatch(report)
 		if m == nil {
 			t.Fatalf("no sum of balances in the report:\n%s", report)

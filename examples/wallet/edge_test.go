@@ -2,31 +2,17 @@ package main
 
 import (
 	"net/http"
-	"strings"
 	"testing"
-	"time"
 
-	"github.com/redkit-go/redkit/examples/kit/app"
 	"github.com/redkit-go/redkit/examples/kit/exampletest"
-	"github.com/redkit-go/redkit/examples/kit/httpx"
 	"github.com/redkit-go/redkit/examples/kit/redisconn"
-	"github.com/redkit-go/redkit/redistest"
 )
-
-// withKeys gives the service keys through API_KEYS for specs
-// ("checkout:payments") and returns the keys by principal.
-func withKeys(t *testing.T, specs ...string) map[string]string {
-	lines, keys := exampletest.KeyLines(t, specs...)
-	t.Setenv(app.KeysEnv, lines)
-	t.Setenv(app.KeysFileEnv, "")
-	return keys
-}
 
 // Creating money needs accounts:admin, moving it payments, looking at it
 // read; without a key nothing is done at all.
 func TestRun_serve_scopes(t *testing.T) {
 	t.Setenv(redisconn.Env, "")
-	keys := withKeys(t, "treasury:accounts:admin,read", "checkout:payments", "support:read")
+	keys := exampletest.WithKeys(t, "treasury:accounts:admin,read", "checkout:payments", "support:read")
 	svc := exampletest.Serve(t, run, "-serve", "127.0.0.1:0")
 	c := exampletest.NewClient(t, svc.URL)
 	treasury, checkout, support := c.As(keys["treasury"]), c.As(keys["checkout"]), c.As(keys["support"])
@@ -59,21 +45,14 @@ func TestRun_serve_scopes(t *testing.T) {
 		t.Fatalf("alice: %+v, want 1000 credited, 100 debited, 100 sent to bob", b)
 	}
 	support.Get(acct(alice)+"/entries").Want(t, http.StatusOK, "")
-	if err := svc.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	for who, key := range keys {
-		if strings.Contains(svc.Log.String(), key) {
-			t.Errorf("%s's key is in the log:\n%s", who, svc.Log)
-		}
-	}
+	svc.RequireNoKeyLogged(t, keys)
 }
 
 // Payments count against the principal's rate limit; the 429 comes before
 // any Redis work of the payment, so the debit did not happen.
 func TestRun_serve_rateLimit(t *testing.T) {
 	t.Setenv(redisconn.Env, "")
-	keys := withKeys(t, "treasury:accounts:admin,read", "checkout:payments", "refunds:payments")
+	keys := exampletest.WithKeys(t, "treasury:accounts:admin,read", "checkout:payments", "refunds:payments")
 	svc := exampletest.Serve(t, run, "-serve", "127.0.0.1:0", "-rate-limit", "1/h")
 	c := exampletest.NewClient(t, svc.URL)
 	treasury, checkout := c.As(keys["treasury"]), c.As(keys["checkout"])
@@ -97,36 +76,19 @@ func TestRun_serve_rateLimit(t *testing.T) {
 // Retry-After to send the same request again with the same
 // Idempotency-Key, which then returns the debit's result, applied once.
 func TestRun_serve_unknownOutcome(t *testing.T) {
-	s := redistest.New(t, redistest.Options{})
-	px := redistest.NewProxy(t, s.Addr())
-	t.Setenv(redisconn.Env, "redis://"+px.Addr()+"/?read_timeout=100ms")
-	keys := withKeys(t, "treasury:accounts:admin,read", "checkout:payments")
+	keys := exampletest.WithKeys(t, "treasury:accounts:admin,read", "checkout:payments")
 	// No rate limit: its call to Redis would be the first to lose its
 	// reply, and this test is about the debit's.
-	svc := exampletest.Serve(t, run, "-serve", "127.0.0.1:0", "-rate-limit", "0")
+	svc, px := exampletest.ServeBehindProxy(t, run, "-serve", "127.0.0.1:0", "-rate-limit", "0")
 	c := exampletest.NewClient(t, svc.URL)
 	treasury, checkout := c.As(keys["treasury"]), c.As(keys["checkout"])
 	treasury.Do("POST", "/accounts", "", `{"id":"shop-7/alice","currency":"EUR"}`).Want(t, http.StatusCreated, "")
 	treasury.Do("POST", acct(alice)+"/credits", "c-1", `{"amount":999}`).Want(t, http.StatusCreated, "")
 	checkout.Do("POST", acct(alice)+"/debits", "d-0", `{"amount":1}`).Want(t, http.StatusCreated, "") // loads the script
 
-	px.DropReplies(true)
-	r := checkout.Do("POST", acct(alice)+"/debits", "d-1", `{"amount":300}`).Want(t, http.StatusServiceUnavailable, "unknown_outcome")
-	if r.Header.Get("Retry-After") == "" || !strings.Contains(r.Problem.Error, "same "+httpx.IdempotencyKeyHeader) {
-		t.Fatalf("503 without Retry-After or the advice to repeat with the same key: %v %s", r.Header, r.Body)
-	}
-	if px.Dropped() == 0 {
-		t.Fatal("no reply was dropped")
-	}
-	px.DropReplies(false)
-	px.ResetConnections() // connections that lost a reply are out of step
-
-	again := checkout.Do("POST", acct(alice)+"/debits", "d-1", `{"amount":300}`)
-	for again.Status == http.StatusServiceUnavailable {
-		time.Sleep(50 * time.Millisecond) // the pool may still hand out a reset connection
-		again = checkout.Do("POST", acct(alice)+"/debits", "d-1", `{"amount":300}`)
-	}
-	again.Want(t, http.StatusCreated, "")
+	again := exampletest.LoseReply(t, px, func() exampletest.Reply {
+		return checkout.Do("POST", acct(alice)+"/debits", "d-1", `{"amount":300}`)
+	}).Want(t, http.StatusCreated, "")
 	if b := exampletest.Decode[txResponse](t, again).Balance; b.Posted != 698 {
 		t.Fatalf("posted %d after the repeat, want 999-1-300 = 698 (the debit applied once)", b.Posted)
 	}

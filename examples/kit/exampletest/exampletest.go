@@ -21,7 +21,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redkit-go/redkit/examples/kit/app"
 	"github.com/redkit-go/redkit/examples/kit/auth"
+	"github.com/redkit-go/redkit/examples/kit/book"
 	"github.com/redkit-go/redkit/examples/kit/httpx"
 	"github.com/redkit-go/redkit/examples/kit/redisconn"
 	"github.com/redkit-go/redkit/redistest"
@@ -121,6 +123,43 @@ func KeyLines(t testing.TB, specs ...string) (lines string, keys map[string]stri
 	return lines, keys
 }
 
+// WithKeys gives a service run as main does the keys for specs (as Keys)
+// through $API_KEYS, and none through a keys file, until the test ends. It
+// returns the keys by principal.
+func WithKeys(t *testing.T, specs ...string) map[string]string {
+	t.Helper()
+	lines, keys := KeyLines(t, specs...)
+	t.Setenv(app.KeysEnv, lines)
+	t.Setenv(app.KeysFileEnv, "")
+	return keys
+}
+
+// Run runs run with args as main does, to its end, and returns what it
+// printed. The test fails, with both outputs, if run fails.
+func Run(t *testing.T, run RunFunc, args ...string) (stdout, stderr string) {
+	t.Helper()
+	var out, errs bytes.Buffer
+	if err := run(t.Context(), args, &out, &errs); err != nil {
+		t.Fatalf("run: %v\nstdout:\n%s\nstderr:\n%s", err, &out, &errs)
+	}
+	return out.String(), errs.String()
+}
+
+// RunWithBook runs run with args (Run) on both kinds of Redis (Backends)
+// with $DATABASE_URL set to pgURL, and hands check the report it printed,
+// once the report has the reconciler's clean verdict.
+func RunWithBook(t *testing.T, pgURL string, run RunFunc, args []string, check func(t *testing.T, report string)) {
+	Backends(t, func(t *testing.T, _ redis.UniversalClient, url string) {
+		t.Setenv(redisconn.Env, url)
+		t.Setenv(book.Env, pgURL)
+		report, _ := Run(t, run, args...)
+		if !strings.Contains(report, "reconciler: OK, Redis and the book agree") {
+			t.Fatalf("no clean verdict in the report:\n%s", report)
+		}
+		check(t, report)
+	})
+}
+
 // Service is a run function serving HTTP in the background.
 type Service struct {
 	URL string      // where it listens: "http://127.0.0.1:port"
@@ -180,6 +219,57 @@ func (s *Service) Stop() error {
 		s.err = <-s.done
 	})
 	return s.err
+}
+
+// RequireNoKeyLogged stops the service and fails the test if run failed
+// or its log holds any of keys (by principal).
+func (s *Service) RequireNoKeyLogged(t *testing.T, keys map[string]string) {
+	t.Helper()
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for who, key := range keys {
+		if strings.Contains(s.Log.String(), key) {
+			t.Errorf("%s's key is in the log:\n%s", who, s.Log)
+		}
+	}
+}
+
+// ServeBehindProxy is Serve on a redis-server that the service reaches
+// through a proxy with a read timeout of 100ms, for a test that drops
+// Redis's replies (LoseReply).
+func ServeBehindProxy(t *testing.T, run RunFunc, args ...string) (*Service, *redistest.Proxy) {
+	t.Helper()
+	px := redistest.NewProxy(t, redistest.New(t, redistest.Options{}).Addr())
+	t.Setenv(redisconn.Env, "redis://"+px.Addr()+"/?read_timeout=100ms")
+	return Serve(t, run, args...), px
+}
+
+// LoseReply sends a request (send) while px drops every reply from Redis:
+// the answer must be 503 unknown_outcome with Retry-After and the advice to
+// send the same request again with the same Idempotency-Key. Then px lets
+// replies through again and resets its connections, which lost a reply and
+// are out of step, and LoseReply sends the request again until the answer is
+// no 503 (the pool may still hand out a reset connection), and returns that
+// answer.
+func LoseReply(t *testing.T, px *redistest.Proxy, send func() Reply) Reply {
+	t.Helper()
+	px.DropReplies(true)
+	r := send().Want(t, http.StatusServiceUnavailable, "unknown_outcome")
+	if r.Header.Get("Retry-After") == "" || !strings.Contains(r.Problem.Error, "same "+httpx.IdempotencyKeyHeader) {
+		t.Fatalf("503 without Retry-After or the advice to repeat with the same key: %v %s", r.Header, r.Body)
+	}
+	if px.Dropped() == 0 {
+		t.Fatal("no reply was dropped")
+	}
+	px.DropReplies(false)
+	px.ResetConnections()
+	again := send()
+	for again.Status == http.StatusServiceUnavailable {
+		time.Sleep(50 * time.Millisecond)
+		again = send()
+	}
+	return again
 }
 
 // Client calls a service the way the services' clients do: an API key
