@@ -250,11 +250,7 @@ func TestRepairWallet_lostWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for _, r := range rs {
-		got = append(got, r.Op+" "+r.Outcome)
-	}
-	if want := []string{"rp-credit applied", "rp-move applied"}; !slices.Equal(got, want) {
+	if got, want := outcomes(rs), []string{"rp-credit applied", "rp-move applied"}; !slices.Equal(got, want) {
 		t.Fatalf("repair: %v (%+v), want %v", got, rs, want)
 	}
 	// The transfer restored rp/y too; repairing it finds nothing to do.

@@ -20,14 +20,10 @@ func BenchmarkSinkStock_hotSKU(b *testing.B) {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			f := shared(b)
 			ctx := context.Background()
-			sku := "bench/hot"
-			if err := f.inv.Create(ctx, sku, 1<<40); err != nil {
-				b.Fatal(err)
-			}
+			sku := f.hotSKU("bench/hot")
 			orders := make([]stock.Order, 0, 500)
 			for i := 0; i < b.N; i++ {
-				orders = append(orders, stock.Order{ID: fmt.Sprintf("o%d", i), Buyer: fmt.Sprintf("u%d", i%1000),
-					Items: []stock.Item{{SKU: sku, Qty: 1}}})
+				orders = append(orders, hotOrder(sku, int64(i)))
 				if len(orders) == cap(orders) || i == b.N-1 {
 					for _, r := range f.inv.DeductBatch(ctx, orders) {
 						if r.Err != nil {
@@ -68,25 +64,40 @@ func BenchmarkSinkStock_hotSKU(b *testing.B) {
 // buyers deducting one unit of one SKU at a time.
 func BenchmarkDeduct_hotSKU(b *testing.B) {
 	f := shared(b)
-	ctx := context.Background()
-	sku := "bench/hot"
-	if err := f.inv.Create(ctx, sku, 1<<40); err != nil {
-		b.Fatal(err)
+	sku := f.hotSKU("bench/hot")
+	start := time.Now()
+	deductHot(b, f.inv, sku)
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "orders/s")
+}
+
+// hotSKU creates sku with more units than any run sells.
+func (f *fixture) hotSKU(sku string) string {
+	f.t.Helper()
+	if err := f.inv.Create(context.Background(), sku, 1<<40); err != nil {
+		f.t.Fatal(err)
 	}
+	return sku
+}
+
+// hotOrder is buyer i%1000's order i of one unit of sku.
+func hotOrder(sku string, i int64) stock.Order {
+	return stock.Order{ID: fmt.Sprintf("o%d", i), Buyer: fmt.Sprintf("u%d", i%1000), Items: []stock.Item{{SKU: sku, Qty: 1}}}
+}
+
+// deductHot has 64 buyers deduct one unit of sku at a time, b.N orders in
+// all.
+func deductHot(b *testing.B, inv *stock.Inventory, sku string) {
+	ctx := context.Background()
 	var seq atomic.Int64
 	b.SetParallelism(64)
-	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			i := seq.Add(1)
-			if _, err := f.inv.Deduct(ctx, stock.Order{ID: fmt.Sprintf("o%d", i), Buyer: fmt.Sprintf("u%d", i%1000),
-				Items: []stock.Item{{SKU: sku, Qty: 1}}}); err != nil {
+			if _, err := inv.Deduct(ctx, hotOrder(sku, seq.Add(1))); err != nil {
 				b.Error(err)
 				return
 			}
 		}
 	})
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "orders/s")
 }
 
 // BenchmarkReconcileWallet measures reconciling accounts whose book is up
@@ -106,11 +117,7 @@ func BenchmarkReconcileWallet(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	stop := runSink(b, f.walletSink(accounts...))
-	f.waitWallet(accounts...)
-	if err := stop(); err != nil {
-		b.Fatal(err)
-	}
+	f.catchUp(nil, accounts)
 	b.ResetTimer()
 	start := time.Now()
 	for i := 0; i < b.N; i++ {
@@ -128,27 +135,13 @@ func BenchmarkReconcileWallet(b *testing.B) {
 func BenchmarkSinkStock_lagUnderSale(b *testing.B) {
 	f := shared(b)
 	ctx := context.Background()
-	sku := "lag/hot"
-	if err := f.inv.Create(ctx, sku, 1<<40); err != nil {
-		b.Fatal(err)
-	}
+	sku := f.hotSKU("lag/hot")
 	stop := runSink(b, func(ctx context.Context) error {
 		return f.book.SinkStock(ctx, f.inv, stock.Consumer{Group: "book", Name: "sink", SKUs: []string{sku},
 			Batch: 500, Poll: time.Millisecond})
 	})
-	var seq atomic.Int64
-	b.SetParallelism(64)
 	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			i := seq.Add(1)
-			if _, err := f.inv.Deduct(ctx, stock.Order{ID: fmt.Sprintf("o%d", i), Buyer: fmt.Sprintf("u%d", i%1000),
-				Items: []stock.Item{{SKU: sku, Qty: 1}}}); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
+	deductHot(b, f.inv, sku)
 	b.StopTimer()
 	for {
 		var n int64

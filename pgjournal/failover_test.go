@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redkit-go/redkit/redistest"
 	"github.com/redkit-go/redkit/wallet"
 )
@@ -24,16 +26,7 @@ func TestFailover_lostWritesReconciledAndRepaired(t *testing.T) {
 	ctx := t.Context()
 	accounts := []string{"fo/a", "fo/b"}
 	walletWork(t, f.led, "fo", 30, accounts...)
-	if err := pair.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// The replica stops replicating (its primary is now a dead port) and
-	// keeps its data.
-	replica := pair.Replica.Client()
-	defer replica.Close()
-	if err := replica.Do(ctx, "REPLICAOF", "127.0.0.1", "1").Err(); err != nil {
-		t.Fatal(err)
-	}
+	replica, promote := detachReplica(t, pair)
 	if _, err := f.led.Credit(ctx, wallet.Tx{ID: "fo-lost", Account: "fo/a", Amount: 100}); err != nil {
 		t.Fatal(err)
 	}
@@ -50,9 +43,7 @@ func TestFailover_lostWritesReconciledAndRepaired(t *testing.T) {
 	booked := f.bookedIDs("wallet_entries", "account", "fo/a")
 
 	// Failover: the replica becomes the primary; the service reconnects.
-	if err := replica.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
-		t.Fatal(err)
-	}
+	promote()
 	led, err := wallet.New(replica, wallet.WithKeyPrefix(f.prefix))
 	if err != nil {
 		t.Fatal(err)
@@ -73,11 +64,7 @@ func TestFailover_lostWritesReconciledAndRepaired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for _, r := range rs {
-		got = append(got, r.Op+" "+r.Outcome)
-	}
-	if want := []string{"fo-lost applied", "fo-unacked already"}; !slices.Equal(got, want) {
+	if got, want := outcomes(rs), []string{"fo-lost applied", "fo-unacked already"}; !slices.Equal(got, want) {
 		t.Fatalf("repair: %v, want %v", got, want)
 	}
 	f.catchUp(nil, accounts)
@@ -87,5 +74,28 @@ func TestFailover_lostWritesReconciledAndRepaired(t *testing.T) {
 	}
 	if ds := f.reconcileWallet(accounts...); len(ds) != 0 {
 		t.Fatalf("drift after retry and repair: %+v", ds)
+	}
+}
+
+// detachReplica waits until pair's replica holds every write so far, then
+// stops its replication (its primary is now a dead port) with its data
+// kept, so later writes reach the primary alone. It returns a client of
+// the replica, and promote, which makes it a primary as a failover would.
+func detachReplica(t *testing.T, pair *redistest.Pair) (replica *redis.Client, promote func()) {
+	t.Helper()
+	ctx := t.Context()
+	if err := pair.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	replica = pair.Replica.Client()
+	t.Cleanup(func() { _ = replica.Close() })
+	if err := replica.Do(ctx, "REPLICAOF", "127.0.0.1", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	return replica, func() {
+		t.Helper()
+		if err := replica.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -26,14 +26,7 @@ func TestRepairStock_lostOrders(t *testing.T) {
 	ctx := t.Context()
 	skus := []string{"rs/a", "rs/b", "rs/c", "rs/d"}
 	stockWork(t, f.inv, "rs", 20, skus...)
-	if err := pair.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	replica := pair.Replica.Client()
-	defer replica.Close()
-	if err := replica.Do(ctx, "REPLICAOF", "127.0.0.1", "1").Err(); err != nil {
-		t.Fatal(err)
-	}
+	replica, promote := detachReplica(t, pair)
 	orders := map[string]stock.Order{
 		"rs-lost":  {ID: "rs-lost", Buyer: "z1", Items: []stock.Item{{SKU: "rs/a", Qty: 2}}},
 		"rs-multi": {ID: "rs-multi", Buyer: "z2", Items: []stock.Item{{SKU: "rs/a", Qty: 1}, {SKU: "rs/b", Qty: 3}}},
@@ -52,9 +45,7 @@ func TestRepairStock_lostOrders(t *testing.T) {
 	f.catchUp(skus, nil)
 
 	// Failover: the replica becomes the primary; the service reconnects.
-	if err := replica.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
-		t.Fatal(err)
-	}
+	promote()
 	inv, err := stock.New(replica, stock.WithKeyPrefix(f.prefix))
 	if err != nil {
 		t.Fatal(err)
@@ -79,13 +70,6 @@ func TestRepairStock_lostOrders(t *testing.T) {
 	known := func(_ context.Context, id string) (stock.Order, bool, error) {
 		o, ok := orders[id]
 		return o, ok, nil
-	}
-	outcomes := func(rs []pgjournal.Repair) []string {
-		var got []string
-		for _, r := range rs {
-			got = append(got, r.Op+" "+r.Outcome)
-		}
-		return got
 	}
 	rs, err := f.book.RepairStock(ctx, inv, "rs/d", known)
 	if err != nil {
@@ -125,4 +109,13 @@ func TestRepairStock_lostOrders(t *testing.T) {
 	if _, err := f.book.RepairStock(ctx, inv, "rs/a", nil); !errors.Is(err, pgjournal.ErrInvalid) {
 		t.Fatalf("nil order function: %v, want ErrInvalid", err)
 	}
+}
+
+// outcomes lists "<op> <outcome>" for each repair.
+func outcomes(rs []pgjournal.Repair) []string {
+	var got []string
+	for _, r := range rs {
+		got = append(got, r.Op+" "+r.Outcome)
+	}
+	return got
 }
