@@ -23,12 +23,8 @@ import (
 // and ASK). No error reaches the caller, and the levels count every
 // confirmed order exactly once.
 func TestDeduct_Cluster_underResharding(t *testing.T) {
-	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3})
 	ctx := t.Context()
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
-	defer rdb.Close()
-	inv := mustNew(t, rdb)
-	defer inv.Close()
+	c, _, inv := reshardedInventory(t)
 	groups := []string{"rs1", "rs2"}
 	const initial = 100000
 	for _, g := range groups {
@@ -130,12 +126,8 @@ func TestChaos_Cluster_failover(t *testing.T) {
 // error reaches the caller, the levels count every answered operation
 // exactly once, and Audit finds nothing.
 func TestWritePaths_Cluster_underResharding(t *testing.T) {
-	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3})
 	ctx := t.Context()
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
-	defer rdb.Close()
-	inv := mustNew(t, rdb)
-	defer inv.Close()
+	c, rdb, inv := reshardedInventory(t)
 	const plain, hot, initial, buckets = "rr/sku", "rh/sku", 100000, 4
 	require.NoError(t, inv.Create(ctx, plain, initial, stock.WithBuyerLimit(1000)))
 	require.NoError(t, inv.Create(ctx, hot, initial, stock.WithBuckets(buckets)))
@@ -247,16 +239,12 @@ func TestWritePaths_Cluster_underResharding(t *testing.T) {
 // default, and while a slot migrates a script creating a key meets
 // TRYAGAIN throughout (see the README's reshard cost).
 func TestLinearizable_Cluster_underResharding(t *testing.T) {
-	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3})
 	ctx := t.Context()
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
-	defer rdb.Close()
 	// The history is the point here, not the latency: a budget beyond any
 	// migration of this slot on a loaded machine (the slot moves back to
 	// back, and every operation adds a marker to it), so no call gives up.
 	// What the default budget absorbs is TestWritePaths_Cluster_underResharding's.
-	inv := mustNew(t, rdb, stock.WithClusterBudget(time.Minute))
-	defer inv.Close()
+	c, rdb, inv := reshardedInventory(t, stock.WithClusterBudget(time.Minute))
 	const sku, initial, clients, ops = "lz/sku", 20, 4, 100
 	require.NoError(t, inv.Create(ctx, sku, initial))
 	for i := range 10 {
@@ -268,4 +256,16 @@ func TestLinearizable_Cluster_underResharding(t *testing.T) {
 	require.Len(t, history, clients*ops)
 	res := porcupine.CheckOperationsTimeout(counterModel(initial), history, time.Minute)
 	require.Equal(t, porcupine.Ok, res, "history is not linearizable (or the check timed out)")
+}
+
+// reshardedInventory starts a Cluster of 3 masters and a Inventory on an ordinary
+// ClusterClient: one the Cluster does not refresh after a move, so it meets
+// MOVED and ASK as an application's would.
+func reshardedInventory(t *testing.T, opts ...stock.Option) (*redistest.Cluster, *redis.ClusterClient, *stock.Inventory) {
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3})
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	inv := mustNew(t, rdb, opts...)
+	t.Cleanup(func() { inv.Close() })
+	return c, rdb, inv
 }

@@ -81,11 +81,7 @@ func TestLedger_onCluster(t *testing.T) {
 // nets to zero and Verify is clean.
 func TestLedger_Cluster_underResharding(t *testing.T) {
 	ctx := t.Context()
-	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3})
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
-	defer rdb.Close()
-	led := mustNew(t, rdb)
-	defer led.Close()
+	c, _, led := reshardedLedger(t)
 	groups := []string{"ws1", "ws2"}
 	var accounts, tags []string
 	for _, g := range groups {
@@ -135,15 +131,7 @@ func TestLedger_Cluster_underResharding(t *testing.T) {
 				mu.Unlock()
 			}
 		})
-	for _, a := range accounts {
-		b, err := led.Balance(ctx, a)
-		require.NoError(t, err)
-		require.Equal(t, want[a], b.Posted, a)
-		require.NoError(t, led.Verify(ctx, a))
-	}
-	tb, err := led.TrialBalance(ctx, accounts...)
-	require.NoError(t, err)
-	require.Zero(t, tb.NetTransfers())
+	requireBooks(t, led, accounts, want)
 }
 
 // TestWritePaths_Cluster_underResharding: the write paths beside
@@ -155,11 +143,7 @@ func TestLedger_Cluster_underResharding(t *testing.T) {
 // no hold stays held, and Verify finds nothing.
 func TestWritePaths_Cluster_underResharding(t *testing.T) {
 	ctx := t.Context()
-	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3})
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
-	defer rdb.Close()
-	led := mustNew(t, rdb)
-	defer led.Close()
+	c, rdb, led := reshardedLedger(t)
 	groups := []string{"wh1", "wh2"}
 	var accounts, tags []string
 	want := map[string]int64{}
@@ -241,16 +225,7 @@ func TestWritePaths_Cluster_underResharding(t *testing.T) {
 				}
 			}
 		})
-	for _, a := range accounts {
-		b, err := led.Balance(ctx, a)
-		require.NoError(t, err)
-		require.Equal(t, want[a], b.Posted, a)
-		require.Zero(t, b.Held, a)
-		require.NoError(t, led.Verify(ctx, a))
-	}
-	tb, err := led.TrialBalance(ctx, accounts...)
-	require.NoError(t, err)
-	require.Zero(t, tb.NetTransfers())
+	requireBooks(t, led, accounts, want)
 }
 
 // TestLinearizable_Cluster_underResharding: Credit, Debit and Balance of
@@ -261,15 +236,11 @@ func TestWritePaths_Cluster_underResharding(t *testing.T) {
 // twice or lost.
 func TestLinearizable_Cluster_underResharding(t *testing.T) {
 	ctx := t.Context()
-	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3})
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
-	defer rdb.Close()
 	// The history is the point here, not the latency: a budget beyond any
 	// migration of this slot on a loaded machine (the slot moves back to
 	// back, and every operation adds a marker to it), so no call gives up.
 	// What the default budget absorbs is TestWritePaths_Cluster_underResharding's.
-	led := mustNew(t, rdb, wallet.WithClusterBudget(time.Minute))
-	defer led.Close()
+	c, rdb, led := reshardedLedger(t, wallet.WithClusterBudget(time.Minute))
 	const account, clients, ops = "lw/acct", 4, 100
 	require.NoError(t, led.Open(ctx, account, wallet.WithCurrency("CNY")))
 	for i := range 10 {
@@ -417,5 +388,35 @@ func TestChaos_Cluster_failover(t *testing.T) {
 	t.Logf("%d faults: %d operations answered, %d calls failed and were called again; first errors: %s",
 		faults, answers.Answered(), answers.Retried(), answers.FirstErrors())
 	t.Logf("chaos table | wallet Credit/Debit/Transfer | %d | %d | %d | %d", answers.Answered(), faults, answers.Retried(), broken)
+	require.Zero(t, tb.NetTransfers())
+}
+
+// reshardedLedger starts a Cluster of 3 masters and a Ledger on an ordinary
+// ClusterClient: one the Cluster does not refresh after a move, so it meets
+// MOVED and ASK as an application's would.
+func reshardedLedger(t *testing.T, opts ...wallet.Option) (*redistest.Cluster, *redis.ClusterClient, *wallet.Ledger) {
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3})
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	led := mustNew(t, rdb, opts...)
+	t.Cleanup(func() { led.Close() })
+	return c, rdb, led
+}
+
+// requireBooks requires each account's posted balance to be want's, nothing
+// held, Verify to find nothing, and the transfers among accounts to net to
+// zero.
+func requireBooks(t *testing.T, led *wallet.Ledger, accounts []string, want map[string]int64) {
+	t.Helper()
+	ctx := t.Context()
+	for _, a := range accounts {
+		b, err := led.Balance(ctx, a)
+		require.NoError(t, err)
+		require.Equal(t, want[a], b.Posted, a)
+		require.Zero(t, b.Held, a)
+		require.NoError(t, led.Verify(ctx, a))
+	}
+	tb, err := led.TrialBalance(ctx, accounts...)
+	require.NoError(t, err)
 	require.Zero(t, tb.NetTransfers())
 }
