@@ -17,6 +17,8 @@ import (
 // the first Start in any process kills the servers whose owner is gone, and
 // only those, and removes their files and the clusters initdb made for
 // them.
+//
+// The pidfile code is a copy of redistest's, which exports none of it: pgtest depends on pgx alone.
 
 func pidDir() string { return filepath.Join(os.TempDir(), "pgtest-pids") }
 
