@@ -16,14 +16,13 @@ func TestLedger_TransferBatch(t *testing.T) {
 	rdb := shared.Client(func(o *redis.Options) { o.PoolSize = 1 })
 	defer rdb.Close()
 	led := mustNew(t, rdb, wallet.WithKeyPrefix(prefix))
+	funds := map[string]int64{}
 	for g := range 4 {
 		for a := range 2 {
-			acct := fmt.Sprintf("g%d/a%d", g, a)
-			require.NoError(t, led.Open(ctx, acct, wallet.WithCurrency("CNY")))
-			_, err := led.Credit(ctx, wallet.Tx{ID: "seed-" + acct, Account: acct, Amount: 100})
-			require.NoError(t, err)
+			funds[fmt.Sprintf("g%d/a%d", g, a)] = 100
 		}
 	}
+	openFunded(t, led, funds)
 	var ts []wallet.Transfer
 	for i := range 40 {
 		g := i % 4
@@ -35,8 +34,7 @@ func TestLedger_TransferBatch(t *testing.T) {
 		wallet.Transfer{ID: "same", From: "g0/a0", To: "g0/a0", Amount: 1},
 		wallet.Transfer{ID: "t0", From: "g0/a0", To: "g0/a1", Amount: 10}, // a duplicate within the batch
 	)
-	require.NoError(t, led.Open(ctx, "w/x", wallet.WithCurrency("CNY")))
-	require.NoError(t, led.Open(ctx, "w/y", wallet.WithCurrency("CNY")))
+	openFunded(t, led, map[string]int64{"w/x": 0, "w/y": 0})
 	_, err := led.Transfer(ctx, wallet.Transfer{ID: "load", From: "w/x", To: "w/y", Amount: 1})
 	require.ErrorIs(t, err, wallet.ErrInsufficientFunds, "the script is loaded")
 	rt := &roundTrips{}
@@ -73,10 +71,7 @@ func TestLedger_TransferBatch(t *testing.T) {
 func TestLedger_TransferBatch_retriesLostReplies(t *testing.T) {
 	ctx := t.Context()
 	led, px, direct, prefix := proxied(t, 200*time.Millisecond, wallet.WithRetry(3, 400*time.Millisecond, 400*time.Millisecond))
-	require.NoError(t, led.Open(ctx, "g/a", wallet.WithCurrency("CNY")))
-	require.NoError(t, led.Open(ctx, "g/b", wallet.WithCurrency("CNY")))
-	_, err := led.Credit(ctx, wallet.Tx{ID: "seed", Account: "g/a", Amount: 100})
-	require.NoError(t, err)
+	openFunded(t, led, map[string]int64{"g/a": 100, "g/b": 0})
 	var ts []wallet.Transfer
 	for i := range 10 {
 		ts = append(ts, wallet.Transfer{ID: fmt.Sprintf("t%d", i), From: "g/a", To: "g/b", Amount: 5})

@@ -38,9 +38,7 @@ func waitFor(t *testing.T, cond func() bool) {
 func TestLedger_Debit_ownRetryAfterTimeoutIsNotReplayed(t *testing.T) {
 	ctx := t.Context()
 	led, px, direct, prefix := proxied(t, 200*time.Millisecond, wallet.WithRetry(3, 400*time.Millisecond, 400*time.Millisecond))
-	require.NoError(t, led.Open(ctx, "a", wallet.WithCurrency("CNY")))
-	_, err := led.Credit(ctx, wallet.Tx{ID: "c1", Account: "a", Amount: 100})
-	require.NoError(t, err)
+	openFunded(t, led, map[string]int64{"a": 100})
 
 	// The first attempt runs but its reply comes too late; the Ledger's
 	// second attempt (same nonce) finds the marker and reports the first
@@ -48,6 +46,7 @@ func TestLedger_Debit_ownRetryAfterTimeoutIsNotReplayed(t *testing.T) {
 	px.HoldReplies(time.Hour)
 	done := make(chan struct{})
 	var res wallet.Result
+	var err error
 	go func() {
 		defer close(done)
 		res, err = led.Debit(ctx, wallet.Tx{ID: "d1", Account: "a", Amount: 30})
@@ -93,9 +92,7 @@ func TestLedger_Debit_goRedisRetryAfterTimeoutAppliesOnce(t *testing.T) {
 		MinRetryBackoff: 300 * time.Millisecond, MaxRetryBackoff: 300 * time.Millisecond})
 	t.Cleanup(func() { _ = rdb.Close() })
 	led := mustNew(t, rdb, wallet.WithKeyPrefix(prefix))
-	require.NoError(t, led.Open(ctx, "a", wallet.WithCurrency("CNY")))
-	_, err := led.Credit(ctx, wallet.Tx{ID: "c1", Account: "a", Amount: 100})
-	require.NoError(t, err)
+	openFunded(t, led, map[string]int64{"a": 100})
 
 	px.HoldReplies(time.Hour)
 	done := make(chan error, 1)

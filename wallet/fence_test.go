@@ -15,10 +15,7 @@ import (
 func TestLedger_WithFence_refusesStaleToken(t *testing.T) {
 	ctx := t.Context()
 	led, rdb, prefix := newLedger(t)
-	require.NoError(t, led.Open(ctx, "m/a", wallet.WithCurrency("CNY")))
-	require.NoError(t, led.Open(ctx, "m/b", wallet.WithCurrency("CNY")))
-	_, err := led.Credit(ctx, wallet.Tx{ID: "c1", Account: "m/a", Amount: 100})
-	require.NoError(t, err)
+	openFunded(t, led, map[string]int64{"m/a": 100, "m/b": 0})
 
 	// Two leases of one lock: the second has the higher token.
 	locks, err := lock.New(rdb, lock.WithKeyPrefix(prefix))
@@ -66,12 +63,22 @@ func TestLedger_WithFence_refusesStaleToken(t *testing.T) {
 	require.Equal(t, strconv.FormatUint(cur.Fence().Token, 10), rdb.Get(ctx, lock.FenceKey(prefix, "m", "payout")).Val())
 }
 
-func TestLedger_WithReplicaAck(t *testing.T) {
-	ctx := t.Context()
+// replicaAcked starts a primary with one replica and returns them, a client
+// of the primary whose read timeout (3s) is above every ack timeout the
+// tests ask for, and a Ledger on it that waits for the replica
+// (WithReplicaAck(1, time.Second)).
+func replicaAcked(t *testing.T) (*redistest.Pair, *redis.Client, *wallet.Ledger) {
+	t.Helper()
 	pair := redistest.NewPair(t, redistest.Options{})
 	rdb := pair.Primary.Client(func(o *redis.Options) { o.ReadTimeout = 3 * time.Second })
 	led := mustNew(t, rdb, wallet.WithReplicaAck(1, time.Second))
-	defer led.Close()
+	t.Cleanup(func() { _ = led.Close() })
+	return pair, rdb, led
+}
+
+func TestLedger_WithReplicaAck(t *testing.T) {
+	ctx := t.Context()
+	pair, rdb, led := replicaAcked(t)
 	require.NoError(t, led.Open(ctx, "a", wallet.WithCurrency("CNY")))
 	res, err := led.Credit(ctx, wallet.Tx{ID: "c1", Account: "a", Amount: 100})
 	require.NoError(t, err)
@@ -103,20 +110,13 @@ func TestLedger_WithReplicaAck(t *testing.T) {
 // and calling again finishes it once the replicas acknowledge.
 func TestLedger_WithReplicaAck_transferAcrossGroupsWaitsForEachStep(t *testing.T) {
 	ctx := t.Context()
-	pair := redistest.NewPair(t, redistest.Options{})
-	rdb := pair.Primary.Client(func(o *redis.Options) { o.ReadTimeout = 3 * time.Second })
-	acked := mustNew(t, rdb, wallet.WithReplicaAck(1, time.Second))
-	defer acked.Close()
-	for _, a := range []string{"gx/a", "gy/b"} {
-		require.NoError(t, acked.Open(ctx, a, wallet.WithCurrency("CNY")))
-	}
-	_, err := acked.Credit(ctx, wallet.Tx{ID: "fund", Account: "gx/a", Amount: 100})
-	require.NoError(t, err)
+	_, rdb, acked := replicaAcked(t)
+	openFunded(t, acked, map[string]int64{"gx/a": 100, "gy/b": 0})
 
 	tr := wallet.Transfer{ID: "x-1", From: "gx/a", To: "gy/b", Amount: 30}
 	short := mustNew(t, rdb, wallet.WithReplicaAck(2, 100*time.Millisecond)) // one replica: never enough
 	defer short.Close()
-	_, err = short.Transfer(ctx, tr)
+	_, err := short.Transfer(ctx, tr)
 	require.ErrorIs(t, err, wallet.ErrReplicaAck)
 	require.ErrorIs(t, err, wallet.ErrUnknownOutcome)
 	require.Equal(t, wallet.Balance{Posted: 100, Held: 30, Available: 70, Currency: "CNY"}, balanceOf(t, acked, "gx/a"),

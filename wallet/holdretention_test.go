@@ -29,11 +29,11 @@ func TestRegress_HoldRecords_quietAccountsForgottenAfterWindow(t *testing.T) {
 	// "early": a hold refused before the account existed.
 	_, err := first.Hold(ctx, hold("h0", "early", 5))
 	require.ErrorIs(t, err, wallet.ErrAccountNotFound)
+	funds := map[string]int64{}
 	for _, a := range accounts {
-		require.NoError(t, first.Open(ctx, a, wallet.WithCurrency("CNY")))
-		_, err := first.Credit(ctx, wallet.Tx{ID: "c-" + a, Account: a, Amount: 10})
-		require.NoError(t, err)
+		funds[a] = 10
 	}
+	openFunded(t, first, funds)
 	_, err = first.Hold(ctx, hold("h1", "refused", 11))
 	require.ErrorIs(t, err, wallet.ErrInsufficientFunds)
 	for _, a := range []string{"captured", "voided", "open"} {

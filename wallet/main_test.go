@@ -95,6 +95,16 @@ func balanceOf(t *testing.T, led *wallet.Ledger, account string) wallet.Balance 
 	return b
 }
 
+// requireReplay requires that again, err answers the operation that
+// returned first, sent again: no error, and first's result marked Replayed.
+func requireReplay(t *testing.T, first, again wallet.Result, err error) {
+	t.Helper()
+	require.NoError(t, err)
+	require.True(t, again.Replayed, "a replay")
+	first.Replayed = true
+	require.Equal(t, first, again, "a replay returns the first result, balance included")
+}
+
 // kinds lists the kinds of the account's journal entries, oldest first.
 func kinds(t *testing.T, led *wallet.Ledger, account string) []string {
 	t.Helper()

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -29,23 +28,13 @@ func TestLedger_telemetry(t *testing.T) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer func() { _ = tp.Shutdown(context.Background()); _ = mp.Shutdown(context.Background()) }()
 
-	_, _, prefix := newLedger(t)
-	px := redistest.NewProxy(t, shared.Addr())
-	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 100 * time.Millisecond, MaxRetries: -1})
-	defer rdb.Close()
-	led := mustNew(t, rdb, wallet.WithKeyPrefix(prefix), wallet.WithTracerProvider(tp),
-		wallet.WithMeterProvider(mp), wallet.WithLabel("payouts"))
+	led, px, _, _ := proxied(t, 100*time.Millisecond, wallet.WithTracerProvider(tp), wallet.WithMeterProvider(mp),
+		wallet.WithLabel("payouts"))
 	defer led.Close()
 
-	require.NoError(t, led.Open(ctx, "secret-account", wallet.WithCurrency("CNY")))
-	_, err := led.Credit(ctx, wallet.Tx{ID: "secret-tx", Account: "secret-account", Amount: 4242})
-	require.NoError(t, err)
-	_, err = led.Credit(ctx, wallet.Tx{ID: "secret-tx", Account: "secret-account", Amount: 4242})
-	require.NoError(t, err)
-	_, err = led.Debit(ctx, wallet.Tx{ID: "secret-tx2", Account: "secret-account", Amount: 999999})
-	require.ErrorIs(t, err, wallet.ErrInsufficientFunds)
+	creditReplayRefuse(t, led, "secret-account", "secret-tx", 4242)
 	px.DropReplies(true)
-	_, err = led.Debit(ctx, wallet.Tx{ID: "secret-tx3", Account: "secret-account", Amount: 1})
+	_, err := led.Debit(ctx, wallet.Tx{ID: "secret-tx3", Account: "secret-account", Amount: 1})
 	require.ErrorIs(t, err, wallet.ErrUnknownOutcome)
 	px.DropReplies(false)
 
@@ -100,6 +89,22 @@ func TestLedger_telemetry(t *testing.T) {
 	}, counts)
 }
 
+// creditReplayRefuse opens account, credits it amount under the ID tx,
+// sends that credit again (a replay) and debits more than the balance (a
+// refusal): one call of each outcome the telemetry tells apart.
+func creditReplayRefuse(t *testing.T, led *wallet.Ledger, account, tx string, amount int64) {
+	t.Helper()
+	ctx := t.Context()
+	require.NoError(t, led.Open(ctx, account, wallet.WithCurrency("CNY")))
+	credit := wallet.Tx{ID: tx, Account: account, Amount: amount}
+	for range 2 {
+		_, err := led.Credit(ctx, credit)
+		require.NoError(t, err)
+	}
+	_, err := led.Debit(ctx, wallet.Tx{ID: tx + "-over", Account: account, Amount: amount + 1})
+	require.ErrorIs(t, err, wallet.ErrInsufficientFunds)
+}
+
 // Every public operation records redkit.wallet.operation.duration, in
 // seconds with otelx.DurationBuckets, by operation and outcome: applied
 // (ok), refused (insufficient_funds, ...), replayed and error.
@@ -108,15 +113,9 @@ func TestLedger_operationDurations(t *testing.T) {
 	led, _, _ := newLedger(t, wallet.WithTracerProvider(rec.TracerProvider), wallet.WithMeterProvider(rec.MeterProvider))
 	ctx := t.Context()
 
-	require.NoError(t, led.Open(ctx, "a", wallet.WithCurrency("CNY")))
+	creditReplayRefuse(t, led, "a", "c1", 10)
 	require.NoError(t, led.Open(ctx, "b", wallet.WithCurrency("CNY")))
-	_, err := led.Credit(ctx, wallet.Tx{ID: "c1", Account: "a", Amount: 10})
-	require.NoError(t, err)
-	_, err = led.Credit(ctx, wallet.Tx{ID: "c1", Account: "a", Amount: 10})
-	require.NoError(t, err)
-	_, err = led.Debit(ctx, wallet.Tx{ID: "d1", Account: "a", Amount: 11})
-	require.ErrorIs(t, err, wallet.ErrInsufficientFunds)
-	_, err = led.Transfer(ctx, wallet.Transfer{ID: "t1", From: "a", To: "b", Amount: 4})
+	_, err := led.Transfer(ctx, wallet.Transfer{ID: "t1", From: "a", To: "b", Amount: 4})
 	require.NoError(t, err)
 	_, err = led.Debit(ctx, wallet.Tx{ID: "d2", Account: "a", Amount: -1})
 	require.ErrorIs(t, err, wallet.ErrInvalid)

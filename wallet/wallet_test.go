@@ -96,10 +96,7 @@ func TestLedger_idempotency_replayReturnsFirstResult(t *testing.T) {
 	require.NoError(t, err)
 
 	again, err := led.Credit(ctx, wallet.Tx{ID: "c1", Account: "a", Amount: 10})
-	require.NoError(t, err)
-	require.True(t, again.Replayed)
-	first.Replayed = true
-	require.Equal(t, first, again, "a replay returns the original result, balance included")
+	requireReplay(t, first, again, err)
 
 	require.Equal(t, int64(15), balanceOf(t, led, "a").Posted, "the replay changed nothing")
 	ents, _, err := led.Entries(ctx, "a", "", 100)
@@ -234,15 +231,12 @@ func TestLedger_Transfer(t *testing.T) {
 func TestLedger_CloseAccount(t *testing.T) {
 	ctx := t.Context()
 	led, _, _ := newLedger(t)
-	require.NoError(t, led.Open(ctx, "g/a", wallet.WithCurrency("CNY")))
-	require.NoError(t, led.Open(ctx, "g/b", wallet.WithCurrency("CNY")))
-	_, err := led.Credit(ctx, wallet.Tx{ID: "c1", Account: "g/a", Amount: 10})
-	require.NoError(t, err)
+	openFunded(t, led, map[string]int64{"g/a": 10, "g/b": 0})
 	require.NoError(t, led.CloseAccount(ctx, "g/a"))
 	require.NoError(t, led.CloseAccount(ctx, "g/a"), "closing twice is a no-op")
 	require.ErrorIs(t, led.CloseAccount(ctx, "g/nobody"), wallet.ErrAccountNotFound)
 
-	_, err = led.Credit(ctx, wallet.Tx{ID: "c2", Account: "g/a", Amount: 10})
+	_, err := led.Credit(ctx, wallet.Tx{ID: "c2", Account: "g/a", Amount: 10})
 	require.ErrorIs(t, err, wallet.ErrAccountClosed)
 	_, err = led.Transfer(ctx, wallet.Transfer{ID: "t1", From: "g/b", To: "g/a", Amount: 1})
 	require.ErrorIs(t, err, wallet.ErrAccountClosed)
@@ -256,12 +250,7 @@ func TestLedger_CloseAccount(t *testing.T) {
 func TestLedger_badInput_writesNothing(t *testing.T) {
 	ctx := t.Context()
 	led, rdb, prefix := newLedger(t)
-	require.NoError(t, led.Open(ctx, "g/a", wallet.WithCurrency("CNY")))
-	require.NoError(t, led.Open(ctx, "g/b", wallet.WithCurrency("CNY")))
-	_, err := led.Credit(ctx, wallet.Tx{ID: "big", Account: "g/a", Amount: 1<<53 - 1})
-	require.NoError(t, err)
-	_, err = led.Credit(ctx, wallet.Tx{ID: "small", Account: "g/b", Amount: 5})
-	require.NoError(t, err)
+	openFunded(t, led, map[string]int64{"g/a": 1<<53 - 1, "g/b": 5})
 	before := keysUnder(t, rdb, prefix)
 	bal := balanceOf(t, led, "g/a")
 
@@ -355,12 +344,9 @@ func TestLedger_postings_oneRoundTrip(t *testing.T) {
 	rdb := shared.Client(func(o *redis.Options) { o.PoolSize = 1 })
 	defer rdb.Close()
 	led := mustNew(t, rdb, wallet.WithKeyPrefix(prefix))
-	require.NoError(t, led.Open(ctx, "g/a", wallet.WithCurrency("CNY")))
-	require.NoError(t, led.Open(ctx, "g/b", wallet.WithCurrency("CNY")))
 	// Load every script once.
-	_, err := led.Credit(ctx, wallet.Tx{ID: "w1", Account: "g/a", Amount: 100})
-	require.NoError(t, err)
-	_, err = led.Transfer(ctx, wallet.Transfer{ID: "w2", From: "g/a", To: "g/b", Amount: 1})
+	openFunded(t, led, map[string]int64{"g/a": 100, "g/b": 0})
+	_, err := led.Transfer(ctx, wallet.Transfer{ID: "w2", From: "g/a", To: "g/b", Amount: 1})
 	require.NoError(t, err)
 	_ = balanceOf(t, led, "g/a")
 
