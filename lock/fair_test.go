@@ -77,10 +77,7 @@ func TestMutex_Fair_withdraw(t *testing.T) {
 	locks := newLocks(t, sharedClient(t), lock.WithFair(true))
 	ctx := t.Context()
 	m, held := tryMutex(t, locks, "withdraw", lock.WithTTL(time.Minute))
-	wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-	defer cancel()
-	_, err := m.Acquire(wctx)
-	require.ErrorIs(t, err, lock.ErrNotAcquired)
+	requireGiveUp(t, m)
 	require.Zero(t, queueLen(t, m))
 	require.NoError(t, held.Release(ctx))
 	l, err := m.TryAcquire(ctx)
@@ -97,28 +94,17 @@ func TestMutex_Fair_ConcurrentSafe(t *testing.T) {
 		mu     sync.Mutex
 		inside bool
 		last   uint64
-		wg     sync.WaitGroup
 	)
-	for range 6 {
-		wg.Go(func() {
-			for range 15 {
-				l, err := m.Acquire(t.Context())
-				if !assertNoError(t, err) {
-					return
-				}
-				mu.Lock()
-				if inside || l.Fence().Token <= last {
-					t.Error("exclusion or token order broken")
-				}
-				inside, last = true, l.Fence().Token
-				mu.Unlock()
-				time.Sleep(100 * time.Microsecond)
-				mu.Lock()
-				inside = false
-				mu.Unlock()
-				assertNoError(t, l.Release(t.Context()))
-			}
-		})
-	}
-	wg.Wait()
+	contend(t, 6, 15, func(int) func(context.Context) (*lock.Lease, error) { return m.Acquire }, func(_ int, l *lock.Lease) {
+		mu.Lock()
+		if inside || l.Fence().Token <= last {
+			t.Error("exclusion or token order broken")
+		}
+		inside, last = true, l.Fence().Token
+		mu.Unlock()
+		time.Sleep(100 * time.Microsecond)
+		mu.Lock()
+		inside = false
+		mu.Unlock()
+	})
 }

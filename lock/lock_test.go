@@ -34,14 +34,21 @@ func eventually(t testing.TB, cond func() bool, msg string) {
 	}
 }
 
+// mustTake returns the lease take (a TryAcquire) gets; an error fails the
+// test.
+func mustTake(t testing.TB, take func(context.Context) (*lock.Lease, error)) *lock.Lease {
+	t.Helper()
+	l, err := take(t.Context())
+	require.NoError(t, err)
+	return l
+}
+
 // tryMutex returns the Mutex name of locks and a lease on it taken with
-// TryAcquire; an error fails the test.
+// TryAcquire.
 func tryMutex(t testing.TB, locks *lock.Client, name string, opts ...lock.Option) (*lock.Mutex, *lock.Lease) {
 	t.Helper()
 	m := locks.Mutex(name, opts...)
-	l, err := m.TryAcquire(t.Context())
-	require.NoError(t, err)
-	return m, l
+	return m, mustTake(t, m.TryAcquire)
 }
 
 // expiredMutex is tryMutex with the TTL ttl and no watchdog, returned once
@@ -51,6 +58,16 @@ func expiredMutex(t testing.TB, rdb redis.UniversalClient, locks *lock.Client, n
 	m, l := tryMutex(t, locks, name, lock.WithTTL(ttl), lock.WithWatchdog(false))
 	eventually(t, keyGone(t, rdb, m.LockKey()), "lock expired")
 	return m, l
+}
+
+// requireGiveUp requires that an Acquire of m whose context ends after
+// 100ms gives up with ErrNotAcquired.
+func requireGiveUp(t testing.TB, m acquirer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	_, err := m.Acquire(ctx)
+	require.ErrorIs(t, err, lock.ErrNotAcquired)
 }
 
 // free reports whether m can be taken now; a lease it takes is released at
@@ -359,23 +376,12 @@ func TestFence_tokensStrictlyIncrease_ConcurrentSafe(t *testing.T) {
 	var (
 		mu     sync.Mutex
 		tokens []uint64
-		wg     sync.WaitGroup
 	)
-	for range 4 {
-		wg.Go(func() {
-			for range 25 {
-				l, err := m.Acquire(t.Context())
-				if !assertNoError(t, err) {
-					return
-				}
-				mu.Lock()
-				tokens = append(tokens, l.Fence().Token)
-				mu.Unlock()
-				assertNoError(t, l.Release(t.Context()))
-			}
-		})
-	}
-	wg.Wait()
+	contend(t, 4, 25, func(int) func(context.Context) (*lock.Lease, error) { return m.Acquire }, func(_ int, l *lock.Lease) {
+		mu.Lock()
+		tokens = append(tokens, l.Fence().Token)
+		mu.Unlock()
+	})
 	require.Len(t, tokens, 100)
 	for i := 1; i < len(tokens); i++ {
 		require.Greater(t, tokens[i], tokens[i-1], "tokens in acquisition order strictly increase")
@@ -385,6 +391,27 @@ func TestFence_tokensStrictlyIncrease_ConcurrentSafe(t *testing.T) {
 	n, err := rdb.Get(t.Context(), m.CounterKey()).Uint64()
 	require.NoError(t, err)
 	require.Equal(t, tokens[len(tokens)-1], n)
+}
+
+// contend runs workers goroutines that each, rounds times, take a lease
+// with the acquire function acquire(w) returns for worker w, run hold on
+// it and release it; an error is reported and ends the worker.
+func contend(t testing.TB, workers, rounds int, acquire func(w int) func(context.Context) (*lock.Lease, error), hold func(w int, l *lock.Lease)) {
+	var wg sync.WaitGroup
+	for w := range workers {
+		acq := acquire(w)
+		wg.Go(func() {
+			for range rounds {
+				l, err := acq(t.Context())
+				if !assertNoError(t, err) {
+					return
+				}
+				hold(w, l)
+				assertNoError(t, l.Release(t.Context()))
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func assertNoError(t testing.TB, err error) bool {
@@ -405,27 +432,17 @@ func TestMutex_MutualExclusion_ConcurrentSafe(t *testing.T) {
 	clients := twoClients(t, prefix)
 	counter := prefix + ":counter"
 	const workers, rounds = 8, 40
-	var wg sync.WaitGroup
-	for i := range workers {
-		m := clients[i%2].Mutex("counter")
-		wg.Go(func() {
-			for range rounds {
-				l, err := m.Acquire(t.Context())
-				if !assertNoError(t, err) {
-					return
-				}
-				n, err := rdb.Get(t.Context(), counter).Int()
-				if errors.Is(err, redis.Nil) {
-					err = nil
-				}
-				assertNoError(t, err)
-				time.Sleep(time.Duration(i%3) * 100 * time.Microsecond)
-				assertNoError(t, rdb.Set(t.Context(), counter, n+1, 0).Err())
-				assertNoError(t, l.Release(t.Context()))
-			}
-		})
-	}
-	wg.Wait()
+	contend(t, workers, rounds, func(w int) func(context.Context) (*lock.Lease, error) {
+		return clients[w%2].Mutex("counter").Acquire
+	}, func(w int, _ *lock.Lease) {
+		n, err := rdb.Get(t.Context(), counter).Int()
+		if errors.Is(err, redis.Nil) {
+			err = nil
+		}
+		assertNoError(t, err)
+		time.Sleep(time.Duration(w%3) * 100 * time.Microsecond)
+		assertNoError(t, rdb.Set(t.Context(), counter, n+1, 0).Err())
+	})
 	n, err := rdb.Get(t.Context(), counter).Int()
 	require.NoError(t, err)
 	require.Equal(t, workers*rounds, n, "no lost updates")

@@ -2,7 +2,6 @@ package lock_test
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -67,8 +66,7 @@ func TestRWMutex_writerPreferred(t *testing.T) {
 	locks := newLocks(t, sharedClient(t))
 	ctx := t.Context()
 	m := locks.RWMutex("prefs", lock.WithTTL(time.Minute))
-	r1, err := m.TryAcquireRead(ctx)
-	require.NoError(t, err)
+	r1 := mustTake(t, m.TryAcquireRead)
 	writer := waitFor(m)
 	eventually(t, func() bool {
 		l, err := m.TryAcquireRead(ctx)
@@ -89,12 +87,8 @@ func TestRWMutex_writerWithdraws(t *testing.T) {
 	locks := newLocks(t, sharedClient(t))
 	ctx := t.Context()
 	m := locks.RWMutex("withdraw", lock.WithTTL(time.Minute))
-	r1, err := m.TryAcquireRead(ctx)
-	require.NoError(t, err)
-	wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-	defer cancel()
-	_, err = m.Acquire(wctx)
-	require.ErrorIs(t, err, lock.ErrNotAcquired)
+	r1 := mustTake(t, m.TryAcquireRead)
+	requireGiveUp(t, m)
 	r2, err := m.TryAcquireRead(ctx)
 	require.NoError(t, err, "the waiting writer's mark is gone")
 	require.NoError(t, r1.Release(ctx))
@@ -104,46 +98,29 @@ func TestRWMutex_writerWithdraws(t *testing.T) {
 // TestRWMutex_ConcurrentSafe: writers and readers on two Clients; a writer
 // is never inside with anyone else.
 func TestRWMutex_ConcurrentSafe(t *testing.T) {
-	prefix := testPrefix(t)
-	clients := twoClients(t, prefix)
-	var (
-		readers, writers atomic.Int64
-		wg               sync.WaitGroup
-	)
-	for i := range 8 {
-		m := clients[i%2].RWMutex("shared")
-		write := i%2 == 0
-		wg.Go(func() {
-			for range 20 {
-				var (
-					l   *lock.Lease
-					err error
-				)
-				if write {
-					l, err = m.Acquire(t.Context())
-				} else {
-					l, err = m.AcquireRead(t.Context())
-				}
-				if !assertNoError(t, err) {
-					return
-				}
-				if write {
-					if writers.Add(1) != 1 || readers.Load() != 0 {
-						t.Error("writer not alone")
-					}
-					time.Sleep(100 * time.Microsecond)
-					writers.Add(-1)
-				} else {
-					readers.Add(1)
-					if writers.Load() != 0 {
-						t.Error("reader inside with a writer")
-					}
-					time.Sleep(100 * time.Microsecond)
-					readers.Add(-1)
-				}
-				assertNoError(t, l.Release(t.Context()))
+	clients := twoClients(t, testPrefix(t))
+	var readers, writers atomic.Int64
+	// Even workers write, odd ones read.
+	contend(t, 8, 20, func(w int) func(context.Context) (*lock.Lease, error) {
+		m := clients[w%2].RWMutex("shared")
+		if w%2 == 0 {
+			return m.Acquire
+		}
+		return m.AcquireRead
+	}, func(w int, _ *lock.Lease) {
+		if w%2 == 0 {
+			if writers.Add(1) != 1 || readers.Load() != 0 {
+				t.Error("writer not alone")
 			}
-		})
-	}
-	wg.Wait()
+			time.Sleep(100 * time.Microsecond)
+			writers.Add(-1)
+		} else {
+			readers.Add(1)
+			if writers.Load() != 0 {
+				t.Error("reader inside with a writer")
+			}
+			time.Sleep(100 * time.Microsecond)
+			readers.Add(-1)
+		}
+	})
 }

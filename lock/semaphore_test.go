@@ -1,7 +1,7 @@
 package lock_test
 
 import (
-	"sync"
+	"context"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -71,30 +71,17 @@ func TestSemaphore_Extend_neverRecreates(t *testing.T) {
 // TestSemaphore_ConcurrentSafe: 8 goroutines on two Clients share 3
 // permits; never more than 3 hold one at a time.
 func TestSemaphore_ConcurrentSafe(t *testing.T) {
-	prefix := testPrefix(t)
-	clients := twoClients(t, prefix)
-	var (
-		inside, peak atomic.Int64
-		wg           sync.WaitGroup
-	)
-	for i := range 8 {
-		s := clients[i%2].Semaphore("workers", 3)
-		wg.Go(func() {
-			for range 25 {
-				l, err := s.Acquire(t.Context())
-				if !assertNoError(t, err) {
-					return
-				}
-				n := inside.Add(1)
-				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-				}
-				time.Sleep(200 * time.Microsecond)
-				inside.Add(-1)
-				assertNoError(t, l.Release(t.Context()))
-			}
-		})
-	}
-	wg.Wait()
+	clients := twoClients(t, testPrefix(t))
+	var inside, peak atomic.Int64
+	contend(t, 8, 25, func(w int) func(context.Context) (*lock.Lease, error) {
+		return clients[w%2].Semaphore("workers", 3).Acquire
+	}, func(int, *lock.Lease) {
+		n := inside.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		time.Sleep(200 * time.Microsecond)
+		inside.Add(-1)
+	})
 	require.LessOrEqual(t, peak.Load(), int64(3))
 }
 
