@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -44,6 +45,17 @@ func captureScript(ctx context.Context, addr string, call func(rdb *redis.Client
 		return out, nil
 	}
 	return nil, errors.New("the call sent no EVALSHA carrying its operation ID")
+}
+
+// rbCaptured runs through redis-benchmark the script command that call
+// sends on a client of env's server (captureScript), with a fresh ID per
+// call.
+func rbCaptured(ctx context.Context, env *Env, d time.Duration, call func(rdb *redis.Client) error) (Sample, error) {
+	args, err := captureScript(ctx, env.Server.Addr(), call)
+	if err != nil {
+		return Sample{}, err
+	}
+	return redisBenchmark(ctx, env, d, args...)
 }
 
 // scriptRecorder is a go-redis hook that keeps the arguments of every

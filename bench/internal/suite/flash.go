@@ -30,9 +30,7 @@ func flashCases() []Case {
 	return []Case{
 		{
 			Name: "flash/blog", What: "64 buyers, SETNX lock + GET + DECRBY + DEL per unit (retry after ~2ms)",
-			Run: func(ctx context.Context, env *Env, d time.Duration) (Sample, error) {
-				return blogDecrement(ctx, env, d, saleStock, "units")
-			},
+			Run: blogDecrement(saleStock, "units"),
 		},
 		{
 			Name: "flash/lua", What: "64 buyers, one Lua check-and-decrement per unit",
@@ -87,60 +85,63 @@ func flashDeduct(ctx context.Context, env *Env, d time.Duration) (Sample, error)
 	return redkitDeduct(ctx, rdb, rt, d, 1)
 }
 
-// blogDecrement is the pattern found in many blog posts, for a stock or a
-// balance alike: take a SETNX lock, read the value, decrement it, delete the
-// lock. A buyer that loses the SETNX race sleeps blogRetry and tries again.
-// unit names what is counted in a violation.
-func blogDecrement(ctx context.Context, env *Env, d time.Duration, initial int64, unit string) (Sample, error) {
-	rdb, rt := client(env)
-	defer rdb.Close()
-	p := prefix("blog")
-	valueKey, lockKey := p+":value", p+":lock"
-	if err := rdb.Set(ctx, valueKey, initial, 0).Err(); err != nil {
-		return Sample{}, err
-	}
-	var (
-		holders Holders
-		taken   atomic.Int64
-	)
-	s := drive(ctx, d, buyers, rt, false, func(runCtx context.Context, _ int) error {
-		ctx := context.WithoutCancel(runCtx) // a call cut at the deadline would go uncounted
-		ok, err := rdb.SetNX(ctx, lockKey, "1", lockTTL).Result()
-		if err != nil {
-			return err
+// blogDecrement runs the pattern found in many blog posts, for a stock or a
+// balance alike, on a value that starts at initial: take a SETNX lock, read
+// the value, decrement it, delete the lock. A buyer that loses the SETNX
+// race sleeps blogRetry and tries again. unit names what is counted in a
+// violation.
+func blogDecrement(initial int64, unit string) runFunc {
+	return func(ctx context.Context, env *Env, d time.Duration) (Sample, error) {
+		rdb, rt := client(env)
+		defer rdb.Close()
+		p := prefix("blog")
+		valueKey, lockKey := p+":value", p+":lock"
+		if err := rdb.Set(ctx, valueKey, initial, 0).Err(); err != nil {
+			return Sample{}, err
 		}
-		if !ok {
-			sleepJitter(runCtx, blogRetry)
-			return errSkip
-		}
-		holders.Enter()
-		err = func() error {
-			left, err := rdb.Get(ctx, valueKey).Int64()
+		var (
+			holders Holders
+			taken   atomic.Int64
+		)
+		s := drive(ctx, d, buyers, rt, false, func(runCtx context.Context, _ int) error {
+			ctx := context.WithoutCancel(runCtx) // a call cut at the deadline would go uncounted
+			ok, err := rdb.SetNX(ctx, lockKey, "1", lockTTL).Result()
 			if err != nil {
 				return err
 			}
-			if left < 1 {
-				return errors.New("nothing left")
+			if !ok {
+				sleepJitter(runCtx, blogRetry)
+				return errSkip
 			}
-			if err := rdb.DecrBy(ctx, valueKey, 1).Err(); err != nil {
-				return err
+			holders.Enter()
+			err = func() error {
+				left, err := rdb.Get(ctx, valueKey).Int64()
+				if err != nil {
+					return err
+				}
+				if left < 1 {
+					return errors.New("nothing left")
+				}
+				if err := rdb.DecrBy(ctx, valueKey, 1).Err(); err != nil {
+					return err
+				}
+				taken.Add(1)
+				return nil
+			}()
+			holders.Exit()
+			if derr := rdb.Del(ctx, lockKey).Err(); err == nil {
+				err = derr
 			}
-			taken.Add(1)
-			return nil
-		}()
-		holders.Exit()
-		if derr := rdb.Del(ctx, lockKey).Err(); err == nil {
-			err = derr
+			return err
+		})
+		left, err := rdb.Get(ctx, valueKey).Int64()
+		if err != nil {
+			return Sample{}, err
 		}
-		return err
-	})
-	left, err := rdb.Get(ctx, valueKey).Int64()
-	if err != nil {
-		return Sample{}, err
+		s.Ops = taken.Load()
+		s.Violations = append(holders.Violations(), Conserved(unit, initial, s.Ops, left)...)
+		return s, nil
 	}
-	s.Ops = taken.Load()
-	s.Violations = append(holders.Violations(), Conserved(unit, initial, s.Ops, left)...)
-	return s, nil
 }
 
 func sleepJitter(ctx context.Context, d time.Duration) {
@@ -289,7 +290,7 @@ func rbStockDeduct(ctx context.Context, env *Env, d time.Duration) (Sample, erro
 	}
 	defer inv.Close()
 	// The command stock.Deduct sends, replayed with a fresh order ID per call.
-	args, err := captureScript(ctx, env.Server.Addr(), func(c *redis.Client) error {
+	s, err := rbCaptured(ctx, env, d, func(c *redis.Client) error {
 		capInv, err := stock.New(c, stock.WithKeyPrefix(p))
 		if err != nil {
 			return err
@@ -298,10 +299,6 @@ func rbStockDeduct(ctx context.Context, env *Env, d time.Duration) (Sample, erro
 		_, err = capInv.Deduct(ctx, stock.Order{ID: rbTemplateID, Buyer: "rb-buyer", Items: []stock.Item{{SKU: "hot", Qty: 1}}})
 		return err
 	})
-	if err != nil {
-		return Sample{}, err
-	}
-	s, err := redisBenchmark(ctx, env, d, args...)
 	if err != nil {
 		return s, err
 	}

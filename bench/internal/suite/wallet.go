@@ -23,9 +23,7 @@ func walletCases() []Case {
 	return []Case{
 		{
 			Name: "wallet/blog", What: "64 debits at once on one account: SETNX lock + GET + DECRBY + DEL (retry after ~2ms)",
-			Run: func(ctx context.Context, env *Env, d time.Duration) (Sample, error) {
-				return blogDecrement(ctx, env, d, funds, "money units")
-			},
+			Run: blogDecrement(funds, "money units"),
 		},
 		{
 			Name: "server/wallet-debit", What: "redis-benchmark EVALSHA of redkit's posting script (debit), fresh tx ID per call, 64 clients",
@@ -116,7 +114,7 @@ func rbWalletDebit(ctx context.Context, env *Env, d time.Duration) (Sample, erro
 	}
 	// The command wallet.Debit sends, replayed with a fresh transaction ID
 	// per call.
-	args, err := captureScript(ctx, env.Server.Addr(), func(c *redis.Client) error {
+	s, err := rbCaptured(ctx, env, d, func(c *redis.Client) error {
 		capLed, err := wallet.New(c, wallet.WithKeyPrefix(p))
 		if err != nil {
 			return err
@@ -125,10 +123,6 @@ func rbWalletDebit(ctx context.Context, env *Env, d time.Duration) (Sample, erro
 		_, err = capLed.Debit(ctx, wallet.Tx{ID: rbTemplateID, Account: "hot", Amount: 1})
 		return err
 	})
-	if err != nil {
-		return Sample{}, err
-	}
-	s, err := redisBenchmark(ctx, env, d, args...)
 	if err != nil {
 		return s, err
 	}
