@@ -70,9 +70,7 @@ func TestSinkStock_booksEveryEntryOnce(t *testing.T) {
 	moreStockWork(t, f.inv, "w2", 200, skus...)
 	f.drain(skus, nil, stop)
 	f.checkBook(skus, nil)
-	if as, _ := f.book.Anomalies(t.Context(), "", ""); len(as) != 0 {
-		t.Fatalf("anomalies: %+v", as)
-	}
+	f.noAnomalies()
 	// The projection is what Redis holds.
 	for _, sku := range skus {
 		lv, err := f.inv.Level(t.Context(), sku)
@@ -94,9 +92,7 @@ func TestSinkWallet_booksEveryEntryOnce(t *testing.T) {
 	moreWalletWork(t, f.led, "w2", 200, accounts...)
 	f.drain(nil, accounts, stop)
 	f.checkBook(nil, accounts)
-	if as, _ := f.book.Anomalies(t.Context(), "", ""); len(as) != 0 {
-		t.Fatalf("anomalies: %+v", as)
-	}
+	f.noAnomalies()
 	for _, a := range accounts {
 		bal, err := f.led.Balance(t.Context(), a)
 		if err != nil {

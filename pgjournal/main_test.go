@@ -364,6 +364,18 @@ func (f *fixture) noDrift(skus, accounts []string) {
 	}
 }
 
+// noAnomalies fails the test if the sinks recorded an anomaly.
+func (f *fixture) noAnomalies() {
+	f.t.Helper()
+	as, err := f.book.Anomalies(context.Background(), "", "")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if len(as) != 0 {
+		f.t.Fatalf("anomalies: %+v", as)
+	}
+}
+
 // driftKeys returns the sorted keys of drifts.
 func driftKeys(ds []pgjournal.Drift) []string {
 	var out []string

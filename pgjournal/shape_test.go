@@ -34,9 +34,7 @@ func TestSinkWallet_crossGroupTransfers(t *testing.T) {
 	}
 	f.drain(nil, accounts, stop)
 	f.checkBook(nil, accounts)
-	if as, _ := f.book.Anomalies(ctx, "", ""); len(as) != 0 {
-		t.Fatalf("anomalies: %+v", as)
-	}
+	f.noAnomalies()
 }
 
 // A hot SKU split into buckets: Consume hands over every bucket's journal,
@@ -65,9 +63,7 @@ func TestSinkStock_buckets(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.checkStock(nil, sku)
-	if as, _ := f.book.Anomalies(ctx, "", ""); len(as) != 0 {
-		t.Fatalf("anomalies: %+v", as)
-	}
+	f.noAnomalies()
 	if n := f.int("SELECT count(DISTINCT bucket) FROM $S.stock_entries WHERE sku = $1", sku); n < 2 {
 		t.Fatalf("entries of %d buckets booked, want several", n)
 	}
