@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/redkit-go/redkit/otelx"
 	"github.com/redkit-go/redkit/redistest"
@@ -30,13 +31,19 @@ func spanText(s sdktrace.ReadOnlySpan) string {
 	return b.String()
 }
 
+// tracedClient returns a client of a new redis-server, traced by
+// InstrumentRedis into the recorder it returns.
+func tracedClient(t *testing.T) (*redis.Client, *tracetest.SpanRecorder) {
+	rdb := redistest.New(t, redistest.Options{}).Client()
+	rec, tp := newRecorder()
+	require.NoError(t, otelx.InstrumentRedis(rdb, otelx.Providers{Tracer: tp}))
+	return rdb, rec
+}
+
 func TestInstrumentRedis_neverRecordsArguments(t *testing.T) {
 	const secret = "s3cr3t-value-9f1c"
 	const key = "otelx-test:secret-key-77ab"
-	s := redistest.New(t, redistest.Options{})
-	rdb := s.Client()
-	rec, tp := newRecorder()
-	require.NoError(t, otelx.InstrumentRedis(rdb, otelx.Providers{Tracer: tp}))
+	rdb, rec := tracedClient(t)
 	ctx := t.Context()
 
 	require.NoError(t, rdb.Set(ctx, key, secret, 0).Err())
@@ -71,10 +78,7 @@ func TestInstrumentRedis_neverRecordsArguments(t *testing.T) {
 }
 
 func TestInstrumentRedis_tracesCommandsAndPipelines(t *testing.T) {
-	s := redistest.New(t, redistest.Options{})
-	rdb := s.Client()
-	rec, tp := newRecorder()
-	require.NoError(t, otelx.InstrumentRedis(rdb, otelx.Providers{Tracer: tp}))
+	rdb, rec := tracedClient(t)
 	ctx := t.Context()
 
 	require.NoError(t, rdb.Incr(ctx, "otelx-test:n").Err())
@@ -133,10 +137,7 @@ func TestInstrumentRedis_nilClient(t *testing.T) {
 // go-redis's connection handshake, whose CLIENT SETINFO a Redis before 7.2
 // refuses and go-redis ignores. A real error reply still is an error.
 func TestInstrumentRedis_recoveredNoscriptIsNoError(t *testing.T) {
-	s := redistest.New(t, redistest.Options{})
-	rdb := s.Client()
-	rec, tp := newRecorder()
-	require.NoError(t, otelx.InstrumentRedis(rdb, otelx.Providers{Tracer: tp}))
+	rdb, rec := tracedClient(t)
 	ctx := t.Context()
 
 	sc := redis.NewScript("return 1")

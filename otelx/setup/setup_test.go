@@ -52,23 +52,24 @@ func TestStart_noVariablesExportsNothing(t *testing.T) {
 	require.NoError(t, tel.Shutdown(ctx))
 }
 
-func TestStart_noneIsOff(t *testing.T) {
-	clearEnv(t)
-	t.Setenv("OTEL_TRACES_EXPORTER", "none")
-	t.Setenv("OTEL_METRICS_EXPORTER", "none")
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
-	tel, err := setup.Start(context.Background(), "svc")
-	require.NoError(t, err)
-	assert.False(t, tel.Enabled())
-}
-
-func TestStart_sdkDisabled(t *testing.T) {
-	clearEnv(t)
-	t.Setenv("OTEL_SDK_DISABLED", "true")
-	t.Setenv("OTEL_TRACES_EXPORTER", "console")
-	tel, err := setup.Start(context.Background(), "svc")
-	require.NoError(t, err)
-	assert.False(t, tel.Enabled())
+// Exporters set to none, or the SDK disabled, export nothing whatever
+// else the environment asks for.
+func TestStart_off(t *testing.T) {
+	for name, env := range map[string]map[string]string{
+		"none": {"OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none",
+			"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"},
+		"sdkDisabled": {"OTEL_SDK_DISABLED": "true", "OTEL_TRACES_EXPORTER": "console"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			clearEnv(t)
+			for k, v := range env {
+				t.Setenv(k, v)
+			}
+			tel, err := setup.Start(context.Background(), "svc")
+			require.NoError(t, err)
+			assert.False(t, tel.Enabled())
+		})
+	}
 }
 
 func TestStart_unknownExporterIsAnError(t *testing.T) {
