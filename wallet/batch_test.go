@@ -5,17 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/redkit-go/redkit/wallet"
 	"github.com/stretchr/testify/require"
 )
 
 func TestLedger_TransferBatch(t *testing.T) {
 	ctx := t.Context()
-	_, _, prefix := newLedger(t)
-	rdb := shared.Client(func(o *redis.Options) { o.PoolSize = 1 })
-	defer rdb.Close()
-	led := mustNew(t, rdb, wallet.WithKeyPrefix(prefix))
+	led, rdb := oneConnLedger(t)
 	funds := map[string]int64{}
 	for g := range 4 {
 		for a := range 2 {
@@ -60,8 +56,7 @@ func TestLedger_TransferBatch(t *testing.T) {
 	}
 	more := led.TransferBatch(ctx, []wallet.Transfer{{ID: "over", From: "g0/a0", To: "g0/a1", Amount: 1}})
 	require.ErrorIs(t, more[0].Err, wallet.ErrInsufficientFunds)
-	tb, err := led.TrialBalance(ctx, "g0/a0", "g0/a1", "g1/a0", "g1/a1")
-	require.NoError(t, err)
+	tb := trialOf(t, led, "g0/a0", "g0/a1", "g1/a0", "g1/a1")
 	require.Zero(t, tb.NetTransfers())
 	require.Equal(t, int64(400), tb.Posted)
 }

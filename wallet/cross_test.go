@@ -38,8 +38,7 @@ func TestLedger_Transfer_acrossGroups(t *testing.T) {
 	_, err = led.Transfer(ctx, wallet.Transfer{ID: "x2", From: "a/src", To: "b/dst", Amount: 71})
 	require.ErrorIs(t, err, wallet.ErrInsufficientFunds)
 
-	tb, err := led.TrialBalance(ctx, "a/src", "b/dst")
-	require.NoError(t, err)
+	tb := trialOf(t, led, "a/src", "b/dst")
 	require.Zero(t, tb.NetTransfers())
 	require.True(t, tb.Balanced())
 	require.NoError(t, led.Verify(ctx, "a/src"))
@@ -205,9 +204,7 @@ func TestLedger_Transfer_acrossGroupsWithRecover_ConcurrentSafe(t *testing.T) {
 		require.NoError(t, led.Verify(ctx, a))
 	}
 	require.Equal(t, int64(4000), total)
-	tb, err := led.TrialBalance(ctx, names...)
-	require.NoError(t, err)
-	require.Zero(t, tb.NetTransfers())
+	require.Zero(t, trialOf(t, led, names...).NetTransfers())
 }
 
 func TestLedger_WithRecovery_finishesInFlightTransfers(t *testing.T) {

@@ -79,15 +79,13 @@ func replicaAcked(t *testing.T) (*redistest.Pair, *redis.Client, *wallet.Ledger)
 func TestLedger_WithReplicaAck(t *testing.T) {
 	ctx := t.Context()
 	pair, rdb, led := replicaAcked(t)
-	require.NoError(t, led.Open(ctx, "a", wallet.WithCurrency("CNY")))
-	res, err := led.Credit(ctx, wallet.Tx{ID: "c1", Account: "a", Amount: 100})
-	require.NoError(t, err)
+	openFunded(t, led, map[string]int64{"a": 100})
 	// WAIT returned after the replica had the write: read it there.
 	require.Equal(t, "100", pair.Replica.Client().HGet(ctx, "redkit:wallet:v2:{a}:acct:a", "posted").Val())
 
 	// Asking for more replicas than exist: applied, but reported.
 	more := mustNew(t, rdb, wallet.WithReplicaAck(2, 100*time.Millisecond))
-	res, err = more.Debit(ctx, wallet.Tx{ID: "d1", Account: "a", Amount: 30})
+	res, err := more.Debit(ctx, wallet.Tx{ID: "d1", Account: "a", Amount: 30})
 	require.ErrorIs(t, err, wallet.ErrReplicaAck)
 	require.Equal(t, int64(70), res.Balance.Posted, "the debit was applied")
 	res, err = more.Debit(ctx, wallet.Tx{ID: "d2", Account: "a", Amount: 1000})

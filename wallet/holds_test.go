@@ -56,9 +56,7 @@ func TestLedger_Hold_captureReleasesTheRest(t *testing.T) {
 	require.Equal(t, wallet.Entry{ID: last.ID, TxID: "h1", Kind: wallet.KindCapture, Delta: -50, HeldDelta: -70,
 		Posted: 50, Time: last.Time}, last)
 	require.NoError(t, led.Verify(ctx, "a"))
-	tb, err := led.TrialBalance(ctx, "a")
-	require.NoError(t, err)
-	require.True(t, tb.Balanced())
+	require.True(t, trialOf(t, led, "a").Balanced())
 }
 
 func TestLedger_Hold_voidAndIdempotency(t *testing.T) {

@@ -53,6 +53,19 @@ func newLedger(t testing.TB, opts ...wallet.Option) (*wallet.Ledger, *redis.Clie
 	return led, rdb, prefix
 }
 
+// oneConnLedger returns a Ledger with a fresh key prefix whose client keeps
+// a single connection, and that client: a test that counts round trips
+// (roundTrips) sees every command on it.
+func oneConnLedger(t *testing.T) (*wallet.Ledger, *redis.Client) {
+	t.Helper()
+	_, _, prefix := newLedger(t)
+	rdb := shared.Client(func(o *redis.Options) { o.PoolSize = 1 })
+	t.Cleanup(func() { _ = rdb.Close() })
+	led := mustNew(t, rdb, wallet.WithKeyPrefix(prefix))
+	t.Cleanup(func() { _ = led.Close() })
+	return led, rdb
+}
+
 // keysUnder lists every key under prefix.
 func keysUnder(t testing.TB, rdb *redis.Client, prefix string) []string {
 	t.Helper()
@@ -93,6 +106,14 @@ func balanceOf(t *testing.T, led *wallet.Ledger, account string) wallet.Balance 
 	b, err := led.Balance(t.Context(), account)
 	require.NoError(t, err)
 	return b
+}
+
+// trialOf is the trial balance of the accounts; an error fails the test.
+func trialOf(t *testing.T, led *wallet.Ledger, accounts ...string) wallet.Trial {
+	t.Helper()
+	tb, err := led.TrialBalance(t.Context(), accounts...)
+	require.NoError(t, err)
+	return tb
 }
 
 // requireReplay requires that again, err answers the operation that

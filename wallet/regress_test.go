@@ -184,9 +184,7 @@ func TestRegress_Transfer_stalledPastWindowCreditsOnce(t *testing.T) {
 	t.Logf("the stalled call: %v", err)
 	require.Equal(t, int64(70), balanceOf(t, recoverer, "a/src").Posted)
 	require.Equal(t, int64(30), balanceOf(t, recoverer, "b/dst").Posted, "credited once")
-	tb, err := recoverer.TrialBalance(ctx, "a/src", "b/dst")
-	require.NoError(t, err)
-	require.Zero(t, tb.NetTransfers())
+	require.Zero(t, trialOf(t, recoverer, "a/src", "b/dst").NetTransfers())
 }
 
 // Expired holds beyond one sweep's limit are not counted against a debit,
@@ -313,9 +311,7 @@ func TestRegress_Checkpoint_totalsPast2to53AreExact(t *testing.T) {
 	_, _, err = led.Checkpoint(ctx, "g/a")
 	require.NoError(t, err)
 	require.NoError(t, led.Verify(ctx, "g/a"))
-	tb, err := led.TrialBalance(ctx, "g/a")
-	require.NoError(t, err)
-	require.Equal(t, maxAmount+8, tb.Credits)
+	require.Equal(t, maxAmount+8, trialOf(t, led, "g/a").Credits)
 }
 
 // A conflict answered by the first step of a transfer across groups is a
@@ -395,9 +391,7 @@ func TestRegress_Transfer_acrossGroups_idReusedAfterWindowIsNewTransfer(t *testi
 	require.Equal(t, int64(630), a.Posted)
 	require.Zero(t, a.Held)
 	require.Equal(t, int64(370), b.Posted)
-	tb, err := led.TrialBalance(ctx, "g1/alice", "g2/bob")
-	require.NoError(t, err)
-	require.Zero(t, tb.NetTransfers())
+	require.Zero(t, trialOf(t, led, "g1/alice", "g2/bob").NetTransfers())
 	require.NoError(t, led.Verify(ctx, "g1/alice"))
 	require.NoError(t, led.Verify(ctx, "g2/bob"))
 }
@@ -447,9 +441,7 @@ func TestRegress_Transfer_acrossGroups_stalledCallLeavesLaterTransferUnderSameID
 	require.Equal(t, int64(50), a.Posted)
 	require.Zero(t, a.Held)
 	require.Equal(t, int64(50), b.Posted, "both transfers credited, each once")
-	tb, err := other.TrialBalance(ctx, "a/src", "b/dst")
-	require.NoError(t, err)
-	require.Zero(t, tb.NetTransfers())
+	require.Zero(t, trialOf(t, other, "a/src", "b/dst").NetTransfers())
 }
 
 // isBegin matches the first step of a transfer across groups (the only

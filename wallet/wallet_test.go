@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/redkit-go/redkit/health"
 	"github.com/redkit-go/redkit/redistest"
 	"github.com/redkit-go/redkit/wallet"
@@ -221,8 +220,7 @@ func TestLedger_Transfer(t *testing.T) {
 	require.Equal(t, "m-1/payouts", in[1].Peer)
 	require.Equal(t, "t1", in[1].TxID)
 
-	tb, err := led.TrialBalance(ctx, "m-1/payouts", "m-1/till", "m-1/usd")
-	require.NoError(t, err)
+	tb := trialOf(t, led, "m-1/payouts", "m-1/till", "m-1/usd")
 	require.Zero(t, tb.NetTransfers())
 	require.True(t, tb.Balanced())
 	require.Equal(t, int64(1000), tb.Posted)
@@ -340,10 +338,7 @@ func TestLedger_Check(t *testing.T) {
 
 func TestLedger_postings_oneRoundTrip(t *testing.T) {
 	ctx := t.Context()
-	_, _, prefix := newLedger(t)
-	rdb := shared.Client(func(o *redis.Options) { o.PoolSize = 1 })
-	defer rdb.Close()
-	led := mustNew(t, rdb, wallet.WithKeyPrefix(prefix))
+	led, rdb := oneConnLedger(t)
 	// Load every script once.
 	openFunded(t, led, map[string]int64{"g/a": 100, "g/b": 0})
 	_, err := led.Transfer(ctx, wallet.Transfer{ID: "w2", From: "g/a", To: "g/b", Amount: 1})
