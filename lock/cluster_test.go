@@ -204,74 +204,66 @@ func TestMutex_Cluster_notifyAfterFaults(t *testing.T) {
 	t.Logf("hand-off after release (%d): median %v, max %v", len(handoffs), handoffs[len(handoffs)/2], handoffs[len(handoffs)-1])
 }
 
+// reshardingLocks starts a three-master Cluster for a resharding test and
+// returns it with a Client on an ordinary ClusterClient that nothing
+// refreshes. It writes fill other keys in each tag's slot (an
+// application's, say) so that each move of the slot lasts: one key per
+// MIGRATE, a pause apart, the lock's keys split for a while.
+func reshardingLocks(t *testing.T, tags []string, fill int) (*redistest.Cluster, *lock.Client) {
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3})
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	locks := mustNew(t, rdb)
+	t.Cleanup(func() { _ = locks.Close() })
+	for _, tag := range tags {
+		for i := range fill {
+			require.NoError(t, rdb.Set(t.Context(), fmt.Sprintf("%s:fill:%d", tag, i), i, 0).Err())
+		}
+	}
+	return c, locks
+}
+
 // TestMutex_Cluster_underResharding: acquire and release with their fence
 // on an ordinary ClusterClient while the names' slots are moved again and
 // again (key by key with a pause: a split slot answers TRYAGAIN, a stale
 // map meets MOVED and ASK). No error reaches the caller, at most one
 // holder per name at a time, and each name's fence tokens strictly increase.
 func TestMutex_Cluster_underResharding(t *testing.T) {
-	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3})
+	c, locks := reshardingLocks(t, []string{"{ls1}", "{ls2}"}, 20)
 	ctx := t.Context()
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
-	defer rdb.Close()
-	locks := mustNew(t, rdb)
-	defer locks.Close()
 	names := []string{"ls1/a", "ls2/b"}
-	// Other keys of the same slots (an application's, say) make each move
-	// last: one key per MIGRATE, 20ms apart, the lock's keys split for a
-	// while.
-	for _, tag := range []string{"{ls1}", "{ls2}"} {
-		for i := range 20 {
-			require.NoError(t, rdb.Set(ctx, fmt.Sprintf("%s:fill:%d", tag, i), i, 0).Err())
-		}
-	}
-	stop := c.Reshard(ctx, []string{"{ls1}", "{ls2}"}, redistest.MoveOptions{Batch: 1, Pause: 20 * time.Millisecond})
-	const workers, rounds = 4, 12
 	var (
-		wg      sync.WaitGroup
 		mu      sync.Mutex
-		errs    []error
 		holding = map[string]int{}
 		last    = map[string]uint64{}
 	)
-	for w := range workers {
-		wg.Go(func() {
-			for i := range rounds {
+	c.WhileResharding(t, ctx, []string{"{ls1}", "{ls2}"}, redistest.MoveOptions{Batch: 1, Pause: 20 * time.Millisecond}, 4,
+		func(w int, fail func(string, ...any)) {
+			for i := range 12 {
 				name := names[(w+i)%len(names)]
 				m := locks.Mutex(name, lock.WithTTL(10*time.Second))
 				l, err := m.Acquire(ctx)
 				if err != nil {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("acquire %s: %w", name, err))
-					mu.Unlock()
+					fail("acquire %s: %w", name, err)
 					continue
 				}
 				mu.Lock()
 				holding[name]++
 				if holding[name] > 1 {
-					errs = append(errs, fmt.Errorf("%s held twice", name))
+					fail("%s held twice", name)
 				}
 				if tok := l.Fence().Token; tok <= last[name] {
-					errs = append(errs, fmt.Errorf("%s: token %d after %d", name, tok, last[name]))
+					fail("%s: token %d after %d", name, tok, last[name])
 				} else {
 					last[name] = tok
 				}
 				holding[name]--
 				mu.Unlock()
 				if err := l.Release(ctx); err != nil {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("release %s: %w", name, err))
-					mu.Unlock()
+					fail("release %s: %w", name, err)
 				}
 			}
 		})
-	}
-	wg.Wait()
-	st := stop()
-	require.NoError(t, st.Err)
-	t.Logf("%d acquire/release pairs while %d slot moves migrated %d keys; %d errors", workers*rounds, st.Moves, st.Keys, len(errs))
-	require.Positive(t, st.Moves)
-	require.Empty(t, errs)
 }
 
 // TestKinds_Cluster_underResharding: the lock kinds beside the plain
@@ -285,39 +277,21 @@ func TestMutex_Cluster_underResharding(t *testing.T) {
 // waiter now and then sleeps until its TTL cap instead of being woken (a
 // notification not delivered), which costs time, never safety.
 func TestKinds_Cluster_underResharding(t *testing.T) {
-	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3})
-	ctx := t.Context()
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
-	defer rdb.Close()
-	locks := mustNew(t, rdb)
-	defer locks.Close()
 	tags := []string{"{kr1}", "{kr2}", "{kr3}"}
-	for _, tag := range tags {
-		for i := range 10 {
-			require.NoError(t, rdb.Set(ctx, fmt.Sprintf("%s:fill:%d", tag, i), i, 0).Err())
-		}
-	}
-	stop := c.Reshard(ctx, tags, redistest.MoveOptions{Batch: 1, Pause: 10 * time.Millisecond})
+	c, locks := reshardingLocks(t, tags, 10)
+	ctx := t.Context()
 	rw := locks.RWMutex("kr1/doc", lock.WithTTL(2*time.Second))
 	sem := locks.Semaphore("kr2/pool", 2, lock.WithTTL(2*time.Second))
 	fair := locks.Mutex("kr3/queue", lock.WithTTL(2*time.Second), lock.WithFair(true))
-	const workers, rounds = 4, 8
 	var (
-		wg                     sync.WaitGroup
 		mu                     sync.Mutex
-		errs                   []error
 		writers, readers, sems int
 		fairs                  int
 		last                   = map[string]uint64{}
 	)
-	fail := func(format string, a ...any) {
-		mu.Lock()
-		errs = append(errs, fmt.Errorf(format, a...))
-		mu.Unlock()
-	}
 	// hold runs acquire, checks and counts the holder with enter, waits a
 	// little, and releases.
-	hold := func(what string, acquire func(context.Context) (*lock.Lease, error), enter func(int) string, extend bool) {
+	hold := func(fail func(string, ...any), what string, acquire func(context.Context) (*lock.Lease, error), enter func(int) string, extend bool) {
 		l, err := acquire(ctx)
 		if err != nil {
 			fail("acquire %s: %w", what, err)
@@ -325,11 +299,11 @@ func TestKinds_Cluster_underResharding(t *testing.T) {
 		}
 		mu.Lock()
 		if bad := enter(1); bad != "" {
-			errs = append(errs, fmt.Errorf("%s: %s", what, bad))
+			fail("%s: %s", what, bad)
 		}
 		if f := l.Fence(); f.Token != 0 {
 			if f.Token <= last[what] {
-				errs = append(errs, fmt.Errorf("%s: token %d after %d", what, f.Token, last[what]))
+				fail("%s: token %d after %d", what, f.Token, last[what])
 			}
 			last[what] = f.Token
 		}
@@ -347,12 +321,12 @@ func TestKinds_Cluster_underResharding(t *testing.T) {
 			fail("release %s: %w", what, err)
 		}
 	}
-	for w := range workers {
-		wg.Go(func() {
-			for i := range rounds {
+	c.WhileResharding(t, ctx, tags, redistest.MoveOptions{Batch: 1, Pause: 10 * time.Millisecond}, 4,
+		func(w int, fail func(string, ...any)) {
+			for i := range 8 {
 				switch (w + i) % 4 {
 				case 0:
-					hold("writer", rw.Acquire, func(d int) string {
+					hold(fail, "writer", rw.Acquire, func(d int) string {
 						writers += d
 						if d > 0 && (writers > 1 || readers > 0) {
 							return fmt.Sprintf("%d writers, %d readers", writers, readers)
@@ -360,7 +334,7 @@ func TestKinds_Cluster_underResharding(t *testing.T) {
 						return ""
 					}, true)
 				case 1:
-					hold("reader", rw.AcquireRead, func(d int) string {
+					hold(fail, "reader", rw.AcquireRead, func(d int) string {
 						readers += d
 						if d > 0 && writers > 0 {
 							return "a reader beside a writer"
@@ -368,7 +342,7 @@ func TestKinds_Cluster_underResharding(t *testing.T) {
 						return ""
 					}, false)
 				case 2:
-					hold("semaphore", sem.Acquire, func(d int) string {
+					hold(fail, "semaphore", sem.Acquire, func(d int) string {
 						sems += d
 						if sems > 2 {
 							return fmt.Sprintf("%d permits held", sems)
@@ -376,7 +350,7 @@ func TestKinds_Cluster_underResharding(t *testing.T) {
 						return ""
 					}, false)
 				case 3:
-					hold("fair", fair.Acquire, func(d int) string {
+					hold(fail, "fair", fair.Acquire, func(d int) string {
 						fairs += d
 						if fairs > 1 {
 							return "two fair holders"
@@ -386,13 +360,6 @@ func TestKinds_Cluster_underResharding(t *testing.T) {
 				}
 			}
 		})
-	}
-	wg.Wait()
-	st := stop()
-	require.NoError(t, st.Err)
-	t.Logf("%d acquisitions while %d slot moves migrated %d keys; %d errors", workers*rounds, st.Moves, st.Keys, len(errs))
-	require.Positive(t, st.Moves)
-	require.Empty(t, errs)
 }
 
 // TestChaos_Cluster_failover: Acquire, Extend and Release with
