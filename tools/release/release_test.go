@@ -273,23 +273,10 @@ func TestConsumerProof(t *testing.T) {
 func TestConsumerProof_failsWhenAReleasedGoModKeepsV000(t *testing.T) {
 	dir := t.TempDir()
 	st, err := NewStage(repoRoot(t), dir, StageOptions{AfterPrepare: func(root string) error {
-		name := filepath.Join(root, "lock", "go.mod")
-		b, err := os.ReadFile(name)
-		if err != nil {
-			return err
-		}
-		f, err := modfile.Parse(name, b, nil)
-		if err != nil {
-			return err
-		}
-		if err := f.AddRequire("github.com/redkit-go/redkit/internal", "v0.0.0"); err != nil {
-			return err
-		}
-		out, err := f.Format()
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(name, out, 0o644)
+		r := &Repo{Root: root}
+		return r.editGoMod(Module{Dir: "lock"}, func(f *modfile.File) error {
+			return f.AddRequire("github.com/redkit-go/redkit/internal", "v0.0.0")
+		}, new([]string))
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -115,14 +115,6 @@ func StageFromTags(root, dir string) (*Stage, error) {
 // tag (as the go command and the public proxy build it), the .mod is the
 // tag's go.mod, and the list and .info answer @latest queries.
 func AddToProxy(proxy, root string, m Module, version string) error {
-	esc, err := module.EscapePath(m.Path)
-	if err != nil {
-		return err
-	}
-	vdir := filepath.Join(proxy, filepath.FromSlash(esc), "@v")
-	if err := os.MkdirAll(vdir, 0o755); err != nil {
-		return err
-	}
 	tag := m.Tag(version)
 	subdir := ""
 	if m.Dir != "." {
@@ -132,14 +124,8 @@ func AddToProxy(proxy, root string, m Module, version string) error {
 	if err := zip.CreateFromVCS(&buf, module.Version{Path: m.Path, Version: version}, root, tag, subdir); err != nil {
 		return fmt.Errorf("zip of %s@%s: %w", m.Path, version, err)
 	}
-	if err := os.WriteFile(filepath.Join(vdir, version+".zip"), buf.Bytes(), 0o644); err != nil {
-		return err
-	}
 	gomod, err := git(root, "show", tag+":"+subdir+"go.mod")
 	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(vdir, version+".mod"), []byte(gomod), 0o644); err != nil {
 		return err
 	}
 	when, err := git(root, "log", "-1", "--format=%cI", tag)
@@ -150,12 +136,29 @@ func AddToProxy(proxy, root string, m Module, version string) error {
 	if err != nil {
 		return err
 	}
+	return writeToProxy(proxy, m.Path, version, buf.Bytes(), []byte(gomod), t)
+}
+
+// writeToProxy writes module path at version into the proxy directory as
+// the go command reads it: the zip, the go.mod, the .info with the time t,
+// and the version in the list, which answers @latest queries.
+func writeToProxy(proxy, path, version string, zipData, gomod []byte, t time.Time) error {
+	esc, err := module.EscapePath(path)
+	if err != nil {
+		return err
+	}
+	vdir := filepath.Join(proxy, filepath.FromSlash(esc), "@v")
+	if err := os.MkdirAll(vdir, 0o755); err != nil {
+		return err
+	}
 	info, _ := json.Marshal(struct {
 		Version string
 		Time    time.Time
 	}{version, t.UTC()})
-	if err := os.WriteFile(filepath.Join(vdir, version+".info"), info, 0o644); err != nil {
-		return err
+	for name, b := range map[string][]byte{version + ".zip": zipData, version + ".mod": gomod, version + ".info": info} {
+		if err := os.WriteFile(filepath.Join(vdir, name), b, 0o644); err != nil {
+			return err
+		}
 	}
 	list := filepath.Join(vdir, "list")
 	old, _ := os.ReadFile(list)

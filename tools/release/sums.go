@@ -152,14 +152,6 @@ func addDirToProxy(proxy, root string, m Module, version string, names []string)
 			files = append(files, zipFile{root, n, rel})
 		}
 	}
-	esc, err := module.EscapePath(m.Path)
-	if err != nil {
-		return err
-	}
-	vdir := filepath.Join(proxy, filepath.FromSlash(esc), "@v")
-	if err := os.MkdirAll(vdir, 0o755); err != nil {
-		return err
-	}
 	var buf bytes.Buffer
 	if err := zip.Create(&buf, module.Version{Path: m.Path, Version: version}, files); err != nil {
 		return fmt.Errorf("zip of %s@%s: %w", m.Path, version, err)
@@ -168,16 +160,5 @@ func addDirToProxy(proxy, root string, m Module, version string, names []string)
 	if err != nil {
 		return err
 	}
-	info := fmt.Sprintf(`{"Version":%q,"Time":%q}`, version, time.Now().UTC().Format(time.RFC3339))
-	for name, b := range map[string][]byte{
-		version + ".zip":  buf.Bytes(),
-		version + ".mod":  gomod,
-		version + ".info": []byte(info),
-		"list":            []byte(version + "\n"),
-	} {
-		if err := os.WriteFile(filepath.Join(vdir, name), b, 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
+	return writeToProxy(proxy, m.Path, version, buf.Bytes(), gomod, time.Now())
 }
