@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/stretchr/testify/require"
 )
 
 // FailoverMode is the option of CLUSTER FAILOVER.
@@ -202,9 +200,14 @@ func (c *Cluster) WhileResharding(t testing.TB, ctx context.Context, keys []stri
 	wg.Wait()
 	st := stop()
 	t.Logf("%d workers while %d slot moves migrated %d keys; %d errors", workers, st.Moves, st.Keys, len(errs))
-	require.NoError(t, st.Err)
-	require.Positive(t, st.Moves, "no slot moved while the work ran")
-	require.Empty(t, errs, "errors returned to the caller")
+	switch {
+	case st.Err != nil:
+		t.Fatalf("resharding stopped: %v", st.Err)
+	case st.Moves == 0:
+		t.Fatal("no slot moved while the work ran")
+	case len(errs) > 0:
+		t.Fatalf("errors returned to the caller: %v", errors.Join(errs...))
+	}
 	return st
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -207,6 +208,23 @@ func ForEachFault(t *testing.T, fn func(t *testing.T, fault ContractFault, newRu
 			}
 		})
 	}
+}
+
+// Run runs the contract's tiers as subtests: LostReplyThenFault (the Core
+// writes under every fault), LostReplyThenSlotMoved and NothingSent.
+func (c Contract) Run(t *testing.T) {
+	t.Run("lostReplyThenFault", func(t *testing.T) { c.LostReplyThenFault(t, false) })
+	t.Run("lostReplyThenSlotMoved", c.LostReplyThenSlotMoved)
+	t.Run("nothingSent", c.NothingSent)
+}
+
+// RunChaos is LostReplyThenFault with every write under every fault (a
+// few minutes). It skips unless RUN_CHAOS is set, as make chaos does.
+func (c Contract) RunChaos(t *testing.T) {
+	if os.Getenv("RUN_CHAOS") == "" {
+		t.Skip("chaos tier: make chaos")
+	}
+	c.LostReplyThenFault(t, true)
 }
 
 // LostReplyThenFault loses the reply of each write and then injects each

@@ -237,13 +237,13 @@
 //     on a Cluster, MOVED (the slot moved): the write may have run, so the
 //     caller gets nil or ErrUnknownOutcome joined with that last error,
 //     never the bare error, also with go-redis's own re-sends on; the same
-//     ID then returns the first decision (TestContract_lostReplyThenFault,
-//     TestContract_lostReplyThenSlotMoved). A refusal (ErrSoldOut,
+//     ID then returns the first decision (TestContract/lostReplyThenFault,
+//     TestContract/lostReplyThenSlotMoved). A refusal (ErrSoldOut,
 //     ErrBuyerLimit, ErrStaleFence, *ConflictError...) is a decision: final.
 //     A bare transport error, without ErrUnknownOutcome, means nothing was
 //     sent: the client sends each command once (MaxRetries -1; MaxRedirects
 //     -1 on a Cluster) and none reached Redis, or the failing command was a
-//     read before the write (TestContract_nothingSent). Retry it freely.
+//     read before the write (TestContract/nothingSent). Retry it freely.
 //   - A Redis crash with appendonly yes and appendfsync always: every
 //     acknowledged operation survives the restart. With appendfsync everysec
 //     about the last second of acknowledged operations can be lost; with AOF

@@ -3,7 +3,6 @@ package wallet_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -179,17 +178,8 @@ func contract() redistest.Contract {
 
 var contractGroups atomic.Int64
 
-func TestContract_lostReplyThenFault(t *testing.T) { contract().LostReplyThenFault(t, false) }
+func TestContract(t *testing.T) { contract().Run(t) }
 
-// TestChaos_contractEveryWrite is TestContract_lostReplyThenFault with
-// every write under every fault (about three minutes).
-func TestChaos_contractEveryWrite(t *testing.T) {
-	if os.Getenv("RUN_CHAOS") == "" {
-		t.Skip("chaos tier: make chaos")
-	}
-	contract().LostReplyThenFault(t, true)
-}
-
-func TestContract_lostReplyThenSlotMoved(t *testing.T) { contract().LostReplyThenSlotMoved(t) }
-
-func TestContract_nothingSent(t *testing.T) { contract().NothingSent(t) }
+// TestChaos_contractEveryWrite: every write under every fault (about three
+// minutes; make chaos).
+func TestChaos_contractEveryWrite(t *testing.T) { contract().RunChaos(t) }

@@ -247,14 +247,14 @@
 //     on a Cluster, MOVED (the slot moved): the posting may have run, so the
 //     caller gets nil or ErrUnknownOutcome joined with that last error,
 //     never the bare error, also with go-redis's own re-sends on; the same
-//     ID then returns the first result (TestContract_lostReplyThenFault,
-//     TestContract_lostReplyThenSlotMoved). A refusal
+//     ID then returns the first result (TestContract/lostReplyThenFault,
+//     TestContract/lostReplyThenSlotMoved). A refusal
 //     (ErrInsufficientFunds, ErrStaleFence, ErrConflict...) is a decision:
 //     final. A bare transport error, without ErrUnknownOutcome, means
 //     nothing was sent: the client sends each command once (MaxRetries -1;
 //     MaxRedirects -1 on a Cluster) and none reached Redis, or the failing
 //     command was a read before the first write, such as a cross-group
-//     transfer's look at its destination (TestContract_nothingSent).
+//     transfer's look at its destination (TestContract/nothingSent).
 //   - Redis crash or kill -9: postings acknowledged before it survive only
 //     as far as the server's persistence allows. With appendonly yes and
 //     appendfsync always none is lost; with everysec up to about a second
