@@ -62,12 +62,7 @@ func fence(token uint64) wallet.CallOption {
 func TestLedger_scriptErrors_writeNothing(t *testing.T) {
 	const m = maxAmount
 	s := strconv.FormatInt
-	for _, tc := range []struct {
-		name  string
-		setup func(t *testing.T, e env)
-		call  func(ctx context.Context, e env) error
-		want  error // nil: any error
-	}{
+	cases := []noWrite{
 		// post.lua
 		{"post: amount 0", nil, func(ctx context.Context, e env) error {
 			return e.eval(ctx, "post", []string{e.acct("g/a")[0], e.acct("g/a")[1], e.key("g", "tx", "p"),
@@ -95,39 +90,19 @@ func TestLedger_scriptErrors_writeNothing(t *testing.T) {
 			func(ctx context.Context, e env) error { return op(e.led.Debit(ctx, tx("d", "g/a", 1), fence(4))) },
 			wallet.ErrStaleFence},
 		// transfer.lua
-		{"transfer: destination past 2^53-1", func(t *testing.T, e env) { credit(t, e, "g/a", 10); credit(t, e, "g/b", m-5) },
-			func(ctx context.Context, e env) error { return op(e.led.Transfer(ctx, xfer("t", "g/a", "g/b", 6))) },
-			wallet.ErrInvalid},
-		{"transfer: transfers-out total past its bound", func(t *testing.T, e env) {
-			e.set(t, "g/a", "posted", "10000", "cr", s(totalMax-5+10000, 10), "tout", s(totalMax-5, 10))
-		}, func(ctx context.Context, e env) error { return op(e.led.Transfer(ctx, xfer("t", "g/a", "g/b", past))) },
-			wallet.ErrInvalid},
 		{"transfer: transfers-in total past its bound", func(t *testing.T, e env) {
 			credit(t, e, "g/a", past)
 			e.set(t, "g/b", "tin", s(totalMax-5, 10), "tout", s(totalMax-5, 10))
 		}, func(ctx context.Context, e env) error { return op(e.led.Transfer(ctx, xfer("t", "g/a", "g/b", past))) },
 			wallet.ErrInvalid},
-		{"transfer: conflict", func(t *testing.T, e env) {
-			credit(t, e, "g/a", 10)
-			_, err := e.led.Transfer(t.Context(), xfer("t", "g/a", "g/b", 1))
-			require.NoError(t, err)
-		}, func(ctx context.Context, e env) error { return op(e.led.Transfer(ctx, xfer("t", "g/a", "g/b", 2))) },
-			wallet.ErrConflict},
-		{"transfer: stale fence", func(t *testing.T, e env) { fenced(t, e) },
-			func(ctx context.Context, e env) error {
-				return op(e.led.Transfer(ctx, xfer("t", "g/a", "g/b", 1), fence(4)))
-			}, wallet.ErrStaleFence},
 		{"transfer: same account", nil, func(ctx context.Context, e env) error {
 			a := e.acct("g/a")
 			return e.eval(ctx, "transfer", []string{a[0], a[1], a[0], a[1], e.key("g", "tx", "t"), a[2], a[3], a[2], a[3]},
 				"t", "g/a", "g/a", "1", "", "n", "60000")
 		}, nil},
 		// hold.lua
-		{"hold: held total past 2^53-1", func(t *testing.T, e env) {
-			require.NoError(t, e.led.Open(t.Context(), "g/od", wallet.WithCurrency("CNY"), wallet.WithOverdraft(m)))
-			_, err := e.led.Hold(t.Context(), hold("h1", "g/od", m))
-			require.NoError(t, err)
-		}, func(ctx context.Context, e env) error { return op(e.led.Hold(ctx, hold("h2", "g/od", 1))) }, wallet.ErrInvalid},
+		{"hold: held total past 2^53-1", heldAll,
+			func(ctx context.Context, e env) error { return op(e.led.Hold(ctx, hold("h2", "g/od", 1))) }, wallet.ErrInvalid},
 		{"hold: conflict", func(t *testing.T, e env) {
 			credit(t, e, "g/a", 10)
 			_, err := e.led.Hold(t.Context(), hold("h1", "g/a", 5))
@@ -173,31 +148,9 @@ func TestLedger_scriptErrors_writeNothing(t *testing.T) {
 			return e.eval(ctx, "resolve", e.acct("g/a"), "h1", "steal", "1", "n", "60000")
 		}, nil},
 		// xbegin.lua
-		{"cross transfer: destination past 2^53-1", func(t *testing.T, e env) {
-			credit(t, e, "g/a", 10)
-			credit(t, e, "h/c", m-5)
-		}, func(ctx context.Context, e env) error { return op(e.led.Transfer(ctx, xfer("x", "g/a", "h/c", 6))) },
+		{"cross transfer: held total past 2^53-1", heldAll,
+			func(ctx context.Context, e env) error { return op(e.led.Transfer(ctx, xfer("x", "g/od", "h/c", 1))) },
 			wallet.ErrInvalid},
-		{"cross transfer: transfers-out total past its bound", func(t *testing.T, e env) {
-			e.set(t, "g/a", "posted", "10000", "cr", s(totalMax-5+10000, 10), "tout", s(totalMax-5, 10))
-		}, func(ctx context.Context, e env) error { return op(e.led.Transfer(ctx, xfer("x", "g/a", "h/c", past))) },
-			wallet.ErrInvalid},
-		{"cross transfer: held total past 2^53-1", func(t *testing.T, e env) {
-			require.NoError(t, e.led.Open(t.Context(), "g/od", wallet.WithCurrency("CNY"), wallet.WithOverdraft(m)))
-			_, err := e.led.Hold(t.Context(), hold("h1", "g/od", m))
-			require.NoError(t, err)
-		}, func(ctx context.Context, e env) error { return op(e.led.Transfer(ctx, xfer("x", "g/od", "h/c", 1))) },
-			wallet.ErrInvalid},
-		{"cross transfer: conflict", func(t *testing.T, e env) {
-			credit(t, e, "g/a", 10)
-			_, err := e.led.Transfer(t.Context(), xfer("x", "g/a", "h/c", 1))
-			require.NoError(t, err)
-		}, func(ctx context.Context, e env) error { return op(e.led.Transfer(ctx, xfer("x", "g/a", "h/c", 2))) },
-			wallet.ErrConflict},
-		{"cross transfer: stale fence", func(t *testing.T, e env) { fenced(t, e) },
-			func(ctx context.Context, e env) error {
-				return op(e.led.Transfer(ctx, xfer("x", "g/a", "h/c", 1), fence(4)))
-			}, wallet.ErrStaleFence},
 		// xcredit.lua
 		{"credit step: amount 0", nil, func(ctx context.Context, e env) error {
 			c := e.acct("h/c")
@@ -252,7 +205,10 @@ func TestLedger_scriptErrors_writeNothing(t *testing.T) {
 			_, err := e.led.Balance(ctx, "g/nobody")
 			return err
 		}, wallet.ErrAccountNotFound},
-	} {
+	}
+	cases = append(cases, transferNoWrites("transfer", "t", "g/b")...)       // transfer.lua
+	cases = append(cases, transferNoWrites("cross transfer", "x", "h/c")...) // xbegin.lua
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
 			led, rdb, prefix := newLedger(t)
@@ -269,6 +225,41 @@ func TestLedger_scriptErrors_writeNothing(t *testing.T) {
 			}
 			before.RequireUnchanged(t, rdb, tc.name)
 		})
+	}
+}
+
+// noWrite is a call TestLedger_scriptErrors_writeNothing drives to an
+// error, on accounts g/a, g/b and h/c opened in CNY and made ready by setup.
+type noWrite struct {
+	name  string
+	setup func(t *testing.T, e env)
+	call  func(ctx context.Context, e env) error
+	want  error // nil: any error
+}
+
+// transferNoWrites are the cases of a transfer with ID id from g/a to to
+// that transfer.lua (to in the source's group) and xbegin.lua (to in
+// another) both refuse; name names the script's cases.
+func transferNoWrites(name, id, to string) []noWrite {
+	s := strconv.FormatInt
+	send := func(n int64, opts ...wallet.CallOption) func(ctx context.Context, e env) error {
+		return func(ctx context.Context, e env) error {
+			return op(e.led.Transfer(ctx, xfer(id, "g/a", to, n), opts...))
+		}
+	}
+	return []noWrite{
+		{name + ": destination past 2^53-1", func(t *testing.T, e env) {
+			credit(t, e, "g/a", 10)
+			credit(t, e, to, maxAmount-5)
+		}, send(6), wallet.ErrInvalid},
+		{name + ": transfers-out total past its bound", func(t *testing.T, e env) {
+			e.set(t, "g/a", "posted", "10000", "cr", s(totalMax-5+10000, 10), "tout", s(totalMax-5, 10))
+		}, send(past), wallet.ErrInvalid},
+		{name + ": conflict", func(t *testing.T, e env) {
+			credit(t, e, "g/a", 10)
+			require.NoError(t, send(1)(t.Context(), e))
+		}, send(2), wallet.ErrConflict},
+		{name + ": stale fence", fenced, send(1, fence(4)), wallet.ErrStaleFence},
 	}
 }
 
@@ -299,6 +290,15 @@ func held(t *testing.T, e env) {
 	t.Helper()
 	credit(t, e, "g/a", 10)
 	_, err := e.led.Hold(t.Context(), hold("h1", "g/a", 5))
+	require.NoError(t, err)
+}
+
+// heldAll opens g/od with an overdraft of 2^53-1 and holds all of it
+// under h1.
+func heldAll(t *testing.T, e env) {
+	t.Helper()
+	require.NoError(t, e.led.Open(t.Context(), "g/od", wallet.WithCurrency("CNY"), wallet.WithOverdraft(maxAmount)))
+	_, err := e.led.Hold(t.Context(), hold("h1", "g/od", maxAmount))
 	require.NoError(t, err)
 }
 
