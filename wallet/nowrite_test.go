@@ -51,6 +51,26 @@ func (e env) eval(ctx context.Context, name string, keys []string, args ...any) 
 	return e.rdb.Eval(ctx, wallet.ScriptSource(name), keys, args...).Err()
 }
 
+// evalPost runs post.lua on g/a, transaction p, with kind and amount as
+// given: arguments the Go side never sends.
+func evalPost(kind, amount string) func(ctx context.Context, e env) error {
+	return func(ctx context.Context, e env) error {
+		a := e.acct("g/a")
+		return e.eval(ctx, "post", []string{a[0], a[1], e.key("g", "tx", "p"), a[2], a[3]},
+			"p", kind, "g/a", amount, "", "", "n", "60000")
+	}
+}
+
+// evalXcredit runs xcredit.lua, the credit step of transfer x to h/c, with
+// the source and amount as given.
+func evalXcredit(from, amount string) func(ctx context.Context, e env) error {
+	return func(ctx context.Context, e env) error {
+		c := e.acct("h/c")
+		return e.eval(ctx, "xcredit", []string{c[0], c[1], e.key("h", "xin", "g/x"), c[2], c[3]},
+			"x", from, "h/c", amount, "CNY", "", "60000", "1")
+	}
+}
+
 func fence(token uint64) wallet.CallOption {
 	return wallet.WithFence(lock.Fence{Name: "lk", Token: token})
 }
@@ -64,18 +84,9 @@ func TestLedger_scriptErrors_writeNothing(t *testing.T) {
 	s := strconv.FormatInt
 	cases := []noWrite{
 		// post.lua
-		{"post: amount 0", nil, func(ctx context.Context, e env) error {
-			return e.eval(ctx, "post", []string{e.acct("g/a")[0], e.acct("g/a")[1], e.key("g", "tx", "p"),
-				e.acct("g/a")[2], e.acct("g/a")[3]}, "p", "credit", "g/a", "0", "", "", "n", "60000")
-		}, nil},
-		{"post: amount 2^53", nil, func(ctx context.Context, e env) error {
-			return e.eval(ctx, "post", []string{e.acct("g/a")[0], e.acct("g/a")[1], e.key("g", "tx", "p"),
-				e.acct("g/a")[2], e.acct("g/a")[3]}, "p", "credit", "g/a", "9007199254740992", "", "", "n", "60000")
-		}, nil},
-		{"post: kind", nil, func(ctx context.Context, e env) error {
-			return e.eval(ctx, "post", []string{e.acct("g/a")[0], e.acct("g/a")[1], e.key("g", "tx", "p"),
-				e.acct("g/a")[2], e.acct("g/a")[3]}, "p", "steal", "g/a", "1", "", "", "n", "60000")
-		}, nil},
+		{"post: amount 0", nil, evalPost("credit", "0"), nil},
+		{"post: amount 2^53", nil, evalPost("credit", "9007199254740992"), nil},
+		{"post: kind", nil, evalPost("steal", "1"), nil},
 		{"credit: balance past 2^53-1", func(t *testing.T, e env) { credit(t, e, "g/a", m-100) },
 			func(ctx context.Context, e env) error { return op(e.led.Credit(ctx, tx("c", "g/a", 101))) }, wallet.ErrInvalid},
 		{"credit: credits total past its bound", func(t *testing.T, e env) {
@@ -152,20 +163,12 @@ func TestLedger_scriptErrors_writeNothing(t *testing.T) {
 			func(ctx context.Context, e env) error { return op(e.led.Transfer(ctx, xfer("x", "g/od", "h/c", 1))) },
 			wallet.ErrInvalid},
 		// xcredit.lua
-		{"credit step: amount 0", nil, func(ctx context.Context, e env) error {
-			c := e.acct("h/c")
-			return e.eval(ctx, "xcredit", []string{c[0], c[1], e.key("h", "xin", "g/x"), c[2], c[3]},
-				"x", "g/a", "h/c", "0", "CNY", "", "60000", "1")
-		}, nil},
+		{"credit step: amount 0", nil, evalXcredit("g/a", "0"), nil},
 		{"credit step: another transfer under the ID", func(t *testing.T, e env) {
 			credit(t, e, "g/a", 10)
 			_, err := e.led.Transfer(t.Context(), xfer("x", "g/a", "h/c", 1))
 			require.NoError(t, err)
-		}, func(ctx context.Context, e env) error {
-			c := e.acct("h/c")
-			return e.eval(ctx, "xcredit", []string{c[0], c[1], e.key("h", "xin", "g/x"), c[2], c[3]},
-				"x", "g/b", "h/c", "1", "CNY", "", "60000", "1")
-		}, nil},
+		}, evalXcredit("g/b", "1"), nil},
 		// xfinish.lua
 		{"finish step: transfers-out total past its bound", func(t *testing.T, e env) {
 			credit(t, e, "g/a", 10)
