@@ -113,14 +113,21 @@ func TestLedger_Hold_voidAndIdempotency(t *testing.T) {
 	require.NoError(t, led.Verify(ctx, "a"))
 }
 
+// expiringHold opens account a with 100 and places on it hold h1 of n,
+// which expires in a second.
+func expiringHold(t *testing.T, led *wallet.Ledger, n int64) {
+	t.Helper()
+	openFunded(t, led, map[string]int64{"a": 100})
+	_, err := led.Hold(t.Context(), wallet.HoldReq{ID: "h1", Account: "a", Amount: n, TTL: time.Second})
+	require.NoError(t, err)
+}
+
 // An expired hold is released by the next call on its account (here
 // another Ledger's, so no reclaimer is involved) and cannot be captured.
 func TestLedger_Hold_expiresOnServerClockLazily(t *testing.T) {
 	ctx := t.Context()
 	placer, rdb, prefix := newLedger(t)
-	openFunded(t, placer, map[string]int64{"a": 100})
-	_, err := placer.Hold(ctx, wallet.HoldReq{ID: "h1", Account: "a", Amount: 100, TTL: time.Second})
-	require.NoError(t, err)
+	expiringHold(t, placer, 100)
 	require.NoError(t, placer.Close())
 
 	led := mustNew(t, rdb, wallet.WithKeyPrefix(prefix))
@@ -136,7 +143,7 @@ func TestLedger_Hold_expiresOnServerClockLazily(t *testing.T) {
 		require.ErrorIs(t, err, wallet.ErrInsufficientFunds)
 		time.Sleep(20 * time.Millisecond)
 	}
-	_, err = led.Capture(ctx, "a", "h1", 100)
+	_, err := led.Capture(ctx, "a", "h1", 100)
 	require.ErrorIs(t, err, wallet.ErrHoldExpired)
 	_, err = led.Void(ctx, "a", "h1")
 	require.ErrorIs(t, err, wallet.ErrHoldExpired)
@@ -148,9 +155,7 @@ func TestLedger_Hold_expiresOnServerClockLazily(t *testing.T) {
 func TestLedger_Hold_reclaimerReleases(t *testing.T) {
 	ctx := t.Context()
 	led, rdb, prefix := newLedger(t)
-	openFunded(t, led, map[string]int64{"a": 100})
-	_, err := led.Hold(ctx, wallet.HoldReq{ID: "h1", Account: "a", Amount: 40, TTL: time.Second})
-	require.NoError(t, err)
+	expiringHold(t, led, 40)
 	key := prefix + ":wallet:v2:{a}:acct:a"
 	require.Equal(t, "40", rdb.HGet(ctx, key, "held").Val())
 	waitFor(t, func() bool { return rdb.HGet(ctx, key, "held").Val() == "0" })
