@@ -126,33 +126,26 @@ type answer struct {
 	levels   *stock.Levels
 }
 
+// modelCodes are the model's reply codes of the module's errors, in the order
+// classify tests them.
+var modelCodes = []struct {
+	err  error
+	code string
+}{
+	{stock.ErrUnknownOutcome, "unknown"}, {stock.ErrConflict, "conflict"}, {stock.ErrStaleFence, "stale"},
+	{stock.ErrSoldOut, "sold_out"}, {stock.ErrBuyerLimit, "limit"}, {stock.ErrSKUClosed, "closed"},
+	{stock.ErrSKUNotFound, "not_found"}, {stock.ErrOrderNotFound, "no_order"}, {stock.ErrHoldExpired, "expired"},
+	{stock.ErrCancelled, "cancelled"}, {stock.ErrInvalid, "invalid"},
+}
+
 func classify(err error) string {
-	var ce *stock.ConflictError
-	switch {
-	case err == nil:
+	if err == nil {
 		return "ok"
-	case errors.Is(err, stock.ErrUnknownOutcome):
-		return "unknown"
-	case errors.As(err, &ce):
-		return "conflict"
-	case errors.Is(err, stock.ErrStaleFence):
-		return "stale"
-	case errors.Is(err, stock.ErrSoldOut):
-		return "sold_out"
-	case errors.Is(err, stock.ErrBuyerLimit):
-		return "limit"
-	case errors.Is(err, stock.ErrSKUClosed):
-		return "closed"
-	case errors.Is(err, stock.ErrSKUNotFound):
-		return "not_found"
-	case errors.Is(err, stock.ErrOrderNotFound):
-		return "no_order"
-	case errors.Is(err, stock.ErrHoldExpired):
-		return "expired"
-	case errors.Is(err, stock.ErrCancelled):
-		return "cancelled"
-	case errors.Is(err, stock.ErrInvalid):
-		return "invalid"
+	}
+	for _, c := range modelCodes {
+		if errors.Is(err, c.err) {
+			return c.code
+		}
 	}
 	return "error: " + err.Error()
 }
@@ -571,9 +564,8 @@ func (m *model) raise(token uint64, fenced bool) {
 }
 
 func (m *model) order(kind, id, buyer string, qty int64, token uint64, fenced bool) answer {
-	stale := fenced && token < m.fence
-	m.raise(token, fenced)
-	if !m.claim(id, kind, buyer, qty, false) {
+	stale, claimed := m.enter(id, kind, buyer, qty, token, fenced, false)
+	if !claimed {
 		return answer{code: "conflict"}
 	}
 	if o := m.ops[id]; o != nil {
@@ -625,9 +617,8 @@ func (m *model) order(kind, id, buyer string, qty int64, token uint64, fenced bo
 }
 
 func (m *model) confirm(id, buyer string, qty, take int64, token uint64, fenced bool) answer {
-	stale := fenced && token < m.fence
-	m.raise(token, fenced)
-	if !m.claim(id, "", buyer, qty, true) {
+	stale, claimed := m.enter(id, "", buyer, qty, token, fenced, true)
+	if !claimed {
 		return answer{code: "conflict"}
 	}
 	o := m.ops[id]
@@ -671,10 +662,17 @@ func (m *model) confirm(id, buyer string, qty, take int64, token uint64, fenced 
 	return answer{code: "ok", levels: o.cLevels}
 }
 
-func (m *model) cancel(id, buyer string, qty int64, token uint64, fenced bool) answer {
-	stale := fenced && token < m.fence
+// enter begins an operation on the model: it raises the fence to token and
+// claims id, and tells whether token was already below the fence.
+func (m *model) enter(id, kind, buyer string, qty int64, token uint64, fenced, order bool) (stale, claimed bool) {
+	stale = fenced && token < m.fence
 	m.raise(token, fenced)
-	if !m.claim(id, "reserve", buyer, qty, false) {
+	return stale, m.claim(id, kind, buyer, qty, order)
+}
+
+func (m *model) cancel(id, buyer string, qty int64, token uint64, fenced bool) answer {
+	stale, claimed := m.enter(id, "reserve", buyer, qty, token, fenced, false)
+	if !claimed {
 		return answer{code: "conflict"}
 	}
 	o := m.ops[id]
@@ -718,9 +716,8 @@ func (m *model) cancel(id, buyer string, qty int64, token uint64, fenced bool) a
 }
 
 func (m *model) refund(id, buyer string, qty int64, token uint64, fenced bool) answer {
-	stale := fenced && token < m.fence
-	m.raise(token, fenced)
-	if !m.claim(id, "", buyer, qty, true) {
+	stale, claimed := m.enter(id, "", buyer, qty, token, fenced, true)
+	if !claimed {
 		return answer{code: "conflict"}
 	}
 	o := m.ops[id]
@@ -755,9 +752,8 @@ func (m *model) refund(id, buyer string, qty int64, token uint64, fenced bool) a
 }
 
 func (m *model) adjust(kind, id string, qty int64, token uint64, fenced bool) answer {
-	stale := fenced && token < m.fence
-	m.raise(token, fenced)
-	if !m.claim(id, kind, "", qty, false) {
+	stale, claimed := m.enter(id, kind, "", qty, token, fenced, false)
+	if !claimed {
 		return answer{code: "conflict"}
 	}
 	if o := m.ops[id]; o != nil {
