@@ -14,22 +14,18 @@ import (
 // counter survive a kill -9 and restart of Redis.
 func TestMutex_restartWithAOF(t *testing.T) {
 	s := redistest.New(t, redistest.Options{AOF: true, AppendFsync: "always"})
-	rdb := s.Client()
-	locks := newLocks(t, rdb)
+	locks := newLocks(t, s.Client())
 	ctx := t.Context()
-	m := locks.Mutex("durable", lock.WithTTL(time.Minute), lock.WithWatchdog(false))
-	l, err := m.TryAcquire(ctx)
-	require.NoError(t, err)
+	m, l := tryMutex(t, locks, "durable", lock.WithTTL(time.Minute), lock.WithWatchdog(false))
 
 	require.NoError(t, s.Kill())
 	require.NoError(t, s.Restart(ctx))
 
-	_, err = m.TryAcquire(ctx)
+	_, err := m.TryAcquire(ctx)
 	require.ErrorIs(t, err, lock.ErrNotAcquired, "the lock survived the restart")
 	require.NoError(t, l.Err())
 	require.NoError(t, l.Release(ctx))
-	next, err := m.TryAcquire(ctx)
-	require.NoError(t, err)
+	next := mustTake(t, m.TryAcquire)
 	require.Greater(t, next.Fence().Token, l.Fence().Token, "the fence counter survived")
 	require.NoError(t, next.Release(ctx))
 }
@@ -39,12 +35,9 @@ func TestMutex_restartWithAOF(t *testing.T) {
 // renewal) and its fence counter, which starts again.
 func TestMutex_restartWithoutPersistence(t *testing.T) {
 	s := redistest.New(t, redistest.Options{})
-	rdb := s.Client()
-	locks := newLocks(t, rdb)
+	locks := newLocks(t, s.Client())
 	ctx := t.Context()
-	m := locks.Mutex("volatile", lock.WithTTL(time.Second))
-	l, err := m.TryAcquire(ctx)
-	require.NoError(t, err)
+	m, l := tryMutex(t, locks, "volatile", lock.WithTTL(time.Second))
 	other, err := m.TryAcquire(ctx)
 	require.ErrorIs(t, err, lock.ErrNotAcquired)
 	require.Nil(t, other)
@@ -59,8 +52,7 @@ func TestMutex_restartWithoutPersistence(t *testing.T) {
 	if !errorsIsAny(l.Err(), lock.ErrLeaseExpired, lock.ErrRenewFailed) {
 		t.Fatalf("lease ended with %v", l.Err())
 	}
-	next, err := m.TryAcquire(ctx)
-	require.NoError(t, err)
+	next := mustTake(t, m.TryAcquire)
 	require.LessOrEqual(t, next.Fence().Token, l.Fence().Token, "the counter went back")
 	require.NoError(t, next.Release(ctx))
 }
@@ -73,15 +65,13 @@ func TestMutex_replicaAck_failover(t *testing.T) {
 	prefix := testPrefix(t)
 	locks := mustNew(t, p.Primary.Client(), lock.WithKeyPrefix(prefix), lock.WithRequiredReplicaAck(1, time.Second))
 	defer locks.Close()
-	m := locks.Mutex("acked", lock.WithTTL(time.Minute), lock.WithWatchdog(false))
-	l, err := m.TryAcquire(ctx)
-	require.NoError(t, err)
+	m, l := tryMutex(t, locks, "acked", lock.WithTTL(time.Minute), lock.WithWatchdog(false))
 
 	require.NoError(t, p.Failover(ctx))
 	after := mustNew(t, p.Primary.Client(), lock.WithKeyPrefix(prefix))
 	defer after.Close()
 	am := after.Mutex("acked", lock.WithTTL(time.Minute))
-	_, err = am.TryAcquire(ctx)
+	_, err := am.TryAcquire(ctx)
 	require.ErrorIs(t, err, lock.ErrNotAcquired, "the new primary has the lock")
 	n, err := p.Primary.Client().Get(ctx, m.CounterKey()).Uint64()
 	require.NoError(t, err)
