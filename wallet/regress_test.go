@@ -147,41 +147,55 @@ func TestRegress_Transfer_acrossGroups_totalBoundCheckedBeforeFirstWrite(t *test
 	require.Equal(t, int64(1000), balanceOf(t, led, "a/src").Posted)
 }
 
+// stalledPastRecover starts transfer x1 (30 from a/src, funded with 100,
+// to b/dst) on a Ledger whose credit step stalls, and has another Ledger
+// finish it with Recover; both forget an operation ID after 500ms. It
+// returns that other Ledger, a client of the server and the key prefix,
+// and resume, which lets the stalled call go on and returns its error.
+func stalledPastRecover(t *testing.T) (other *wallet.Ledger, direct *redis.Client, prefix string, resume func() error) {
+	t.Helper()
+	ctx := t.Context()
+	_, direct, prefix = newLedger(t)
+	const window = 500 * time.Millisecond
+	release := make(chan struct{})
+	stalled := make(chan struct{})
+	rdb := shared.Client()
+	rdb.AddHook(&stepHook{match: isCredit, before: func(context.Context) { close(stalled); <-release }})
+	t.Cleanup(func() { _ = rdb.Close() })
+	caller := mustNew(t, rdb, wallet.WithKeyPrefix(prefix))
+	other = mustNew(t, shared.Client(), wallet.WithKeyPrefix(prefix))
+	t.Cleanup(func() { _ = caller.Close(); _ = other.Close() })
+	wallet.SetWindow(caller, window)
+	wallet.SetWindow(other, window)
+	openFunded(t, other, map[string]int64{"a/src": 100, "b/dst": 0})
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := caller.Transfer(ctx, wallet.Transfer{ID: "x1", From: "a/src", To: "b/dst", Amount: 30})
+		done <- err
+	}()
+	<-stalled
+	n, err := other.Recover(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	return other, direct, prefix, func() error {
+		close(release)
+		return <-done
+	}
+}
+
 // A call stalled before its credit step while Recover finished the
 // transfer and the window passed must not credit the destination again.
 func TestRegress_Transfer_stalledPastWindowCreditsOnce(t *testing.T) {
 	ctx := t.Context()
-	_, direct, prefix := newLedger(t)
-	const window = 500 * time.Millisecond
-	release := make(chan struct{})
-	stalled := make(chan struct{})
-	hook := &stepHook{match: isCredit, before: func(context.Context) { close(stalled); <-release }}
-	rdb := shared.Client()
-	rdb.AddHook(hook)
-	t.Cleanup(func() { _ = rdb.Close() })
-	caller := mustNew(t, rdb, wallet.WithKeyPrefix(prefix))
-	recoverer := mustNew(t, shared.Client(), wallet.WithKeyPrefix(prefix))
-	t.Cleanup(func() { _ = caller.Close(); _ = recoverer.Close() })
-	wallet.SetWindow(caller, window)
-	wallet.SetWindow(recoverer, window)
-	openFunded(t, recoverer, map[string]int64{"a/src": 100, "b/dst": 0})
-
-	tr := wallet.Transfer{ID: "x1", From: "a/src", To: "b/dst", Amount: 30}
-	done := make(chan error, 1)
-	go func() { _, err := caller.Transfer(ctx, tr); done <- err }()
-	<-stalled
-	n, err := recoverer.Recover(ctx)
-	require.NoError(t, err)
-	require.Equal(t, 1, n)
+	recoverer, direct, prefix, resume := stalledPastRecover(t)
 	require.Equal(t, int64(30), balanceOf(t, recoverer, "b/dst").Posted)
 	// Both records expire with the window: wait until they are gone.
 	waitFor(t, func() bool {
 		return direct.Exists(ctx, prefix+":wallet:v2:{b}:xin:a/x1", prefix+":wallet:v2:{b}:xin:x1",
 			prefix+":wallet:v2:{a}:tx:x1").Val() == 0
 	})
-	close(release)
-	err = <-done
-	t.Logf("the stalled call: %v", err)
+	t.Logf("the stalled call: %v", resume())
 	require.Equal(t, int64(70), balanceOf(t, recoverer, "a/src").Posted)
 	require.Equal(t, int64(30), balanceOf(t, recoverer, "b/dst").Posted, "credited once")
 	require.Zero(t, trialOf(t, recoverer, "a/src", "b/dst").NetTransfers())
@@ -403,38 +417,15 @@ func TestRegress_Transfer_acrossGroups_idReusedAfterWindowIsNewTransfer(t *testi
 // (that posted the source without crediting the destination).
 func TestRegress_Transfer_acrossGroups_stalledCallLeavesLaterTransferUnderSameIDAlone(t *testing.T) {
 	ctx := t.Context()
-	_, direct, prefix := newLedger(t)
-	const window = 500 * time.Millisecond
-	release := make(chan struct{})
-	stalled := make(chan struct{})
-	rdb := shared.Client()
-	rdb.AddHook(&stepHook{match: isCredit, before: func(context.Context) { close(stalled); <-release }})
-	t.Cleanup(func() { _ = rdb.Close() })
-	caller := mustNew(t, rdb, wallet.WithKeyPrefix(prefix))
-	other := mustNew(t, shared.Client(), wallet.WithKeyPrefix(prefix))
-	t.Cleanup(func() { _ = caller.Close(); _ = other.Close() })
-	wallet.SetWindow(caller, window)
-	wallet.SetWindow(other, window)
-	openFunded(t, other, map[string]int64{"a/src": 100, "b/dst": 0})
-
-	done := make(chan error, 1)
-	go func() {
-		_, err := caller.Transfer(ctx, wallet.Transfer{ID: "x1", From: "a/src", To: "b/dst", Amount: 30})
-		done <- err
-	}()
-	<-stalled
-	n, err := other.Recover(ctx)
-	require.NoError(t, err)
-	require.Equal(t, 1, n)
+	other, direct, prefix, resume := stalledPastRecover(t)
 	waitFor(t, func() bool { return direct.Exists(ctx, prefix+":wallet:v2:{a}:tx:x1").Val() == 0 })
-	_, err = other.TransferSteps(ctx, wallet.Transfer{ID: "x1", From: "a/src", To: "b/dst", Amount: 20}, 1)
+	_, err := other.TransferSteps(ctx, wallet.Transfer{ID: "x1", From: "a/src", To: "b/dst", Amount: 20}, 1)
 	require.NoError(t, err)
 	require.Equal(t, int64(20), balanceOf(t, other, "a/src").Held)
 
-	close(release)
-	err = <-done
+	err = resume()
 	require.ErrorIs(t, err, wallet.ErrUnknownOutcome, "its transfer was finished by Recover: %v", err)
-	n, err = other.Recover(ctx)
+	n, err := other.Recover(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	a, b := balanceOf(t, other, "a/src"), balanceOf(t, other, "b/dst")
