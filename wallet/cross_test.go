@@ -150,21 +150,9 @@ func TestLedger_Transfer_acrossGroupsWithRecover_ConcurrentSafe(t *testing.T) {
 	accounts := map[string]int64{"a/1": 1000, "b/1": 1000, "c/1": 1000, "d/1": 1000}
 	openFunded(t, led, accounts)
 	names := []string{"a/1", "b/1", "c/1", "d/1"}
-	stop := make(chan struct{})
-	var bg sync.WaitGroup
-	bg.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			_, err := led.Recover(ctx)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-		}
+	stopRecover := keepCalling(func(int) error {
+		_, err := led.Recover(ctx)
+		return err
 	})
 	var wg sync.WaitGroup
 	for w := range 8 {
@@ -180,8 +168,7 @@ func TestLedger_Transfer_acrossGroupsWithRecover_ConcurrentSafe(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	close(stop)
-	bg.Wait()
+	require.NoError(t, stopRecover())
 	_, err := led.Recover(ctx)
 	require.NoError(t, err)
 	n, err := led.Recover(ctx)

@@ -126,6 +126,31 @@ func requireReplay(t *testing.T, first, again wallet.Result, err error) {
 	require.Equal(t, first, again, "a replay returns the first result, balance included")
 }
 
+// keepCalling calls fn(0), fn(1), ... on a goroutine until fn fails or
+// stop is called; stop waits for the goroutine and returns fn's error.
+func keepCalling(fn func(i int) error) (stop func() error) {
+	quit := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-quit:
+				done <- nil
+				return
+			default:
+			}
+			if err := fn(i); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	return func() error {
+		close(quit)
+		return <-done
+	}
+}
+
 // kinds lists the kinds of the account's journal entries, oldest first.
 func kinds(t *testing.T, led *wallet.Ledger, account string) []string {
 	t.Helper()

@@ -706,26 +706,13 @@ func TestRegress_Verify_whileTransfersAcrossGroupsRun(t *testing.T) {
 	ctx := t.Context()
 	led, _, _ := newLedger(t)
 	openFunded(t, led, map[string]int64{"g/a": 1_000_000, "g/b": 1_000_000, "h/c": 0})
-	stop := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				done <- nil
-				return
-			default:
-			}
-			from := []string{"g/a", "g/b"}[i%2]
-			if _, err := led.Transfer(ctx, wallet.Transfer{ID: "x" + strconv.Itoa(i), From: from, To: "h/c", Amount: 1}); err != nil {
-				done <- err
-				return
-			}
-		}
-	}()
+	stop := keepCalling(func(i int) error {
+		from := []string{"g/a", "g/b"}[i%2]
+		_, err := led.Transfer(ctx, wallet.Transfer{ID: "x" + strconv.Itoa(i), From: from, To: "h/c", Amount: 1})
+		return err
+	})
 	for range 50 {
 		require.NoError(t, led.Verify(ctx, "g/a"))
 	}
-	close(stop)
-	require.NoError(t, <-done)
+	require.NoError(t, stop())
 }
