@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -75,31 +74,13 @@ func parseBulkID(id string) (w, n int, ok bool) {
 // runBulk runs work on r.Workers goroutines while the controller injects
 // r.Faults, and returns the injections.
 func runBulk(tb testing.TB, r BulkRun, progress *Progress, work func(w int)) ([]Injection, time.Duration) {
-	ctx := tb.Context()
 	start := time.Now()
 	ctl := &controller{
 		faults: r.Faults, rng: rand.New(rand.NewPCG(r.Seed, 0xb1)), quiet: r.Quiet,
 		clock: func() int64 { return int64(time.Since(start)) }, blur: func(int64, int64) {},
 		progress: map[string]*Progress{"bulk": progress},
 	}
-	var wg sync.WaitGroup
-	for w := range r.Workers {
-		wg.Go(func() { work(w) })
-	}
-	stop := make(chan struct{})
-	var injections []Injection
-	var faults sync.WaitGroup
-	if len(r.Faults) > 0 {
-		faults.Go(func() { injections = ctl.run(ctx, stop) })
-	}
-	wg.Wait()
-	close(stop)
-	faults.Wait()
-	for _, inj := range injections {
-		if inj.Err != nil {
-			tb.Errorf("%v", inj.Err)
-		}
-	}
+	injections := ctl.during(tb, r.Workers, work)
 	return injections, time.Since(start)
 }
 
@@ -226,6 +207,7 @@ func RunStockBulk(tb testing.TB, r BulkRun) Row {
 
 	var t Tally
 	acked := make([]int64, len(skus))
+	rdb := r.Deploy.Admin(tb)
 	for w, st := range states {
 		t.Retried += retried[w]
 		if st == nil {
@@ -242,7 +224,6 @@ func RunStockBulk(tb testing.TB, r BulkRun) Row {
 			}
 		}
 	}
-	reader := &stockLoad{prefix: prefix, admin: r.Deploy.Admin(tb)}
 	for j, sku := range skus {
 		rep, err := admin.Audit(ctx, sku)
 		if err != nil {
@@ -252,7 +233,7 @@ func RunStockBulk(tb testing.TB, r BulkRun) Row {
 		for _, p := range rep.Problems {
 			t.problem("audit %s: %s", sku, p)
 		}
-		entries, err := reader.journal(ctx, sku, buckets(j))
+		entries, err := stockJournal(ctx, rdb, prefix, sku, buckets(j))
 		if err != nil {
 			t.problem("journal %s: %v", sku, err)
 			continue
@@ -392,7 +373,6 @@ func RunWalletBulk(tb testing.TB, r BulkRun) Row {
 			}
 		}
 	}
-	reader := &walletLoad{vled: admin}
 	for g := range groups {
 		var names []string
 		for a := range accounts {
@@ -401,7 +381,7 @@ func RunWalletBulk(tb testing.TB, r BulkRun) Row {
 			if err := admin.Verify(ctx, name); err != nil {
 				t.problem("verify %s: %v", name, err)
 			}
-			es, err := reader.entries(ctx, name)
+			es, err := walletEntries(ctx, admin, name)
 			if err != nil {
 				t.problem("entries %s: %v", name, err)
 				continue

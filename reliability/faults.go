@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 )
 
@@ -142,6 +143,31 @@ func (c *controller) run(ctx context.Context, stop <-chan struct{}) []Injection 
 		c.done.Add(1)
 	}
 	return out
+}
+
+// during runs work(0) to work(n-1) on n goroutines while the controller
+// injects its faults, stops it when they return, and returns the
+// injections, failing tb on any that went wrong.
+func (c *controller) during(tb testing.TB, n int, work func(i int)) []Injection {
+	stop := make(chan struct{})
+	var injections []Injection
+	var faults sync.WaitGroup
+	if len(c.faults) > 0 {
+		faults.Go(func() { injections = c.run(tb.Context(), stop) })
+	}
+	var workers sync.WaitGroup
+	for i := range n {
+		workers.Go(func() { work(i) })
+	}
+	workers.Wait()
+	close(stop)
+	faults.Wait()
+	for _, inj := range injections {
+		if inj.Err != nil {
+			tb.Errorf("%v", inj.Err)
+		}
+	}
+	return injections
 }
 
 // sleep waits d and reports whether to go on.

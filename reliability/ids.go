@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -120,50 +119,34 @@ func RunIDs(tb testing.TB, r IDRun) IDReport {
 	ids := make([][]int64, r.Generators)
 	calls := make([][]seqCall, r.Generators)
 	refused := make([]int, r.Generators)
-	var wg sync.WaitGroup
-	for g := range r.Generators {
+	generate := func(g int) {
 		ids[g] = make([]int64, 0, r.PerGenerator)
-		wg.Go(func() {
-			began := time.Now()
-			for len(ids[g]) < r.PerGenerator && ctx.Err() == nil {
-				if n := len(ids[g]); n%1000 == 0 && r.Duration > 0 {
-					due := began.Add(time.Duration(int64(r.Duration) * int64(n) / int64(r.PerGenerator)))
-					time.Sleep(time.Until(due))
-				}
-				call, callT := clock(), time.Now()
-				id, err := gens[g].Next(ctx)
-				if err != nil {
-					refused[g]++
-					if errors.Is(err, idgen.ErrClosed) {
-						return
-					}
-					time.Sleep(time.Duration(1+rand.IntN(5)) * time.Millisecond)
-					continue
-				}
-				ids[g] = append(ids[g], int64(id))
-				if r.Kind == IDSequence {
-					calls[g] = append(calls[g], seqCall{call: call, ret: clock(), id: int64(id)})
-				}
-				if len(ids[g])%64 == 0 || r.Kind == IDSequence {
-					progress.OK(callT)
-				}
+		began := time.Now()
+		for len(ids[g]) < r.PerGenerator && ctx.Err() == nil {
+			if n := len(ids[g]); n%1000 == 0 && r.Duration > 0 {
+				due := began.Add(time.Duration(int64(r.Duration) * int64(n) / int64(r.PerGenerator)))
+				time.Sleep(time.Until(due))
 			}
-		})
-	}
-	stop := make(chan struct{})
-	var injections []Injection
-	var faults sync.WaitGroup
-	if len(r.Faults) > 0 {
-		faults.Go(func() { injections = ctl.run(ctx, stop) })
-	}
-	wg.Wait()
-	close(stop)
-	faults.Wait()
-	for _, inj := range injections {
-		if inj.Err != nil {
-			tb.Errorf("%v", inj.Err)
+			call, callT := clock(), time.Now()
+			id, err := gens[g].Next(ctx)
+			if err != nil {
+				refused[g]++
+				if errors.Is(err, idgen.ErrClosed) {
+					return
+				}
+				time.Sleep(time.Duration(1+rand.IntN(5)) * time.Millisecond)
+				continue
+			}
+			ids[g] = append(ids[g], int64(id))
+			if r.Kind == IDSequence {
+				calls[g] = append(calls[g], seqCall{call: call, ret: clock(), id: int64(id)})
+			}
+			if len(ids[g])%64 == 0 || r.Kind == IDSequence {
+				progress.OK(callT)
+			}
 		}
 	}
+	injections := ctl.during(tb, r.Generators, generate)
 	rep := IDReport{Kind: r.Kind, Injections: len(injections), Elapsed: time.Since(start)}
 	for _, inj := range injections {
 		rep.Recovery = max(rep.Recovery, inj.Recovery["idgen"])

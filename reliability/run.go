@@ -149,28 +149,12 @@ func Run(tb testing.TB, sc Scenario) []Row {
 		ctl.finished.Store(true)
 	}
 	more := func(done int) bool { return done < sc.Ops || ctl.waiting(sc.MinFaults) }
-	var clients sync.WaitGroup
-	for k, w := range loads {
-		for c := range sc.Clients {
-			rng := rand.New(rand.NewPCG(sc.Seed, uint64(k*1000+c)))
-			clients.Go(func() { w.client(ctx, c, rng, more) })
-		}
-	}
-	stop := make(chan struct{})
-	var injections []Injection
-	var faults sync.WaitGroup
-	if len(sc.Faults) > 0 {
-		faults.Go(func() { injections = ctl.run(ctx, stop) })
-	}
-	clients.Wait()
-	close(stop)
-	faults.Wait()
+	injections := ctl.during(tb, len(loads)*sc.Clients, func(i int) {
+		k, c := i/sc.Clients, i%sc.Clients
+		rng := rand.New(rand.NewPCG(sc.Seed, uint64(k*1000+c)))
+		loads[k].client(ctx, c, rng, more)
+	})
 	ran := time.Since(start)
-	for _, inj := range injections {
-		if inj.Err != nil {
-			tb.Errorf("%v", inj.Err)
-		}
-	}
 
 	gated := !sc.Measure && len(sc.Faults) > 0
 	for _, f := range sc.Faults {

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"sync"
+	"strings"
 	"testing"
-	"time"
 
-	"github.com/anishathalye/porcupine"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redkit-go/redkit/stock"
@@ -43,51 +41,37 @@ type stockRecord struct {
 	answer string
 }
 
-type stockLoad struct {
-	prefix string
-	ack    bool
-	invs   []*stock.Inventory
-	admin  redis.UniversalClient
-	vinv   *stock.Inventory // verification, on admin
-	hist   *History
-	prog   Progress
+func (r *stockRecord) about() (kind, id string, answer *string) { return r.kind, r.id(), &r.answer }
 
-	mu      sync.Mutex
-	records []*stockRecord
-	tally   Tally
+type stockLoad struct {
+	journaled[*stock.Inventory, *stockRecord, stock.Result]
 }
 
 func newStockLoad(tb testing.TB, d Deployment, prefix string, hist *History) *stockLoad {
-	w := &stockLoad{prefix: prefix, ack: d.ReplicaAck(), admin: d.Admin(tb), hist: hist}
-	opts := []stock.Option{stock.WithKeyPrefix(prefix), stock.WithReclaimInterval(0)}
-	if w.ack {
-		opts = append(opts, stock.WithReplicaAck(1, AckTimeout))
-	}
-	for range 2 {
-		inv, err := stock.New(d.Client(tb), opts...)
-		if err != nil {
-			tb.Fatalf("stock.New: %v", err)
+	w := &stockLoad{journaled[*stock.Inventory, *stockRecord, stock.Result]{
+		module: ModuleStock, check: StockModel, prefix: prefix, hist: hist,
+		send:     stockSend,
+		answered: stockAnswer, refusals: []error{stock.ErrSoldOut, stock.ErrBuyerLimit}, replicaAck: stock.ErrReplicaAck,
+		answerOf: answerOf,
+		replayed: func(res stock.Result) bool { return res.Replayed },
+		output: func(r *stockRecord, res stock.Result, known bool, err error) any {
+			out := StockOut{Unknown: !known, OK: known && err == nil}
+			if out.OK {
+				for _, it := range r.items() {
+					out.After[skuIndex(it.SKU)] = res.Levels[it.SKU].Available
+				}
+			}
+			return out
+		},
+	}}
+	w.open(tb, d, func(rdb redis.UniversalClient, ack bool) (*stock.Inventory, error) {
+		opts := []stock.Option{stock.WithKeyPrefix(prefix), stock.WithReclaimInterval(0)}
+		if ack {
+			opts = append(opts, stock.WithReplicaAck(1, AckTimeout))
 		}
-		w.invs = append(w.invs, inv)
-	}
-	var err error
-	w.vinv, err = stock.New(w.admin, stock.WithKeyPrefix(prefix), stock.WithReclaimInterval(0))
-	if err != nil {
-		tb.Fatalf("stock.New: %v", err)
-	}
+		return stock.New(rdb, opts...)
+	})
 	return w
-}
-
-func (w *stockLoad) name() string           { return "stock" }
-func (w *stockLoad) history() *History      { return w.hist }
-func (w *stockLoad) model() porcupine.Model { return StockModel }
-func (w *stockLoad) progress() *Progress    { return &w.prog }
-
-func (w *stockLoad) close() {
-	for _, inv := range w.invs {
-		_ = inv.Close()
-	}
-	_ = w.vinv.Close()
 }
 
 func (w *stockLoad) setup(ctx context.Context) error {
@@ -95,14 +79,14 @@ func (w *stockLoad) setup(ctx context.Context) error {
 		var in StockIn
 		call := w.hist.Now()
 		for i := range GroupSize {
-			if err := w.vinv.Create(ctx, skuName(g, i), stockInitial); err != nil {
+			if err := w.verifier.Create(ctx, skuName(g, i), stockInitial); err != nil {
 				return err
 			}
 			in.Qty[i] = stockInitial
 		}
 		w.hist.Add(Op{Key: g, Input: StockIn{Kind: StockRestock, Qty: in.Qty}, Output: StockOut{OK: true, After: in.Qty}, Call: call, Return: w.hist.Now()})
 	}
-	return w.vinv.Create(ctx, hotSKU, hotInitial, stock.WithBuckets(hotBuckets), stock.WithBuyerLimit(hotLimit))
+	return w.verifier.Create(ctx, hotSKU, hotInitial, stock.WithBuckets(hotBuckets), stock.WithBuyerLimit(hotLimit))
 }
 
 // stockAnswer reports whether err is an answer rather than a failure to
@@ -137,7 +121,7 @@ func answerOf(res stock.Result, err error) string {
 }
 
 func (w *stockLoad) client(ctx context.Context, c int, rng *rand.Rand, more func(int) bool) {
-	inv := w.invs[c%len(w.invs)]
+	inv := w.conns[c%len(w.conns)]
 	var mine []*stockRecord // decided operations of this client
 	for i := 0; more(i); i++ {
 		if ctx.Err() != nil {
@@ -247,30 +231,25 @@ func skuIndex(sku string) int {
 func (w *stockLoad) batch(ctx context.Context, c int, inv *stock.Inventory, g, id string, rng *rand.Rand) []*stockRecord {
 	n := 2 + rng.IntN(3)
 	rs := make([]*stockRecord, n)
-	ins := make([]StockIn, n)
+	ins := make([]any, n)
 	orders := make([]stock.Order, n)
 	for k := range n {
 		j := rng.IntN(GroupSize)
 		q := int64(1 + rng.IntN(2))
 		orders[k] = stock.Order{ID: fmt.Sprintf("%s-%d", id, k), Buyer: fmt.Sprintf("u%d", c), Items: []stock.Item{{SKU: skuName(g, j), Qty: q}}}
 		rs[k] = &stockRecord{kind: "deduct", order: orders[k]}
-		ins[k] = StockIn{Kind: StockDeduct}
-		ins[k].Qty[j] = q
+		in := StockIn{Kind: StockDeduct}
+		in.Qty[j] = q
+		ins[k] = in
 	}
-	call, callT := w.hist.Now(), time.Now()
-	results := inv.DeductBatch(ctx, orders)
-	var out []*stockRecord
-	for k := range n {
-		w.finish(ctx, c, inv, rs[k], g, ins[k], call, callT, &results[k])
-		if rs[k].answer != "" {
-			out = append(out, rs[k])
-		}
-	}
-	return out
+	return w.journaled.batch(ctx, c, inv, g, rs, ins, func() func(int) (stock.Result, error) {
+		results := inv.DeductBatch(ctx, orders)
+		return func(k int) (stock.Result, error) { return results[k].Result, results[k].Err }
+	})
 }
 
-// call sends r's operation once.
-func (w *stockLoad) call(ctx context.Context, inv *stock.Inventory, r *stockRecord) (stock.Result, error) {
+// stockSend sends r's operation once.
+func stockSend(ctx context.Context, inv *stock.Inventory, r *stockRecord) (stock.Result, error) {
 	switch r.kind {
 	case "deduct":
 		return inv.Deduct(ctx, r.order)
@@ -280,63 +259,6 @@ func (w *stockLoad) call(ctx context.Context, inv *stock.Inventory, r *stockReco
 		return inv.WriteOff(ctx, r.op, r.sku, r.qty)
 	default: // refund
 		return inv.Refund(ctx, r.order)
-	}
-}
-
-// write runs r until it has an answer and records it; g is the group of a
-// checked operation ("" for the hot SKU).
-func (w *stockLoad) write(ctx context.Context, c int, inv *stock.Inventory, r *stockRecord, g string, in StockIn) {
-	w.finish(ctx, c, inv, r, g, in, w.hist.Now(), time.Now(), nil)
-}
-
-// finish is write for an operation called at call; first, when not nil, is
-// the answer to its first call (made in a batch).
-func (w *stockLoad) finish(ctx context.Context, c int, inv *stock.Inventory, r *stockRecord, g string, in StockIn, call int64, callT time.Time, first *stock.BatchResult) {
-	var res stock.Result
-	known, calls, err := settle(ctx, func() error {
-		if b := first; b != nil {
-			first = nil
-			res = b.Result
-			return b.Err
-		}
-		var err error
-		res, err = w.call(ctx, inv, r)
-		return err
-	}, stockAnswer)
-	ret := w.hist.Now()
-	var out StockOut
-	w.mu.Lock()
-	w.tally.Ops++
-	if calls > 1 {
-		w.tally.Retried++
-	}
-	switch {
-	case !known:
-		out.Unknown = true
-		w.tally.Unknown++
-		if errors.Is(err, stock.ErrReplicaAck) {
-			w.tally.Unacked++
-		}
-	case err == nil:
-		out.OK = true
-		w.tally.Acked++
-		for _, it := range r.items() {
-			out.After[skuIndex(it.SKU)] = res.Levels[it.SKU].Available
-		}
-		r.answer = answerOf(res, nil)
-	case errors.Is(err, stock.ErrSoldOut) || errors.Is(err, stock.ErrBuyerLimit):
-		r.answer = answerOf(res, err)
-	default:
-		w.tally.problem("stock %s %s: %v", r.kind, r.id(), err)
-		r.answer = answerOf(res, err)
-	}
-	w.records = append(w.records, r)
-	w.mu.Unlock()
-	if known {
-		w.prog.OK(callT)
-	}
-	if g != "" {
-		w.hist.Add(Op{Client: c, Key: g, Input: in, Output: out, Call: call, Return: ret, Unknown: out.Unknown})
 	}
 }
 
@@ -354,53 +276,27 @@ func (r *stockRecord) id() string {
 	return r.order.ID
 }
 
-// replay resubmits a decided operation: it must get the first answer.
+// replay resubmits a decided operation (a refunded order as its deduct):
+// it must get the first answer.
 func (w *stockLoad) replay(ctx context.Context, inv *stock.Inventory, r *stockRecord) {
-	kind := r.kind
-	if kind == "refunded" {
-		kind = "deduct"
-	}
 	rr := *r
-	rr.kind = kind
-	var res stock.Result
-	known, _, err := settle(ctx, func() error {
-		var err error
-		res, err = w.call(ctx, inv, &rr)
-		return err
-	}, stockAnswer)
-	if !known {
-		return
+	if rr.kind == "refunded" {
+		rr.kind = "deduct"
 	}
-	got := answerOf(res, err)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.tally.Ops++
-	if got != r.answer {
-		w.tally.problem("stock %s %s resubmitted: answered %q, first answer %q", kind, r.id(), got, r.answer)
-	}
-	if err == nil && !res.Replayed {
-		w.tally.problem("stock %s %s resubmitted: Result.Replayed is false", kind, r.id())
-	}
+	w.journaled.replay(ctx, inv, &rr)
 }
 
 func (w *stockLoad) level(ctx context.Context, c int, inv *stock.Inventory, g string, j int) {
-	call, callT := w.hist.Now(), time.Now()
-	lv, err := inv.Level(ctx, skuName(g, j))
-	ret := w.hist.Now()
-	w.mu.Lock()
-	w.tally.Ops++
-	w.mu.Unlock()
-	if err != nil {
-		return // a read without an answer tells nothing
-	}
-	w.prog.OK(callT)
-	var out StockOut
-	out.After[j] = lv.Available
-	w.hist.Add(Op{Client: c, Key: g, Input: StockIn{Kind: StockLevel, SKU: j}, Output: out, Call: call, Return: ret, Read: true})
+	w.read(c, g, StockIn{Kind: StockLevel, SKU: j}, func() (any, error) {
+		lv, err := inv.Level(ctx, skuName(g, j))
+		var out StockOut
+		out.After[j] = lv.Available
+		return out, err
+	})
 }
 
-// journal reads every entry of sku, of every bucket.
-func (w *stockLoad) journal(ctx context.Context, sku string, buckets int) ([]stock.Entry, error) {
+// stockJournal reads every entry of sku, of every bucket, under prefix.
+func stockJournal(ctx context.Context, admin redis.UniversalClient, prefix, sku string, buckets int) ([]stock.Entry, error) {
 	var out []stock.Entry
 	g := groupOf(sku)
 	for k := range buckets {
@@ -408,10 +304,10 @@ func (w *stockLoad) journal(ctx context.Context, sku string, buckets int) ([]sto
 		if k > 0 {
 			tag = fmt.Sprintf("%s#%d", g, k)
 		}
-		key := fmt.Sprintf("%s:stock:v1:{%s}:journal:%s", w.prefix, tag, sku)
+		key := fmt.Sprintf("%s:stock:v1:{%s}:journal:%s", prefix, tag, sku)
 		start := "-"
 		for {
-			msgs, err := w.admin.XRangeN(ctx, key, start, "+", 1000).Result()
+			msgs, err := admin.XRangeN(ctx, key, start, "+", 1000).Result()
 			if err != nil {
 				return nil, err
 			}
@@ -434,57 +330,35 @@ func (w *stockLoad) journal(ctx context.Context, sku string, buckets int) ([]sto
 // or acknowledged and missing, and counts units sold beyond supply.
 func (w *stockLoad) verify(ctx context.Context) Tally {
 	// Learn what the unknown operations did: the same call again answers.
-	w.mu.Lock()
-	records := append([]*stockRecord(nil), w.records...)
-	w.mu.Unlock()
-	for _, r := range records {
-		if r.answer != "" || r.kind == "refunded" {
-			continue
-		}
-		res, err, known := func() (stock.Result, error, bool) {
-			var res stock.Result
-			known, _, err := settle(ctx, func() error {
-				var err error
-				res, err = w.call(ctx, w.vinv, r)
-				return err
-			}, stockAnswer)
-			return res, err, known
-		}()
-		if known {
-			w.mu.Lock()
-			r.answer = "resolved " + answerOf(res, err)
-			w.mu.Unlock()
-		}
-	}
+	w.resolveUnknown(ctx)
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	t := w.tally
-	type applied struct{ op, kind, sku string }
-	want := map[applied]bool{}     // acknowledged
-	resolved := map[applied]bool{} // found applied by a resubmission after the run
-	refused := map[applied]bool{}  // refused for certain
+	kindOf := func(r *stockRecord) string {
+		if r.kind == "refunded" {
+			return "deduct"
+		}
+		return r.kind
+	}
+	exp := w.expect(func(r *stockRecord) []applied {
+		var out []applied
+		for _, it := range r.items() {
+			out = append(out, applied{r.id(), kindOf(r), it.SKU})
+		}
+		return out
+	})
 	soldAcked := map[string]int64{}
 	for _, r := range w.records {
-		kind := r.kind
-		if kind == "refunded" {
-			kind = "deduct"
+		if !strings.HasPrefix(r.answer, "ok") {
+			continue
 		}
 		for _, it := range r.items() {
-			k := applied{r.id(), kind, it.SKU}
-			switch {
-			case len(r.answer) > 1 && r.answer[:2] == "ok":
-				want[k] = true
-				if kind == "deduct" {
-					soldAcked[it.SKU] += it.Qty
-				}
-				if kind == "refund" {
-					soldAcked[it.SKU] -= it.Qty
-				}
-			case r.answer == stock.ErrSoldOut.Error() || r.answer == stock.ErrBuyerLimit.Error():
-				refused[k] = true
-			case len(r.answer) > 11 && r.answer[:11] == "resolved ok":
-				resolved[k] = true
+			switch kindOf(r) {
+			case "deduct":
+				soldAcked[it.SKU] += it.Qty
+			case "refund":
+				soldAcked[it.SKU] -= it.Qty
 			}
 		}
 	}
@@ -495,7 +369,7 @@ func (w *stockLoad) verify(ctx context.Context) Tally {
 		}
 	}
 	for _, sku := range skus {
-		rep, err := w.vinv.Audit(ctx, sku)
+		rep, err := w.verifier.Audit(ctx, sku)
 		if err != nil {
 			t.problem("stock audit %s: %v", sku, err)
 			continue
@@ -507,12 +381,12 @@ func (w *stockLoad) verify(ctx context.Context) Tally {
 		if sku == hotSKU {
 			b = hotBuckets
 		}
-		entries, err := w.journal(ctx, sku, b)
+		entries, err := stockJournal(ctx, w.admin, w.prefix, sku, b)
 		if err != nil {
 			t.problem("stock journal %s: %v", sku, err)
 			continue
 		}
-		seen := map[applied]int{}
+		var journal []applied
 		perBuyer := map[string]int64{}
 		for _, e := range entries {
 			switch e.Kind {
@@ -520,30 +394,12 @@ func (w *stockLoad) verify(ctx context.Context) Tally {
 			default:
 				continue
 			}
-			k := applied{e.Op, e.Kind, sku}
-			seen[k]++
-			if seen[k] == 2 {
-				t.Double++
-				t.detail("stock %s: %s %s is in the journal more than once", sku, e.Kind, e.Op)
-			}
-			if refused[k] {
-				t.problem("stock %s: %s %s was refused but is in the journal", sku, e.Kind, e.Op)
-			}
+			journal = append(journal, applied{e.Op, e.Kind, sku})
 			if e.Buyer != "" {
 				perBuyer[e.Buyer] += e.Delta.Sold - e.Delta.Refunded
 			}
 		}
-		for k := range resolved {
-			if k.sku == sku && seen[k] == 0 {
-				t.problem("stock %s: %s %s is not in the journal although a resubmission said it was applied", sku, k.kind, k.op)
-			}
-		}
-		for k := range want {
-			if k.sku == sku && seen[k] == 0 {
-				t.Lost++
-				t.detail("stock %s: acknowledged %s %s is not in the journal", sku, k.kind, k.op)
-			}
-		}
+		exp.compare(&t, ModuleStock, sku, journal)
 		lv := rep.Levels
 		over := max(0, soldAcked[sku]-rep.Supply, -lv.Available, lv.Sold-lv.Refunded-rep.Supply)
 		if over > 0 {

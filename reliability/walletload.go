@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/anishathalye/porcupine"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redkit-go/redkit/wallet"
@@ -36,12 +33,7 @@ type walletRecord struct {
 	answer   string // "" while unknown
 }
 
-// replayed is the answer to a resubmission of a decided transaction.
-type replayed struct {
-	r        *walletRecord
-	answer   string
-	replayed bool
-}
+func (r *walletRecord) about() (kind, id string, answer *string) { return r.kind, r.id(), &r.answer }
 
 func (r *walletRecord) id() string {
 	if r.kind == "transfer" {
@@ -51,50 +43,31 @@ func (r *walletRecord) id() string {
 }
 
 type walletLoad struct {
-	prefix  string
-	replays []replayed
-	leds    []*wallet.Ledger
-	admin   redis.UniversalClient
-	vled    *wallet.Ledger
-	hist    *History
-	prog    Progress
-
-	mu      sync.Mutex
-	records []*walletRecord
-	tally   Tally
+	journaled[*wallet.Ledger, *walletRecord, wallet.Result]
 }
 
 func newWalletLoad(tb testing.TB, d Deployment, prefix string, hist *History) *walletLoad {
-	w := &walletLoad{prefix: prefix, admin: d.Admin(tb), hist: hist}
-	opts := []wallet.Option{wallet.WithKeyPrefix(prefix)}
-	if d.ReplicaAck() {
-		opts = append(opts, wallet.WithReplicaAck(1, AckTimeout))
-	}
-	for range 2 {
-		led, err := wallet.New(d.Client(tb), opts...)
-		if err != nil {
-			tb.Fatalf("wallet.New: %v", err)
+	w := &walletLoad{journaled[*wallet.Ledger, *walletRecord, wallet.Result]{
+		module: ModuleWallet, check: BankModel, prefix: prefix, hist: hist,
+		send:     walletSend,
+		answered: walletAnswer, refusals: []error{wallet.ErrInsufficientFunds}, replicaAck: wallet.ErrReplicaAck,
+		answerOf: walletAnswerOf,
+		replayed: func(res wallet.Result) bool { return res.Replayed },
+		output: func(_ *walletRecord, res wallet.Result, known bool, err error) any {
+			if known && err == nil {
+				return BankOut{OK: true, Bal: res.Balance.Posted, ToBal: res.To.Posted}
+			}
+			return BankOut{Unknown: !known}
+		},
+	}}
+	w.open(tb, d, func(rdb redis.UniversalClient, ack bool) (*wallet.Ledger, error) {
+		opts := []wallet.Option{wallet.WithKeyPrefix(prefix)}
+		if ack {
+			opts = append(opts, wallet.WithReplicaAck(1, AckTimeout))
 		}
-		w.leds = append(w.leds, led)
-	}
-	var err error
-	w.vled, err = wallet.New(w.admin, wallet.WithKeyPrefix(prefix))
-	if err != nil {
-		tb.Fatalf("wallet.New: %v", err)
-	}
+		return wallet.New(rdb, opts...)
+	})
 	return w
-}
-
-func (w *walletLoad) name() string           { return "wallet" }
-func (w *walletLoad) history() *History      { return w.hist }
-func (w *walletLoad) model() porcupine.Model { return BankModel }
-func (w *walletLoad) progress() *Progress    { return &w.prog }
-
-func (w *walletLoad) close() {
-	for _, l := range w.leds {
-		_ = l.Close()
-	}
-	_ = w.vled.Close()
 }
 
 func (w *walletLoad) accounts() []string {
@@ -109,12 +82,12 @@ func (w *walletLoad) accounts() []string {
 
 func (w *walletLoad) setup(ctx context.Context) error {
 	for _, a := range w.accounts() {
-		if err := w.vled.Open(ctx, a, wallet.WithCurrency("CNY")); err != nil {
+		if err := w.verifier.Open(ctx, a, wallet.WithCurrency("CNY")); err != nil {
 			return err
 		}
 		call := w.hist.Now()
 		r := &walletRecord{kind: "credit", tx: wallet.Tx{ID: "init-" + groupOf(a) + "-" + a[len(a)-1:], Account: a, Amount: walletInitial}}
-		res, err := w.vled.Credit(ctx, r.tx)
+		res, err := w.verifier.Credit(ctx, r.tx)
 		if err != nil {
 			return err
 		}
@@ -159,7 +132,8 @@ func walletAnswerOf(res wallet.Result, err error) string {
 	return fmt.Sprintf("ok %d %d %s %s", res.Balance.Posted, res.To.Posted, res.EntryID, res.ToEntryID)
 }
 
-func (w *walletLoad) call(ctx context.Context, led *wallet.Ledger, r *walletRecord) (wallet.Result, error) {
+// walletSend sends r's transaction once.
+func walletSend(ctx context.Context, led *wallet.Ledger, r *walletRecord) (wallet.Result, error) {
 	switch r.kind {
 	case "credit":
 		return led.Credit(ctx, r.tx)
@@ -170,7 +144,7 @@ func (w *walletLoad) call(ctx context.Context, led *wallet.Ledger, r *walletReco
 }
 
 func (w *walletLoad) client(ctx context.Context, c int, rng *rand.Rand, more func(int) bool) {
-	led := w.leds[c%len(w.leds)]
+	led := w.conns[c%len(w.conns)]
 	var mine []*walletRecord
 	for i := 0; more(i); i++ {
 		if ctx.Err() != nil {
@@ -189,7 +163,7 @@ func (w *walletLoad) client(ctx context.Context, c int, rng *rand.Rand, more fun
 			w.replay(ctx, led, mine[rng.IntN(len(mine))])
 			continue
 		case p < 17:
-			w.read(ctx, c, led, g, from)
+			w.balance(ctx, c, led, g, from)
 			continue
 		case p < 20:
 			mine = append(mine, w.batch(ctx, c, led, g, id, rng)...)
@@ -217,66 +191,12 @@ func (w *walletLoad) client(ctx context.Context, c int, rng *rand.Rand, more fun
 	}
 }
 
-// write runs r until it has an answer and records it; g is the group of a
-// checked transaction ("" for the pair trading across groups).
-func (w *walletLoad) write(ctx context.Context, c int, led *wallet.Ledger, r *walletRecord, g string, in BankIn) {
-	w.finish(ctx, c, led, r, g, in, w.hist.Now(), time.Now(), nil)
-}
-
-// finish is write for a transaction called at call; first, when not nil,
-// is the answer to its first call (made in a batch).
-func (w *walletLoad) finish(ctx context.Context, c int, led *wallet.Ledger, r *walletRecord, g string, in BankIn, call int64, callT time.Time, first *wallet.BatchResult) {
-	var res wallet.Result
-	known, calls, err := settle(ctx, func() error {
-		if b := first; b != nil {
-			first = nil
-			res = b.Result
-			return b.Err
-		}
-		var err error
-		res, err = w.call(ctx, led, r)
-		return err
-	}, walletAnswer)
-	ret := w.hist.Now()
-	var out BankOut
-	w.mu.Lock()
-	w.tally.Ops++
-	if calls > 1 {
-		w.tally.Retried++
-	}
-	switch {
-	case !known:
-		out.Unknown = true
-		w.tally.Unknown++
-		if errors.Is(err, wallet.ErrReplicaAck) {
-			w.tally.Unacked++
-		}
-	case err == nil:
-		out = BankOut{OK: true, Bal: res.Balance.Posted, ToBal: res.To.Posted}
-		w.tally.Acked++
-		r.answer = walletAnswerOf(res, nil)
-	case errors.Is(err, wallet.ErrInsufficientFunds):
-		r.answer = walletAnswerOf(res, err)
-	default:
-		w.tally.problem("wallet %s %s: %v", r.kind, r.id(), err)
-		r.answer = walletAnswerOf(res, err)
-	}
-	w.records = append(w.records, r)
-	w.mu.Unlock()
-	if known {
-		w.prog.OK(callT)
-	}
-	if g != "" {
-		w.hist.Add(Op{Client: c, Key: g, Input: in, Output: out, Call: call, Return: ret, Unknown: out.Unknown})
-	}
-}
-
 // batch sends 2 to 4 transfers within group g in one TransferBatch, and
 // finishes those without an answer one by one.
 func (w *walletLoad) batch(ctx context.Context, c int, led *wallet.Ledger, g, id string, rng *rand.Rand) []*walletRecord {
 	n := 2 + rng.IntN(3)
 	rs := make([]*walletRecord, n)
-	ins := make([]BankIn, n)
+	ins := make([]any, n)
 	ts := make([]wallet.Transfer, n)
 	for k := range n {
 		from := rng.IntN(GroupSize)
@@ -286,55 +206,25 @@ func (w *walletLoad) batch(ctx context.Context, c int, led *wallet.Ledger, g, id
 		rs[k] = &walletRecord{kind: "transfer", transfer: ts[k]}
 		ins[k] = BankIn{Kind: BankTransfer, From: from, To: to, Amount: amt}
 	}
-	call, callT := w.hist.Now(), time.Now()
-	results := led.TransferBatch(ctx, ts)
-	var out []*walletRecord
-	for k := range n {
-		w.finish(ctx, c, led, rs[k], g, ins[k], call, callT, &results[k])
-		if rs[k].answer != "" {
-			out = append(out, rs[k])
-		}
-	}
-	return out
+	return w.journaled.batch(ctx, c, led, g, rs, ins, func() func(int) (wallet.Result, error) {
+		results := led.TransferBatch(ctx, ts)
+		return func(k int) (wallet.Result, error) { return results[k].Result, results[k].Err }
+	})
 }
 
-// replay resubmits a decided transaction: it must get the first answer.
-func (w *walletLoad) replay(ctx context.Context, led *wallet.Ledger, r *walletRecord) {
-	var res wallet.Result
-	known, _, err := settle(ctx, func() error {
-		var err error
-		res, err = w.call(ctx, led, r)
-		return err
-	}, walletAnswer)
-	if !known {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.tally.Ops++
-	w.replays = append(w.replays, replayed{r: r, answer: walletAnswerOf(res, err), replayed: err != nil || res.Replayed})
+func (w *walletLoad) balance(ctx context.Context, c int, led *wallet.Ledger, g string, j int) {
+	w.read(c, g, BankIn{Kind: BankRead, From: j}, func() (any, error) {
+		bal, err := led.Balance(ctx, accountName(g, j))
+		return BankOut{Bal: bal.Posted}, err
+	})
 }
 
-func (w *walletLoad) read(ctx context.Context, c int, led *wallet.Ledger, g string, j int) {
-	call, callT := w.hist.Now(), time.Now()
-	bal, err := led.Balance(ctx, accountName(g, j))
-	ret := w.hist.Now()
-	w.mu.Lock()
-	w.tally.Ops++
-	w.mu.Unlock()
-	if err != nil {
-		return
-	}
-	w.prog.OK(callT)
-	w.hist.Add(Op{Client: c, Key: g, Input: BankIn{Kind: BankRead, From: j}, Output: BankOut{Bal: bal.Posted}, Call: call, Return: ret, Read: true})
-}
-
-// entries reads an account's whole journal.
-func (w *walletLoad) entries(ctx context.Context, account string) ([]wallet.Entry, error) {
+// walletEntries reads an account's whole journal.
+func walletEntries(ctx context.Context, led *wallet.Ledger, account string) ([]wallet.Entry, error) {
 	var out []wallet.Entry
 	cursor := ""
 	for {
-		page, next, err := w.vled.Entries(ctx, account, cursor, wallet.MaxPage)
+		page, next, err := led.Entries(ctx, account, cursor, wallet.MaxPage)
 		if err != nil {
 			return nil, err
 		}
@@ -350,26 +240,8 @@ func (w *walletLoad) entries(ctx context.Context, account string) ([]wallet.Entr
 // journal, checks the trial balances, and scans the journals for
 // transactions applied twice, or acknowledged and missing.
 func (w *walletLoad) verify(ctx context.Context) Tally {
-	w.mu.Lock()
-	records := append([]*walletRecord(nil), w.records...)
-	w.mu.Unlock()
-	for _, r := range records {
-		if r.answer != "" {
-			continue
-		}
-		var res wallet.Result
-		known, _, err := settle(ctx, func() error {
-			var err error
-			res, err = w.call(ctx, w.vled, r)
-			return err
-		}, walletAnswer)
-		if known {
-			w.mu.Lock()
-			r.answer = "resolved " + walletAnswerOf(res, err)
-			w.mu.Unlock()
-		}
-	}
-	if _, err := w.vled.Recover(ctx); err != nil {
+	w.resolveUnknown(ctx)
+	if _, err := w.verifier.Recover(ctx); err != nil {
 		w.mu.Lock()
 		w.tally.problem("wallet recover: %v", err)
 		w.mu.Unlock()
@@ -378,70 +250,28 @@ func (w *walletLoad) verify(ctx context.Context) Tally {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	t := w.tally
-	for _, rp := range w.replays {
-		if rp.answer != rp.r.answer {
-			t.problem("wallet %s %s resubmitted: answered %q, first answer %q", rp.r.kind, rp.r.id(), rp.answer, rp.r.answer)
+	exp := w.expect(func(r *walletRecord) []applied {
+		if r.kind == "transfer" {
+			return []applied{{r.transfer.ID, wallet.KindTransferOut, r.transfer.From}, {r.transfer.ID, wallet.KindTransferIn, r.transfer.To}}
 		}
-		if !rp.replayed {
-			t.problem("wallet %s %s resubmitted: Result.Replayed is false", rp.r.kind, rp.r.id())
-		}
-	}
-	type applied struct{ tx, kind, account string }
-	want, resolved, refused := map[applied]bool{}, map[applied]bool{}, map[applied]bool{}
-	for _, r := range w.records {
-		var ks []applied
-		switch r.kind {
-		case "transfer":
-			ks = []applied{{r.transfer.ID, wallet.KindTransferOut, r.transfer.From}, {r.transfer.ID, wallet.KindTransferIn, r.transfer.To}}
-		default:
-			ks = []applied{{r.tx.ID, r.kind, r.tx.Account}}
-		}
-		for _, k := range ks {
-			switch {
-			case len(r.answer) > 1 && r.answer[:2] == "ok":
-				want[k] = true
-			case len(r.answer) > 11 && r.answer[:11] == "resolved ok":
-				resolved[k] = true
-			case r.answer == wallet.ErrInsufficientFunds.Error():
-				refused[k] = true
-			}
-		}
-	}
+		return []applied{{r.tx.ID, r.kind, r.tx.Account}}
+	})
 	for _, a := range w.accounts() {
-		if err := w.vled.Verify(ctx, a); err != nil {
+		if err := w.verifier.Verify(ctx, a); err != nil {
 			t.problem("wallet verify %s: %v", a, err)
 		}
-		es, err := w.entries(ctx, a)
+		es, err := walletEntries(ctx, w.verifier, a)
 		if err != nil {
 			t.problem("wallet entries %s: %v", a, err)
 			continue
 		}
-		seen := map[applied]int{}
+		var journal []applied
 		for _, e := range es {
-			if e.TxID == "" {
-				continue
-			}
-			k := applied{e.TxID, e.Kind, a}
-			seen[k]++
-			if seen[k] == 2 {
-				t.Double++
-				t.detail("wallet %s: %s %s is in the journal more than once", a, e.Kind, e.TxID)
-			}
-			if refused[k] {
-				t.problem("wallet %s: %s %s was refused but is in the journal", a, e.Kind, e.TxID)
+			if e.TxID != "" {
+				journal = append(journal, applied{e.TxID, e.Kind, a})
 			}
 		}
-		for k := range want {
-			if k.account == a && seen[k] == 0 {
-				t.Lost++
-				t.detail("wallet %s: acknowledged %s %s is not in the journal", a, k.kind, k.tx)
-			}
-		}
-		for k := range resolved {
-			if k.account == a && seen[k] == 0 {
-				t.problem("wallet %s: %s %s is not in the journal although a resubmission said it was applied", a, k.kind, k.tx)
-			}
-		}
+		exp.compare(&t, ModuleWallet, a, journal)
 	}
 	groups := [][]string{crossPair[:]}
 	for _, g := range walletGroups {
@@ -452,7 +282,7 @@ func (w *walletLoad) verify(ctx context.Context) Tally {
 		groups = append(groups, accts)
 	}
 	for _, accts := range groups {
-		tb, err := w.vled.TrialBalance(ctx, accts...)
+		tb, err := w.verifier.TrialBalance(ctx, accts...)
 		switch {
 		case err != nil:
 			t.problem("wallet trial balance %v: %v", accts, err)
