@@ -166,6 +166,25 @@ var LockModel = porcupine.Model{
 // stock (or wallet) workload; the models keep one level per member.
 const GroupSize = 3
 
+// stepGroup steps a write on a slot group that applies exactly when it
+// fits, taking the group from s to next: one whose outcome is unknown
+// applies where it fits, a refused one must not fit, and an applied one
+// must fit, with an output that matches next (matches checks it).
+func stepGroup(s, next [GroupSize]int64, fits, unknown, applied bool, matches func() bool) (bool, any) {
+	switch {
+	case unknown:
+		if fits {
+			return true, next
+		}
+		return true, s
+	case !applied:
+		return !fits, s
+	case !fits:
+		return false, s
+	}
+	return matches(), next
+}
+
 // Stock operation kinds.
 const (
 	StockDeduct   = "deduct"
@@ -211,23 +230,14 @@ var StockModel = porcupine.Model{
 			next[i] += sign * q
 			fits = fits && next[i] >= 0
 		}
-		switch {
-		case out.Unknown:
-			if fits {
-				return true, next
+		return stepGroup(s, next, fits, out.Unknown, out.OK, func() bool {
+			for i, q := range in.Qty {
+				if q != 0 && out.After[i] != next[i] {
+					return false
+				}
 			}
-			return true, s
-		case !out.OK:
-			return !fits, s
-		case !fits:
-			return false, s
-		}
-		for i, q := range in.Qty {
-			if q != 0 && out.After[i] != next[i] {
-				return false, s
-			}
-		}
-		return true, next
+			return true
+		})
 	},
 	DescribeOperation: func(input, output any) string {
 		in, out := input.(StockIn), output.(StockOut)
@@ -292,22 +302,13 @@ var BankModel = porcupine.Model{
 			next[in.To] += in.Amount
 			fits = next[in.From] >= 0
 		}
-		switch {
-		case out.Unknown:
-			if fits {
-				return true, next
+		return stepGroup(s, next, fits, out.Unknown, out.OK, func() bool {
+			ok := out.Bal == next[in.From]
+			if in.Kind == BankTransfer {
+				ok = ok && out.ToBal == next[in.To]
 			}
-			return true, s
-		case !out.OK:
-			return !fits, s
-		case !fits:
-			return false, s
-		}
-		ok := out.Bal == next[in.From]
-		if in.Kind == BankTransfer {
-			ok = ok && out.ToBal == next[in.To]
-		}
-		return ok, next
+			return ok
+		})
 	},
 	DescribeOperation: func(input, output any) string {
 		in, out := input.(BankIn), output.(BankOut)
