@@ -270,6 +270,21 @@ func (c *Cluster) Masters() []*Server {
 	return out
 }
 
+// Replica returns the first replica of the shard whose master serves
+// key's slot now. It needs Replicas ≥ 1.
+func (c *Cluster) Replica(ctx context.Context, key string) (*Server, error) {
+	sh, err := c.shardOf(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(sh.replicas) == 0 {
+		return nil, errors.New("redistest: Replica needs a replica (ClusterOptions.Replicas ≥ 1)")
+	}
+	return sh.replicas[0], nil
+}
+
 // Nodes returns every node, masters and replicas.
 func (c *Cluster) Nodes() []*Server { return slices.Clone(c.nodes) }
 

@@ -1,7 +1,6 @@
 package script_test
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -120,9 +119,8 @@ func TestRunAck_cluster_waitsOnKeysPrimary(t *testing.T) {
 	}
 
 	const key = "{frozen}:n"
-	primary, err := rdb.MasterForKey(ctx, key)
+	replica, err := c.Replica(ctx, key)
 	require.NoError(t, err)
-	replica := replicaOf(t, c, primary.Options().Addr)
 	require.NoError(t, replica.Pause())
 	defer func() { require.NoError(t, replica.Resume()) }()
 
@@ -130,20 +128,6 @@ func TestRunAck_cluster_waitsOnKeysPrimary(t *testing.T) {
 	require.ErrorIs(t, err, script.ErrReplicaAck)
 	require.Equal(t, 0, acked)
 	require.EqualValues(t, 1, cmd.Val())
-}
-
-// replicaOf finds the cluster node replicating the master at addr.
-func replicaOf(t *testing.T, c *redistest.Cluster, addr string) *redistest.Server {
-	_, port := hostPort(t, addr)
-	for _, n := range c.Nodes() {
-		info, err := n.Client().Info(t.Context(), "replication").Result()
-		require.NoError(t, err)
-		if strings.Contains(info, "role:slave") && strings.Contains(info, "master_port:"+port+"\r\n") {
-			return n
-		}
-	}
-	t.Fatalf("no replica of %s", addr)
-	return nil
 }
 
 // A script that writes nothing (a replay of an operation another connection

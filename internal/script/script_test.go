@@ -5,7 +5,6 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 
@@ -171,10 +170,4 @@ func TestPipeline_cluster_noscript(t *testing.T) {
 			require.EqualValues(t, round, cmd.Val(), i)
 		}
 	}
-}
-
-func hostPort(t *testing.T, addr string) (string, string) {
-	host, port, err := net.SplitHostPort(addr)
-	require.NoError(t, err)
-	return host, port
 }

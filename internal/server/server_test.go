@@ -2,8 +2,6 @@ package server_test
 
 import (
 	"context"
-	"net"
-	"strings"
 	"testing"
 	"time"
 
@@ -211,7 +209,9 @@ func TestReplicas_cluster(t *testing.T) {
 	const gone = "{a}"
 	primary, err := rdb.MasterForKey(ctx, gone)
 	require.NoError(t, err)
-	require.NoError(t, replicaOf(t, c, primary.Options().Addr).Client().ClusterResetSoft(ctx).Err())
+	replica, err := c.Replica(ctx, gone)
+	require.NoError(t, err)
+	require.NoError(t, replica.Client().ClusterResetSoft(ctx).Err())
 	require.Eventually(t, func() bool {
 		n, err := server.Replicas(ctx, rdb, gone)
 		return err == nil && n == 0
@@ -226,19 +226,4 @@ func TestReplicas_cluster(t *testing.T) {
 		require.NoError(t, err, key)
 		require.Equal(t, 1, n, key)
 	}
-}
-
-// replicaOf finds the cluster node replicating the master at addr.
-func replicaOf(t *testing.T, c *redistest.Cluster, addr string) *redistest.Server {
-	_, port, err := net.SplitHostPort(addr)
-	require.NoError(t, err)
-	for _, n := range c.Nodes() {
-		info, err := n.Client().Info(t.Context(), "replication").Result()
-		require.NoError(t, err)
-		if strings.Contains(info, "role:slave") && strings.Contains(info, "master_port:"+port+"\r\n") {
-			return n
-		}
-	}
-	t.Fatalf("no replica of %s", addr)
-	return nil
 }
