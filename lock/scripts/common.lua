@@ -25,6 +25,15 @@ local function redkit_int(n)
   return string.format('%d', n)
 end
 
+-- redkit_zhold: give owner an entry expiring at now + ttl (ms, a number) in
+-- a sorted set of owner ID -> expiry (server time, ms), dropping the
+-- entries already expired; the key lives at least as long as the new entry.
+local function redkit_zhold(key, owner, now, ttl)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', redkit_int(now))
+  redis.call('ZADD', key, redkit_int(now + ttl), owner)
+  if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, redkit_int(ttl)) end
+end
+
 -- redkit_lock_get: the value of a lock key (or false) and whether it
 -- belongs to owner.
 local function redkit_lock_get(key, owner)

@@ -52,10 +52,7 @@ if wait >= 0 then
     -- (wait), whatever their TTLs; a writer that crashed stops new readers
     -- for at most 2 of its TTLs after that.
     if not now then now = redkit_now() end
-    local keep = wait + 2 * tonumber(ttl)
-    redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', redkit_int(now))
-    redis.call('ZADD', KEYS[3], redkit_int(now + keep), owner)
-    if redis.call('PTTL', KEYS[3]) < keep then redis.call('PEXPIRE', KEYS[3], redkit_int(keep)) end
+    redkit_zhold(KEYS[3], owner, now, wait + 2 * tonumber(ttl))
   end
   return {0, wait}
 end

@@ -32,7 +32,5 @@ if not held or tonumber(held) <= now then
     return {0, tonumber(first[2]) - now}
   end
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', redkit_int(now))
-redis.call('ZADD', KEYS[1], redkit_int(now + tonumber(ttl)), owner)
-if redis.call('PTTL', KEYS[1]) < tonumber(ttl) then redis.call('PEXPIRE', KEYS[1], ttl) end
+redkit_zhold(KEYS[1], owner, now, tonumber(ttl))
 return {1, 0}
