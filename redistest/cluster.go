@@ -45,11 +45,7 @@ type shard struct {
 func NewCluster(tb testing.TB, opts ClusterOptions) *Cluster {
 	tb.Helper()
 	c, err := StartCluster(context.Background(), opts)
-	if err != nil {
-		tb.Fatalf("redistest: %v", err)
-	}
-	tb.Cleanup(func() { _ = c.Close() })
-	return c
+	return forTest(tb, c, err)
 }
 
 // StartCluster starts Masters*(1+Replicas) cluster nodes, assigns the slots

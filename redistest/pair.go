@@ -26,11 +26,7 @@ type Pair struct {
 func NewPair(tb testing.TB, opts Options) *Pair {
 	tb.Helper()
 	p, err := StartPair(context.Background(), opts)
-	if err != nil {
-		tb.Fatalf("redistest: %v", err)
-	}
-	tb.Cleanup(func() { _ = p.Close() })
-	return p
+	return forTest(tb, p, err)
 }
 
 // StartPair starts a primary and a replica of it, and returns once the

@@ -42,11 +42,7 @@ type Proxy struct {
 func NewProxy(tb testing.TB, target string) *Proxy {
 	tb.Helper()
 	p, err := StartProxy(target)
-	if err != nil {
-		tb.Fatalf("redistest: %v", err)
-	}
-	tb.Cleanup(func() { _ = p.Close() })
-	return p
+	return forTest(tb, p, err)
 }
 
 // StartProxy starts a proxy to target on a free loopback port. The caller

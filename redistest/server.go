@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -103,11 +104,18 @@ func Binary() (string, error) {
 func New(tb testing.TB, opts Options) *Server {
 	tb.Helper()
 	s, err := Start(context.Background(), opts)
+	return forTest(tb, s, err)
+}
+
+// forTest returns x, started for a test, and closes it in tb.Cleanup; err,
+// the start's error, fails the test instead.
+func forTest[T io.Closer](tb testing.TB, x T, err error) T {
+	tb.Helper()
 	if err != nil {
 		tb.Fatalf("redistest: %v", err)
 	}
-	tb.Cleanup(func() { _ = s.Close() })
-	return s
+	tb.Cleanup(func() { _ = x.Close() })
+	return x
 }
 
 // Start starts a redis-server process and waits until it answers PING.
