@@ -2,6 +2,7 @@ package wallet
 
 import (
 	"embed"
+	"strings"
 
 	"github.com/redkit-go/redkit/internal/fence"
 	"github.com/redkit-go/redkit/internal/script"
@@ -42,11 +43,16 @@ func newScript(name string) *script.Script {
 	return scripts.Script(name, fence.Lua, scripts.File("lib.lua"))
 }
 
-// newFastScript builds post.lua and transfer.lua: fence.Lua, lib.lua
-// wrapped in the function redkit_lib (its closures are made only on the
-// rarer paths that call it), fast.lua, then the file.
+// newFastScript builds post.lua and transfer.lua: fence.Lua, lib.lua down
+// to its line "-- @fast", the rest of lib.lua wrapped in the function
+// redkit_lib (its closures are made only on the rarer paths that call it),
+// fast.lua, then the file.
 func newFastScript(name string) *script.Script {
-	return scripts.Script(name, fence.Lua, "local function redkit_lib()\n"+scripts.File("lib.lua")+
+	head, rest, ok := strings.Cut(scripts.File("lib.lua"), "\n-- @fast\n")
+	if !ok {
+		panic("wallet: no -- @fast line in lib.lua")
+	}
+	return scripts.Script(name, fence.Lua, head, "local function redkit_lib()\n"+rest+
 		"\nreturn {account = account, marker = marker, conflict = conflict, replay = replay, reply = reply, "+
 		"sweep_due = sweep_due}\nend", scripts.File("fast.lua"))
 }

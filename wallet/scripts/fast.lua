@@ -1,27 +1,9 @@
 -- fast: what post.lua and transfer.lua need on their common path. The Go
--- side builds them as lock.FenceLua, this chunk, then lib.lua wrapped in
--- the function redkit_lib (so its closures are only made on the paths that
--- use them: markers kept as hashes, holds due), then the body.
-
-local MAX = 9007199254740991
-local TOTAL_MAX = 9.0e18
-local SWEEP_LIMIT = 64
-
--- fmt formats an integer-valued number exactly: tostring (%.14g) where
--- that is exact, else %.0f.
-local function fmt(x)
-  if x < 1e14 and x > -1e14 then return tostring(x) end
-  return string.format('%.0f', x)
-end
-
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
-local function invalid(msg)
-  return redis.error_reply('ERR wallet: invalid: ' .. msg)
-end
+-- side builds them as fence.Lua, the head of lib.lua (down to its line
+-- "-- @fast": constants, fmt, now_ms, invalid), the rest of lib.lua wrapped
+-- in the function redkit_lib (so its closures are only made on the paths
+-- that use them: markers kept as hashes, holds due), this chunk, then the
+-- body.
 
 -- sweep_fast releases the account's due holds (lib.lua's sweep_held) and
 -- returns the held balance after, and whether it stopped at its limit

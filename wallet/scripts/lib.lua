@@ -37,19 +37,8 @@ local MAX = 9007199254740991  -- 2^53-1, the largest integer a Lua number holds 
 -- up to about 1024 past TOTAL_MAX, still 2e17 short of 2^63.
 local TOTAL_MAX = 9.0e18
 
-local function num(v)
-  return tonumber(v) or 0
-end
-
--- str formats an integer-valued number, or a decimal string, exactly
--- (tostring would use %.14g). tonumber first: not every Lua converts a string
--- argument for %f (gopher-lua, in the embedded miniredis, does not).
-local function str(x)
-  return string.format('%.0f', tonumber(x))
-end
-
--- fmt formats an integer-valued number exactly, like str, but takes the
--- cheaper tostring (%.14g) where that is exact.
+-- fmt formats an integer-valued number exactly: tostring (%.14g) where
+-- that is exact (the cheaper way), else %.0f.
 local function fmt(x)
   if x < 1e14 and x > -1e14 then return tostring(x) end
   return string.format('%.0f', x)
@@ -59,6 +48,26 @@ end
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- invalid is the error reply for a bad argument or a value out of bounds.
+local function invalid(msg)
+  return redis.error_reply('ERR wallet: invalid: ' .. msg)
+end
+
+-- post.lua and transfer.lua run the lines above on every call, and the
+-- rest of this file only on the paths that call redkit_lib (see fast.lua).
+-- @fast
+
+local function num(v)
+  return tonumber(v) or 0
+end
+
+-- str formats an integer-valued number, or a decimal string, exactly
+-- (tostring would use %.14g). tonumber first: not every Lua converts a string
+-- argument for %f (gopher-lua, in the embedded miniredis, does not).
+local function str(x)
+  return string.format('%.0f', tonumber(x))
 end
 
 -- amount parses a positive amount 1..MAX given as a decimal string.
@@ -76,10 +85,6 @@ end
 local function fence_ok(ki, ai)
   if not KEYS[ki] then return true end
   return redkit_fence(KEYS[ki], ARGV[ai])
-end
-
-local function invalid(msg)
-  return redis.error_reply('ERR wallet: invalid: ' .. msg)
 end
 
 -- account reads an account hash; nil when the account does not exist.

@@ -1,5 +1,5 @@
 -- post: apply a credit or a debit to one account, idempotent by transaction
--- ID. Runs after fast.lua (and lib.lua as redkit_lib) (prepended by the Go side).
+-- ID. Runs after fast.lua (and lib.lua, see there).
 --
 -- KEYS[1] account hash  <prefix>:wallet:v2:{<group>}:acct:<account>
 -- KEYS[2] journal       <prefix>:wallet:v2:{<group>}:journal:<account>

@@ -1,5 +1,5 @@
 -- transfer: move an amount between two accounts of one slot group,
--- idempotent by transaction ID. Runs after fast.lua (and lib.lua as redkit_lib).
+-- idempotent by transaction ID. Runs after fast.lua (and lib.lua, see there).
 --
 -- KEYS[1] source account hash   <prefix>:wallet:v2:{<group>}:acct:<from>
 -- KEYS[2] source journal        <prefix>:wallet:v2:{<group>}:journal:<from>
