@@ -80,9 +80,8 @@ func TestInventory_Audit_detectsTampering(t *testing.T) {
 }
 
 func TestInventory_CheckpointTrim(t *testing.T) {
-	inv, _, _ := newInventory(t)
+	inv := stocked(t, "sku", 100)
 	ctx := t.Context()
-	require.NoError(t, inv.Create(ctx, "sku", 100))
 	n, err := inv.Trim(ctx, "sku")
 	require.NoError(t, err)
 	require.Zero(t, n) // no checkpoint yet: nothing may go
@@ -118,9 +117,8 @@ func TestInventory_CheckpointTrim(t *testing.T) {
 
 // Trim keeps what a consumer group has not acknowledged yet.
 func TestInventory_Trim_keepsUnconsumed(t *testing.T) {
-	inv, _, _ := newInventory(t)
+	inv := stocked(t, "sku", 100)
 	ctx := t.Context()
-	require.NoError(t, inv.Create(ctx, "sku", 100))
 	consumeN(t, inv, stock.Consumer{Group: "db", Name: "c1", SKUs: []string{"sku"}}, 1) // create entry
 	for i := range 4 {
 		_, err := inv.Deduct(ctx, order(opID("a", i), "u", "sku", 1))
@@ -158,10 +156,8 @@ func consumeN(t *testing.T, inv *stock.Inventory, c stock.Consumer, want int) []
 }
 
 func TestInventory_Consume_redeliversFailedAndAbandoned(t *testing.T) {
-	inv, _, _ := newInventory(t)
+	inv := stocked(t, "g/a", 10, "g/b", 10)
 	ctx := t.Context()
-	require.NoError(t, inv.Create(ctx, "g/a", 10))
-	require.NoError(t, inv.Create(ctx, "g/b", 10))
 	_, err := inv.Deduct(ctx, order("o1", "u", "g/a", 1, "g/b", 2))
 	require.NoError(t, err)
 

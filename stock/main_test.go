@@ -72,6 +72,17 @@ func order(id, buyer string, items ...any) stock.Order {
 	return o
 }
 
+// stocked is newInventory with SKUs created, given as pairs of SKU and
+// initial units: stocked(t, "g/a", 10, "g/b", 5).
+func stocked(t *testing.T, skus ...any) *stock.Inventory {
+	t.Helper()
+	inv, _, _ := newInventory(t)
+	for i := 0; i < len(skus); i += 2 {
+		require.NoError(t, inv.Create(t.Context(), skus[i].(string), int64(skus[i+1].(int))))
+	}
+	return inv
+}
+
 func opID(kind string, i int) string { return fmt.Sprintf("%s-%d", kind, i) }
 
 // mustNew is stock.New for tests whose options are valid: an error fails

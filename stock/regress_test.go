@@ -32,9 +32,8 @@ func opOfBucket(prefix string, k, b int) string {
 // that applied an operation and lost the reply learns it was applied even
 // after its successor wrote.
 func TestFence_replayAnswersBeforeFence(t *testing.T) {
-	inv, _, _ := newInventory(t)
+	inv := stocked(t, "shop/a", 10)
 	ctx := t.Context()
-	require.NoError(t, inv.Create(ctx, "shop/a", 10))
 	f5 := stock.WithFence(lock.Fence{Name: "seller", Token: 5})
 	f6 := stock.WithFence(lock.Fence{Name: "seller", Token: 6})
 

@@ -134,9 +134,8 @@ func TestInventory_Cancel(t *testing.T) {
 }
 
 func TestInventory_Cancel_beforeReserveLeavesTombstone(t *testing.T) {
-	inv, _, _ := newInventory(t)
+	inv := stocked(t, "sku", 5)
 	ctx := t.Context()
-	require.NoError(t, inv.Create(ctx, "sku", 5))
 	o := order("o1", "u1", "sku", 2)
 	_, err := inv.Cancel(ctx, o)
 	require.NoError(t, err)
@@ -326,9 +325,8 @@ func TestInventory_Deduct_manyExpiredHolds(t *testing.T) {
 // A reservation that was refused stays refused for Confirm; Cancel of it is
 // a no-op.
 func TestInventory_Confirm_refusedReservation(t *testing.T) {
-	inv, _, _ := newInventory(t)
+	inv := stocked(t, "sku", 1)
 	ctx := t.Context()
-	require.NoError(t, inv.Create(ctx, "sku", 1))
 	o := order("o1", "u", "sku", 2)
 	_, err := inv.Reserve(ctx, o, time.Minute)
 	require.ErrorIs(t, err, stock.ErrSoldOut)

@@ -32,10 +32,8 @@ func TestInventory_Create_idempotentAndConflict(t *testing.T) {
 }
 
 func TestInventory_Deduct_allOrNothing(t *testing.T) {
-	inv, _, _ := newInventory(t)
+	inv := stocked(t, "shop/a", 5, "shop/b", 1)
 	ctx := t.Context()
-	require.NoError(t, inv.Create(ctx, "shop/a", 5))
-	require.NoError(t, inv.Create(ctx, "shop/b", 1))
 
 	_, err := inv.Deduct(ctx, order("o1", "u1", "shop/a", 2, "shop/b", 2))
 	require.ErrorIs(t, err, stock.ErrSoldOut)
@@ -58,10 +56,8 @@ func TestInventory_Deduct_allOrNothing(t *testing.T) {
 }
 
 func TestInventory_Deduct_idempotent(t *testing.T) {
-	inv, _, _ := newInventory(t)
+	inv := stocked(t, "g/x", 3, "g/y", 3)
 	ctx := t.Context()
-	require.NoError(t, inv.Create(ctx, "g/x", 3))
-	require.NoError(t, inv.Create(ctx, "g/y", 3))
 
 	first, err := inv.Deduct(ctx, order("o1", "u1", "g/x", 1, "g/y", 2))
 	require.NoError(t, err)
@@ -92,9 +88,8 @@ func TestInventory_Deduct_idempotent(t *testing.T) {
 }
 
 func TestInventory_Deduct_refusalStaysRefused(t *testing.T) {
-	inv, _, _ := newInventory(t)
+	inv := stocked(t, "sku", 1)
 	ctx := t.Context()
-	require.NoError(t, inv.Create(ctx, "sku", 1))
 	o := order("o1", "u1", "sku", 2)
 	res, err := inv.Deduct(ctx, o)
 	require.ErrorIs(t, err, stock.ErrSoldOut)
@@ -144,9 +139,8 @@ func TestInventory_CloseSKU(t *testing.T) {
 }
 
 func TestInventory_RestockWriteOff_idempotent(t *testing.T) {
-	inv, _, _ := newInventory(t)
+	inv := stocked(t, "sku", 0)
 	ctx := t.Context()
-	require.NoError(t, inv.Create(ctx, "sku", 0))
 	res, err := inv.Restock(ctx, "r1", "sku", 7)
 	require.NoError(t, err)
 	require.False(t, res.Replayed)
