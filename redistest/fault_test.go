@@ -12,10 +12,7 @@ import (
 )
 
 func TestProxy_Dropped(t *testing.T) {
-	s := redistest.New(t, redistest.Options{})
-	px := redistest.NewProxy(t, s.Addr())
-	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 100 * time.Millisecond, MaxRetries: -1})
-	defer rdb.Close()
+	s, px, rdb := proxied(t, 100*time.Millisecond)
 	require.NoError(t, rdb.Ping(t.Context()).Err())
 	require.Zero(t, px.Dropped())
 	px.DropReplies(true)
@@ -82,10 +79,7 @@ func TestServer_SlowLoading(t *testing.T) {
 }
 
 func TestLostReply(t *testing.T) {
-	s := redistest.New(t, redistest.Options{})
-	px := redistest.NewProxy(t, s.Addr())
-	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
-	defer rdb.Close()
+	s, px, rdb := proxied(t, 200*time.Millisecond)
 	require.NoError(t, rdb.Ping(t.Context()).Err())
 	var ran string
 	err := redistest.LostReply(t, px, func() error { return rdb.Incr(t.Context(), "n").Err() }, func() {
@@ -99,10 +93,7 @@ func TestLostReply(t *testing.T) {
 }
 
 func TestProxy_DropRepliesAfter(t *testing.T) {
-	s := redistest.New(t, redistest.Options{})
-	px := redistest.NewProxy(t, s.Addr())
-	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 100 * time.Millisecond, MaxRetries: -1})
-	defer rdb.Close()
+	s, px, rdb := proxied(t, 100*time.Millisecond)
 	require.NoError(t, rdb.Ping(t.Context()).Err())
 	px.DropRepliesAfter(1)
 	require.NoError(t, rdb.Set(t.Context(), "a", "1", 0).Err(), "the first reply passes")

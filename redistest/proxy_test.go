@@ -17,6 +17,17 @@ import (
 	"github.com/redkit-go/redkit/redistest"
 )
 
+// proxied starts a server and a proxy to it, and returns a client of the
+// proxy that never retries, so that a test sees every reply the proxy
+// drops or holds past readTimeout (0: go-redis's default).
+func proxied(t *testing.T, readTimeout time.Duration) (*redistest.Server, *redistest.Proxy, *redis.Client) {
+	s := redistest.New(t, redistest.Options{})
+	px := redistest.NewProxy(t, s.Addr())
+	c := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: readTimeout, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	return s, px, c
+}
+
 // rawConn is a bare RESP connection, so a test controls every read.
 type rawConn struct {
 	net.Conn
@@ -71,13 +82,9 @@ func TestProxy_passesThrough(t *testing.T) {
 }
 
 func TestProxy_HoldReplies_commandRunsReplyHeld(t *testing.T) {
-	s := redistest.New(t, redistest.Options{})
-	px := redistest.NewProxy(t, s.Addr())
-	ctx := t.Context()
-
 	// A go-redis client whose read timeout is shorter than the hold.
-	c := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
-	defer c.Close()
+	s, px, c := proxied(t, 200*time.Millisecond)
+	ctx := t.Context()
 	require.NoError(t, c.Ping(ctx).Err())
 	px.HoldReplies(3 * time.Second)
 	err := c.Incr(ctx, "ctr").Err()
@@ -102,11 +109,8 @@ func TestProxy_HoldReplies_commandRunsReplyHeld(t *testing.T) {
 }
 
 func TestProxy_SetLatency_delaysReplies(t *testing.T) {
-	s := redistest.New(t, redistest.Options{})
-	px := redistest.NewProxy(t, s.Addr())
+	_, px, c := proxied(t, 200*time.Millisecond)
 	ctx := t.Context()
-	c := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
-	defer c.Close()
 	px.SetLatency(3 * time.Second)
 	require.Error(t, c.Ping(ctx).Err())
 	px.SetLatency(0)
@@ -169,11 +173,8 @@ func TestProxy_ResetConnections(t *testing.T) {
 }
 
 func TestProxy_Cut(t *testing.T) {
-	s := redistest.New(t, redistest.Options{})
-	px := redistest.NewProxy(t, s.Addr())
+	_, px, c := proxied(t, 0)
 	ctx := t.Context()
-	c := redis.NewClient(&redis.Options{Addr: px.Addr(), MaxRetries: -1})
-	defer c.Close()
 	require.NoError(t, c.Ping(ctx).Err())
 	rc := dialRaw(t, px.Addr())
 
