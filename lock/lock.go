@@ -278,30 +278,36 @@ func (m *Mutex) Acquire(ctx context.Context) (*Lease, error) { return m.r.acquir
 // per hash slot (see MaxFenceCounters).
 func (c *Client) counterKey(g string) string { return c.space.Key(counterTag(g), "tokens") }
 
-func (r *resource) tryAcquire(ctx context.Context) (l *Lease, err error) {
+// traced runs do, an acquire, once r is ready, under a lock.acquire span
+// that records its outcome and how long it took.
+func (r *resource) traced(ctx context.Context, do func(context.Context) (*Lease, error)) (l *Lease, err error) {
 	if err := r.ready(); err != nil {
 		return nil, err
 	}
 	start := time.Now()
 	ctx, span := r.c.tel.start(ctx, "lock.acquire")
 	defer func() { r.c.tel.acquired(ctx, span, start, err) }()
-	l, _, err = r.attempt(ctx, newOwner(), modeTry)
-	if err != nil {
-		return nil, err
-	}
-	if l == nil {
-		return nil, ErrNotAcquired
-	}
-	return l, nil
+	return do(ctx)
 }
 
-func (r *resource) acquire(ctx context.Context) (l *Lease, err error) {
-	if err := r.ready(); err != nil {
-		return nil, err
-	}
-	start := time.Now()
-	ctx, span := r.c.tel.start(ctx, "lock.acquire")
-	defer func() { r.c.tel.acquired(ctx, span, start, err) }()
+func (r *resource) tryAcquire(ctx context.Context) (*Lease, error) {
+	return r.traced(ctx, func(ctx context.Context) (*Lease, error) {
+		l, _, err := r.attempt(ctx, newOwner(), modeTry)
+		if err != nil {
+			return nil, err
+		}
+		if l == nil {
+			return nil, ErrNotAcquired
+		}
+		return l, nil
+	})
+}
+
+func (r *resource) acquire(ctx context.Context) (*Lease, error) { return r.traced(ctx, r.wait) }
+
+// wait is Acquire within its span: attempts until one takes the lock,
+// waiting for a release in between.
+func (r *resource) wait(ctx context.Context) (l *Lease, err error) {
 	// One owner ID for the whole call: an attempt whose reply was lost is
 	// recognised by a later attempt instead of blocking everyone until TTL.
 	owner := newOwner()
