@@ -35,10 +35,25 @@ func outcomeOf(err error) string {
 	return "ok"
 }
 
+// telScope is what the Segment's and the lease's telemetry share: the
+// package's tracer, the label and the label as metric attributes.
+type telScope struct {
+	tracer trace.Tracer
+	label  string
+	attrs  metric.MeasurementOption
+}
+
+// newTelScope returns the telScope of cfg and the package's meter.
+func newTelScope(cfg *config) (telScope, metric.Meter) {
+	return telScope{
+		tracer: cfg.providers.TracerFor(ScopeName, Version),
+		label:  cfg.label,
+		attrs:  metric.WithAttributes(labelAttrs(cfg.label)...),
+	}, cfg.providers.MeterFor(ScopeName, Version)
+}
+
 type segTelemetry struct {
-	tracer   trace.Tracer
-	label    string
-	attrs    metric.MeasurementOption
+	telScope
 	fetches  metric.Int64Counter
 	duration metric.Float64Histogram
 	size     metric.Int64Gauge
@@ -53,12 +68,8 @@ func labelAttrs(label string) []attribute.KeyValue {
 }
 
 func newSegTelemetry(cfg *config, s *Segment) (*segTelemetry, error) {
-	m := cfg.providers.MeterFor(ScopeName, Version)
-	t := &segTelemetry{
-		tracer: cfg.providers.TracerFor(ScopeName, Version),
-		label:  cfg.label,
-		attrs:  metric.WithAttributes(labelAttrs(cfg.label)...),
-	}
+	scope, m := newTelScope(cfg)
+	t := &segTelemetry{telScope: scope}
 	var err error
 	if t.fetches, err = m.Int64Counter(metricFetches, metric.WithUnit("{fetch}"),
 		metric.WithDescription("Segment range fetches, by outcome")); err != nil {
@@ -118,9 +129,7 @@ func (t *segTelemetry) close() {
 }
 
 type leaseTelemetry struct {
-	tracer     trace.Tracer
-	label      string
-	attrs      metric.MeasurementOption
+	telScope
 	ops        metric.Int64Counter
 	duration   metric.Float64Histogram
 	renewFails metric.Int64Counter
@@ -128,12 +137,8 @@ type leaseTelemetry struct {
 }
 
 func newLeaseTelemetry(cfg *config) (*leaseTelemetry, error) {
-	m := cfg.providers.MeterFor(ScopeName, Version)
-	t := &leaseTelemetry{
-		tracer: cfg.providers.TracerFor(ScopeName, Version),
-		label:  cfg.label,
-		attrs:  metric.WithAttributes(labelAttrs(cfg.label)...),
-	}
+	scope, m := newTelScope(cfg)
+	t := &leaseTelemetry{telScope: scope}
 	var err error
 	if t.ops, err = m.Int64Counter(metricLeaseOps, metric.WithUnit("{operation}"),
 		metric.WithDescription("Node lease acquisitions, renewals and releases, by outcome")); err != nil {
