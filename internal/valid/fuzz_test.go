@@ -22,23 +22,29 @@ func requireInvalid(t *testing.T, err error, field string) {
 	}
 }
 
+// requireBounded fails unless err, a check's verdict on v, accepts exactly
+// the v from lo to hi, refuses the rest as requireInvalid wants, and
+// accepts only values a Lua number (a double) holds exactly.
+func requireBounded(t *testing.T, err error, field string, v, lo, hi int64) {
+	t.Helper()
+	if want := v >= lo && v <= hi; want != (err == nil) {
+		t.Fatalf("%s %d: %v, want valid=%v", field, v, err, want)
+	}
+	if err != nil {
+		requireInvalid(t, err, field)
+		return
+	}
+	if int64(float64(v)) != v {
+		t.Fatalf("%s %d was accepted, and a double does not hold it exactly", field, v)
+	}
+}
+
 func FuzzAmount(f *testing.F) {
 	for _, v := range []int64{0, 1, -1, valid.MaxAmount, valid.MaxAmount + 1, -valid.MaxAmount} {
 		f.Add(v)
 	}
 	f.Fuzz(func(t *testing.T, v int64) {
-		err := valid.Amount("qty", v)
-		if want := v >= 1 && v <= valid.MaxAmount; want != (err == nil) {
-			t.Fatalf("Amount(%d) = %v, want valid=%v", v, err, want)
-		}
-		if err != nil {
-			requireInvalid(t, err, "qty")
-			return
-		}
-		// Every accepted amount is exact as a Lua number (a double).
-		if int64(float64(v)) != v {
-			t.Fatalf("Amount accepted %d, which a double does not hold exactly", v)
-		}
+		requireBounded(t, valid.Amount("qty", v), "qty", v, 1, valid.MaxAmount)
 	})
 }
 
@@ -47,17 +53,7 @@ func FuzzSigned(f *testing.F) {
 		f.Add(v)
 	}
 	f.Fuzz(func(t *testing.T, v int64) {
-		err := valid.Signed("balance", v)
-		if want := v >= -valid.MaxAmount && v <= valid.MaxAmount; want != (err == nil) {
-			t.Fatalf("Signed(%d) = %v, want valid=%v", v, err, want)
-		}
-		if err != nil {
-			requireInvalid(t, err, "balance")
-			return
-		}
-		if int64(float64(v)) != v {
-			t.Fatalf("Signed accepted %d, which a double does not hold exactly", v)
-		}
+		requireBounded(t, valid.Signed("balance", v), "balance", v, -valid.MaxAmount, valid.MaxAmount)
 	})
 }
 
