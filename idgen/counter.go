@@ -45,17 +45,20 @@ func counterKey(prefix, name string) string {
 	return keys.Space{Prefix: prefix, Module: "idgen", Version: 1}.Key(keys.Group(name), "seq", name)
 }
 
-func newCounter(rdb redis.UniversalClient, name string, cfg *config) (*counter, error) {
+// newCounter returns the counter named name on rdb and the config of opts,
+// once both are valid.
+func newCounter(rdb redis.UniversalClient, name string, opts []Option) (*counter, config, error) {
+	cfg := newConfig(opts)
 	if rdb == nil {
-		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalid)
+		return nil, cfg, fmt.Errorf("%w: nil Redis client", ErrInvalid)
 	}
 	if err := valid.Name("name", name); err != nil {
-		return nil, err
+		return nil, cfg, err
 	}
 	if err := cfg.validateCounter(); err != nil {
-		return nil, err
+		return nil, cfg, err
 	}
-	return &counter{rdb: rdb, key: counterKey(cfg.prefix, name), ackWait: cfg.replicaAckWait}, nil
+	return &counter{rdb: rdb, key: counterKey(cfg.prefix, name), ackWait: cfg.replicaAckWait}, cfg, nil
 }
 
 // reserve reserves step values above floor and returns the last one.

@@ -93,8 +93,7 @@ var _ Generator = (*Segment)(nil)
 // Options used: WithKeyPrefix, WithMinStep, WithMaxStep, WithFetchTimeout,
 // WithReplicaAckTimeout, WithTracerProvider, WithMeterProvider, WithLabel.
 func NewSegment(rdb redis.UniversalClient, name string, opts ...Option) (*Segment, error) {
-	cfg := newConfig(opts)
-	c, err := newCounter(rdb, name, &cfg)
+	c, cfg, err := newCounter(rdb, name, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -43,8 +43,7 @@ var _ Generator = (*Sequence)(nil)
 //
 // Options used: WithKeyPrefix, WithReplicaAckTimeout.
 func NewSequence(rdb redis.UniversalClient, name string, opts ...Option) (*Sequence, error) {
-	cfg := newConfig(opts)
-	c, err := newCounter(rdb, name, &cfg)
+	c, _, err := newCounter(rdb, name, opts)
 	if err != nil {
 		return nil, err
 	}
