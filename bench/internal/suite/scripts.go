@@ -174,6 +174,28 @@ return redis.call('DECRBY', KEYS[1], q)`)
 	baseIncrement = redis.NewScript(`return redis.call('INCRBY', KEYS[1], ARGV[1])`)
 )
 
+// baseValue is the value a group's baseline scripts (baseDecrement,
+// baseIncrement) work on.
+type baseValue struct {
+	rdb *redis.Client
+	key string
+}
+
+// set is a setup that gives the value a fresh key holding start.
+func (b *baseValue) set(start int64) func(ctx context.Context, c *redis.Client, n int) error {
+	return func(ctx context.Context, c *redis.Client, n int) error {
+		b.rdb, b.key = c, prefix("scripts-base")+":value"
+		return b.rdb.Set(ctx, b.key, start, 0).Err()
+	}
+}
+
+// run is an op that runs script on the value with an argument of 1.
+func (b *baseValue) run(script *redis.Script) func(ctx context.Context, i int) error {
+	return func(ctx context.Context, i int) error {
+		return script.Run(ctx, b.rdb, []string{b.key}, 1).Err()
+	}
+}
+
 // scriptCases returns every case and a func that closes the clients they
 // made.
 func scriptCases() ([]scriptCase, func()) {
@@ -298,9 +320,8 @@ func lockScriptCases() ([]scriptCase, func()) {
 
 func stockScriptCases() ([]scriptCase, func()) {
 	var (
-		rdb *redis.Client
-		inv *stock.Inventory
-		pfx string
+		inv  *stock.Inventory
+		base baseValue
 	)
 	const huge = int64(1) << 40
 	fresh := func(buyerLimit int64) func(ctx context.Context, c *redis.Client, n int) error {
@@ -308,9 +329,8 @@ func stockScriptCases() ([]scriptCase, func()) {
 			if inv != nil {
 				_ = inv.Close()
 			}
-			rdb, pfx = c, prefix("scripts-stock")
 			var err error
-			if inv, err = stock.New(c, stock.WithKeyPrefix(pfx)); err != nil {
+			if inv, err = stock.New(c, stock.WithKeyPrefix(prefix("scripts-stock"))); err != nil {
 				return err
 			}
 			var opts []stock.SKUOption
@@ -333,21 +353,13 @@ func stockScriptCases() ([]scriptCase, func()) {
 	}
 	reserve := func(ctx context.Context, o stock.Order) (stock.Result, error) { return inv.Reserve(ctx, o, time.Hour) }
 	deduct := func(ctx context.Context, o stock.Order) (stock.Result, error) { return inv.Deduct(ctx, o) }
-	basePfx := ""
 	done := func() {
 		if inv != nil {
 			_ = inv.Close()
 		}
 	}
 	return []scriptCase{
-		{group: "stock", name: "baseline check-and-decrement",
-			setup: func(ctx context.Context, c *redis.Client, n int) error {
-				rdb, basePfx = c, prefix("scripts-base")
-				return rdb.Set(ctx, basePfx+":avail", huge, 0).Err()
-			},
-			op: func(ctx context.Context, i int) error {
-				return baseDecrement.Run(ctx, rdb, []string{basePfx + ":avail"}, 1).Err()
-			}},
+		{group: "stock", name: "baseline check-and-decrement", setup: base.set(huge), op: base.run(baseDecrement)},
 		{group: "stock", name: "Deduct (1 item)", baseline: "baseline check-and-decrement",
 			setup: fresh(0), op: call(deduct, "d")},
 		{group: "stock", name: "Refund", setup: keep, op: call(func(ctx context.Context, o stock.Order) (stock.Result, error) {
@@ -372,31 +384,20 @@ func stockScriptCases() ([]scriptCase, func()) {
 
 func walletScriptCases() ([]scriptCase, func()) {
 	var (
-		rdb *redis.Client
-		led *wallet.Ledger
+		led  *wallet.Ledger
+		base baseValue
 	)
 	const funds = int64(1) << 45
 	keep := func(ctx context.Context, c *redis.Client, n int) error { return nil }
 	tx := func(kind string, i int) string { return kind + strconv.Itoa(i) }
-	basePfx := ""
 	done := func() {
 		if led != nil {
 			_ = led.Close()
 		}
 	}
 	return []scriptCase{
-		{group: "wallet", name: "baseline check-and-debit",
-			setup: func(ctx context.Context, c *redis.Client, n int) error {
-				rdb, basePfx = c, prefix("scripts-base")
-				return rdb.Set(ctx, basePfx+":bal", funds, 0).Err()
-			},
-			op: func(ctx context.Context, i int) error {
-				return baseDecrement.Run(ctx, rdb, []string{basePfx + ":bal"}, 1).Err()
-			}},
-		{group: "wallet", name: "baseline credit (INCRBY)", setup: keep,
-			op: func(ctx context.Context, i int) error {
-				return baseIncrement.Run(ctx, rdb, []string{basePfx + ":bal"}, 1).Err()
-			}},
+		{group: "wallet", name: "baseline check-and-debit", setup: base.set(funds), op: base.run(baseDecrement)},
+		{group: "wallet", name: "baseline credit (INCRBY)", setup: keep, op: base.run(baseIncrement)},
 		{group: "wallet", name: "Credit", baseline: "baseline credit (INCRBY)",
 			setup: func(ctx context.Context, c *redis.Client, n int) error {
 				if led != nil {
