@@ -28,3 +28,16 @@ end
 local function swept_all(full, ik, now_s)
   return not full or not due_left(ik, now_s)
 end
+
+-- set_posted writes an account's posted balance (posted_s) and last entry,
+-- and adds the posting's amount n (amount_s) to its running total field,
+-- now at total: in the same HSET while a Lua number holds the sum exactly
+-- (below 2^53, so always in practice); past that, HINCRBY adds exactly.
+local function set_posted(key, posted_s, entry, field, total, n, amount_s)
+  if total + n < MAX then
+    redis.call('HSET', key, 'posted', posted_s, 'last', entry, field, fmt(total + n))
+  else
+    redis.call('HSET', key, 'posted', posted_s, 'last', entry)
+    redis.call('HINCRBY', key, field, amount_s)
+  end
+end

@@ -130,15 +130,7 @@ else
   e = redis.call('XADD', KEYS[2], '*', 'tx', tx, 'kind', kind, 'delta', delta, 'hdelta', '0', 'posted', ps, 'held', hs,
                  'memo', memo)
 end
--- The running total in the same HSET while a Lua number holds it exactly
--- (below 2^53, so always in practice); past that, HINCRBY adds exactly.
-local tot = tonumber(v[6]) or 0
-if tot + n < MAX then
-  redis.call('HSET', KEYS[1], 'posted', ps, 'last', e, total, fmt(tot + n))
-else
-  redis.call('HSET', KEYS[1], 'posted', ps, 'last', e)
-  redis.call('HINCRBY', KEYS[1], total, amount_s)
-end
+set_posted(KEYS[1], ps, e, total, tonumber(v[6]) or 0, n, amount_s)
 redis.call('SET', KEYS[3], canon .. '\nok\n' .. nonce .. '\n' .. now_s .. '\n' .. e .. '\n' .. ps .. '\n' .. hs,
            'PX', window)
 if v[7] then return {'ok', '0', '', now_s, e, acur, v[2] or '0', ps, hs, '0', 'xt'} end

@@ -117,21 +117,8 @@ else
   eb = redis.call('XADD', KEYS[4], '*', 'tx', tx, 'kind', 'transfer_in', 'delta', amount_s, 'hdelta', '0',
                   'posted', pbs, 'held', hbs, 'peer', from, 'memo', memo)
 end
--- Running totals in the same HSET while a Lua number holds them exactly
--- (below 2^53); past that, HINCRBY adds exactly (see post.lua).
-local tout, tin = tonumber(va[6]) or 0, tonumber(vb[6]) or 0
-if tout + n < MAX then
-  redis.call('HSET', KEYS[1], 'posted', pas, 'last', ea, 'tout', fmt(tout + n))
-else
-  redis.call('HSET', KEYS[1], 'posted', pas, 'last', ea)
-  redis.call('HINCRBY', KEYS[1], 'tout', amount_s)
-end
-if tin + n < MAX then
-  redis.call('HSET', KEYS[3], 'posted', pbs, 'last', eb, 'tin', fmt(tin + n))
-else
-  redis.call('HSET', KEYS[3], 'posted', pbs, 'last', eb)
-  redis.call('HINCRBY', KEYS[3], 'tin', amount_s)
-end
+set_posted(KEYS[1], pas, ea, 'tout', tonumber(va[6]) or 0, n, amount_s)
+set_posted(KEYS[3], pbs, eb, 'tin', tonumber(vb[6]) or 0, n, amount_s)
 redis.call('SET', KEYS[5], canon .. '\nok\n' .. nonce .. '\n' .. now_s .. '\n' .. ea .. '\n' .. pas .. '\n' .. has ..
            '\n' .. eb .. '\n' .. pbs .. '\n' .. hbs, 'PX', window)
 local r = {'ok', '0', '', now_s, ea, va[1], va[2] or '0', pas, has, '0', eb, vb[1], vb[2] or '0', pbs, hbs, '0'}
