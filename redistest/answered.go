@@ -3,6 +3,7 @@ package redistest
 import (
 	"context"
 	"errors"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,6 +41,48 @@ func (c *Cluster) FaultRounds(ctx context.Context, rounds int, pause time.Durati
 		}
 	}
 	return faults, nil
+}
+
+// Chaos skips tb unless RUN_CHAOS is set (make chaos sets it), and returns
+// CHAOS_SCALE, the multiplier of a chaos test's work: 1 when it is unset or
+// not a positive whole number.
+func Chaos(tb testing.TB) int {
+	tb.Helper()
+	if os.Getenv("RUN_CHAOS") == "" {
+		tb.Skip("chaos tier: make chaos")
+	}
+	if n, err := strconv.Atoi(os.Getenv("CHAOS_SCALE")); err == nil && n > 0 {
+		return n
+	}
+	return 1
+}
+
+// WhileFailingOver runs work(w, i) on workers goroutines, i = 0, 1, 2... on
+// each, while FaultRounds runs rounds rounds of faults on the shards of
+// keys, pause apart, and returns how many faults ran once every worker has
+// stopped. A worker stops when the faults are over or when work returns
+// false. tb fails if a fault could not be injected.
+func (c *Cluster) WhileFailingOver(tb testing.TB, ctx context.Context, rounds int, pause time.Duration, keys []string,
+	workers int, work func(w, i int) bool) int {
+	tb.Helper()
+	run, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := 0; run.Err() == nil; i++ {
+				if !work(w, i) {
+					return
+				}
+			}
+		})
+	}
+	faults, err := c.FaultRounds(ctx, rounds, pause, keys...)
+	stop()
+	wg.Wait()
+	if err != nil {
+		tb.Fatalf("after %d faults: %v", faults, err)
+	}
+	return faults
 }
 
 // Answers calls an operation again, as a caller that gets an error should,

@@ -3,7 +3,6 @@ package stock_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -70,9 +69,7 @@ func TestDeduct_Cluster_underResharding(t *testing.T) {
 // order is answered in the end, and Sold counts each answered order once
 // (no acknowledged order lost, none applied twice).
 func TestChaos_Cluster_failover(t *testing.T) {
-	if os.Getenv("RUN_CHAOS") == "" {
-		t.Skip("chaos tier: make chaos")
-	}
+	scale := redistest.Chaos(t)
 	c, rdb := redistest.NewFailoverCluster(t)
 	ctx := t.Context()
 	inv := mustNew(t, rdb, stock.WithReplicaAck(1, time.Second))
@@ -82,27 +79,18 @@ func TestChaos_Cluster_failover(t *testing.T) {
 
 	answers := &redistest.Answers{Kinds: map[string]error{
 		"outcome unknown": stock.ErrUnknownOutcome, "replica ack not reached": stock.ErrReplicaAck}}
-	runCtx, stopLoad := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	for w := range 4 {
-		wg.Go(func() {
-			for i := 0; runCtx.Err() == nil; i++ {
-				o := stock.Order{ID: fmt.Sprintf("f-%d-%d", w, i), Buyer: fmt.Sprintf("b%d", w),
-					Items: []stock.Item{{SKU: sku, Qty: 1}}}
-				if ok, err := answers.Call(ctx, func(ctx context.Context) error {
-					_, err := inv.Deduct(ctx, o)
-					return err
-				}); !ok {
-					t.Errorf("order %s never answered: %v", o.ID, err)
-					return
-				}
-			}
+	faults := c.WhileFailingOver(t, ctx, scale, 300*time.Millisecond, []string{"{fo}"}, 4, func(w, i int) bool {
+		o := stock.Order{ID: fmt.Sprintf("f-%d-%d", w, i), Buyer: fmt.Sprintf("b%d", w),
+			Items: []stock.Item{{SKU: sku, Qty: 1}}}
+		ok, err := answers.Call(ctx, func(ctx context.Context) error {
+			_, err := inv.Deduct(ctx, o)
+			return err
 		})
-	}
-	faults, err := c.FaultRounds(ctx, chaosScale(), 300*time.Millisecond, "{fo}")
-	stopLoad()
-	wg.Wait()
-	require.NoError(t, err)
+		if !ok {
+			t.Errorf("order %s never answered: %v", o.ID, err)
+		}
+		return ok
+	})
 	lv, err := inv.Level(ctx, sku)
 	require.NoError(t, err)
 	answered := int64(answers.Answered())

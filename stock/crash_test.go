@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -111,9 +110,7 @@ func waitFor(t *testing.T, cond func() bool) {
 // during a sale with reservations, confirmations and refunds, and checks
 // that no acknowledged operation was lost and the books balance.
 func TestChaos_killedRepeatedly(t *testing.T) {
-	if os.Getenv("RUN_CHAOS") == "" {
-		t.Skip("chaos tier: make chaos")
-	}
+	scale := redistest.Chaos(t)
 	srv := redistest.New(t, redistest.Options{AOF: true, AppendFsync: "always"})
 	rdb := srv.Client(func(o *redis.Options) { o.DialTimeout, o.ReadTimeout = 300*time.Millisecond, 300*time.Millisecond })
 	inv := mustNew(t, rdb)
@@ -174,7 +171,7 @@ func TestChaos_killedRepeatedly(t *testing.T) {
 			}
 		})
 	}
-	for range 3 * chaosScale() {
+	for range 3 * scale {
 		time.Sleep(500 * time.Millisecond)
 		require.NoError(t, srv.Kill())
 		time.Sleep(500 * time.Millisecond)

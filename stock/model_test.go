@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -239,9 +238,7 @@ func TestModel_stock(t *testing.T) {
 
 // TestChaos_model is the long run of the model-based test.
 func TestChaos_model(t *testing.T) {
-	if os.Getenv("RUN_CHAOS") == "" {
-		t.Skip("chaos tier: make chaos")
-	}
+	redistest.Chaos(t)
 	runModel(t, 200, 150)
 }
 

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -151,18 +149,7 @@ func TestInventory_Deduct_flashSaleHeldRepliesConcurrentSafe(t *testing.T) {
 // TestChaos_flashSaleHeldReplies is the held-replies sale at full size:
 // 10,000 buyers times CHAOS_SCALE.
 func TestChaos_flashSaleHeldReplies(t *testing.T) {
-	if os.Getenv("RUN_CHAOS") == "" {
-		t.Skip("chaos tier: make chaos")
-	}
-	heldRepliesSale(t, 10_000*chaosScale())
-}
-
-func chaosScale() int {
-	n, err := strconv.Atoi(os.Getenv("CHAOS_SCALE"))
-	if err != nil || n < 1 {
-		return 1
-	}
-	return n
+	heldRepliesSale(t, 10_000*redistest.Chaos(t))
 }
 
 func heldRepliesSale(t *testing.T, buyers int) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -305,9 +304,7 @@ func TestLinearizable_Cluster_underResharding(t *testing.T) {
 // lost, none applied twice), Verify finds nothing and the transfers across
 // groups net to zero.
 func TestChaos_Cluster_failover(t *testing.T) {
-	if os.Getenv("RUN_CHAOS") == "" {
-		t.Skip("chaos tier: make chaos")
-	}
+	scale := redistest.Chaos(t)
 	c, rdb := redistest.NewFailoverCluster(t)
 	ctx := t.Context()
 	led := mustNew(t, rdb, wallet.WithReplicaAck(1, time.Second))
@@ -326,52 +323,41 @@ func TestChaos_Cluster_failover(t *testing.T) {
 	}
 	answers := &redistest.Answers{Kinds: map[string]error{
 		"outcome unknown": wallet.ErrUnknownOutcome, "replica ack not reached": wallet.ErrReplicaAck}}
-	runCtx, stopLoad := context.WithCancel(ctx)
-	var (
-		wg sync.WaitGroup
-		mu sync.Mutex
-	)
-	for w := range 4 {
-		wg.Go(func() {
-			for i := 0; runCtx.Err() == nil; i++ {
-				g, o := groups[(w+i)%2], groups[(w+i+1)%2]
-				id := fmt.Sprintf("f-%d-%d", w, i)
-				tr := wallet.Transfer{ID: id, From: g + "/x", To: g + "/y", Amount: 5}
-				switch i % 4 {
-				case 0:
-					tr = wallet.Transfer{ID: id, To: g + "/x", Amount: 3}
-				case 1:
-					tr = wallet.Transfer{ID: id, From: g + "/y", Amount: 2}
-				case 3:
-					tr = wallet.Transfer{ID: id, From: g + "/y", To: o + "/x", Amount: 7}
-				}
-				ok, err := answers.Call(ctx, func(ctx context.Context) error {
-					var err error
-					switch {
-					case tr.From == "":
-						_, err = led.Credit(ctx, wallet.Tx{ID: id, Account: tr.To, Amount: tr.Amount})
-					case tr.To == "":
-						_, err = led.Debit(ctx, wallet.Tx{ID: id, Account: tr.From, Amount: tr.Amount})
-					default:
-						_, err = led.Transfer(ctx, tr)
-					}
-					return err
-				})
-				if !ok {
-					t.Errorf("%s never answered: %v", id, err)
-					return
-				}
-				mu.Lock()
-				want[tr.From] -= tr.Amount
-				want[tr.To] += tr.Amount
-				mu.Unlock()
+	var mu sync.Mutex
+	faults := c.WhileFailingOver(t, ctx, scale, 300*time.Millisecond, []string{"{fa}", "{fb}"}, 4, func(w, i int) bool {
+		g, o := groups[(w+i)%2], groups[(w+i+1)%2]
+		id := fmt.Sprintf("f-%d-%d", w, i)
+		tr := wallet.Transfer{ID: id, From: g + "/x", To: g + "/y", Amount: 5}
+		switch i % 4 {
+		case 0:
+			tr = wallet.Transfer{ID: id, To: g + "/x", Amount: 3}
+		case 1:
+			tr = wallet.Transfer{ID: id, From: g + "/y", Amount: 2}
+		case 3:
+			tr = wallet.Transfer{ID: id, From: g + "/y", To: o + "/x", Amount: 7}
+		}
+		ok, err := answers.Call(ctx, func(ctx context.Context) error {
+			var err error
+			switch {
+			case tr.From == "":
+				_, err = led.Credit(ctx, wallet.Tx{ID: id, Account: tr.To, Amount: tr.Amount})
+			case tr.To == "":
+				_, err = led.Debit(ctx, wallet.Tx{ID: id, Account: tr.From, Amount: tr.Amount})
+			default:
+				_, err = led.Transfer(ctx, tr)
 			}
+			return err
 		})
-	}
-	faults, err := c.FaultRounds(ctx, chaosScale(), 300*time.Millisecond, "{fa}", "{fb}")
-	stopLoad()
-	wg.Wait()
-	require.NoError(t, err)
+		if !ok {
+			t.Errorf("%s never answered: %v", id, err)
+			return false
+		}
+		mu.Lock()
+		want[tr.From] -= tr.Amount
+		want[tr.To] += tr.Amount
+		mu.Unlock()
+		return true
+	})
 	broken := 0
 	for _, a := range accounts {
 		b, err := led.Balance(ctx, a)
