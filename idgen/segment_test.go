@@ -54,16 +54,23 @@ func drain(t testing.TB, gens []idgen.Generator, workers, n int) []int64 {
 	return all
 }
 
+// segments returns n Segments of one name on rdb, as n processes would
+// have, closed at the end of t.
+func segments(t *testing.T, rdb redis.UniversalClient, n int, name string, opts ...idgen.Option) []idgen.Generator {
+	gens := make([]idgen.Generator, n)
+	for i := range gens {
+		seg, err := idgen.NewSegment(rdb, name, opts...)
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, seg.Close()) })
+		gens[i] = seg
+	}
+	return gens
+}
+
 func uniqueSegments(t *testing.T, total int) {
 	s := redistest.New(t, redistest.Options{})
 	rdb := s.Client()
-	var gens []idgen.Generator
-	for i := 0; i < 4; i++ {
-		seg, err := idgen.NewSegment(rdb, "orders", idgen.WithMinStep(100), idgen.WithMaxStep(50_000))
-		require.NoError(t, err)
-		t.Cleanup(func() { require.NoError(t, seg.Close()) })
-		gens = append(gens, seg)
-	}
+	gens := segments(t, rdb, 4, "orders", idgen.WithMinStep(100), idgen.WithMaxStep(50_000))
 	all := drain(t, gens, 2, total/8)
 	require.Len(t, all, total)
 	requireUnique(t, all)
@@ -210,14 +217,8 @@ func TestSegment_replicaAck_failover_noDuplicates(t *testing.T) {
 			return d.DialContext(ctx, network, primary.Load().(string))
 		},
 	})
-	defer rdb.Close()
-	var gens []idgen.Generator
-	for i := 0; i < 4; i++ {
-		seg, err := idgen.NewSegment(rdb, "fo", idgen.WithMinStep(50), idgen.WithMaxStep(500))
-		require.NoError(t, err)
-		defer seg.Close()
-		gens = append(gens, seg)
-	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	gens := segments(t, rdb, 4, "fo", idgen.WithMinStep(50), idgen.WithMaxStep(500))
 
 	stop := make(chan struct{})
 	collect := loadUntil(t, gens, 1, stop)
@@ -313,13 +314,7 @@ func TestChaos_Segment_KillRestart_underLoad(t *testing.T) {
 		t.Run(fmt.Sprintf("aof=%v", aof), func(t *testing.T) {
 			s := redistest.New(t, redistest.Options{AOF: aof, AppendFsync: "always"})
 			rdb := s.Client(func(o *redis.Options) { o.MaxRetries = -1; o.DialTimeout = 200 * time.Millisecond })
-			var gens []idgen.Generator
-			for i := 0; i < 4; i++ {
-				seg, err := idgen.NewSegment(rdb, "chaos", idgen.WithMinStep(100), idgen.WithMaxStep(5000))
-				require.NoError(t, err)
-				defer seg.Close()
-				gens = append(gens, seg)
-			}
+			gens := segments(t, rdb, 4, "chaos", idgen.WithMinStep(100), idgen.WithMaxStep(5000))
 			stop := make(chan struct{})
 			collect := loadUntil(t, gens, 2, stop)
 			for round := 0; round < 5*chaosScale(); round++ {

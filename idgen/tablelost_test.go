@@ -11,7 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/redkit-go/redkit/idgen"
 	"github.com/redkit-go/redkit/redistest"
@@ -43,6 +42,17 @@ func issueUntil(sf *idgen.Snowflake, stop <-chan struct{}) func() ([]int64, []er
 	return func() ([]int64, []error) { <-done; return ids, errs }
 }
 
+// meteredSnowflake returns a leased Snowflake of service on rdb with a
+// one-second lease, closed at the end of t, and the reader of its metrics.
+func meteredSnowflake(t *testing.T, rdb redis.UniversalClient, service string) (*idgen.Snowflake, *sdkmetric.ManualReader) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	sf, err := idgen.NewLeasedSnowflake(t.Context(), rdb, service, idgen.WithLeaseTTL(time.Second), idgen.WithMeterProvider(mp))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sf.Close() })
+	return sf, reader
+}
+
 // After the node table is lost, a running holder writes its entry back at
 // its next renewal and keeps its node without failing; processes that start
 // from then on never take that node.
@@ -50,11 +60,7 @@ func TestLeasedSnowflake_tableLost_holderWritesEntryBack(t *testing.T) {
 	s := redistest.New(t, redistest.Options{})
 	rdb := s.Client()
 	ctx := t.Context()
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	h, err := idgen.NewLeasedSnowflake(ctx, rdb, "lost", idgen.WithLeaseTTL(time.Second), idgen.WithMeterProvider(mp))
-	require.NoError(t, err)
-	defer h.Close()
+	h, reader := meteredSnowflake(t, rdb, "lost")
 	node := h.Node()
 	stop := make(chan struct{})
 	results := issueUntil(h, stop)
@@ -76,14 +82,12 @@ func TestLeasedSnowflake_tableLost_holderWritesEntryBack(t *testing.T) {
 	ids, errs := results()
 	require.Empty(t, errs, "the holder never failed")
 	require.Equal(t, node, h.Node())
-	ops := collect(t, reader)["redkit.idgen.lease.operations"].(metricdata.Sum[int64])
-	for _, dp := range ops.DataPoints {
-		op, _ := dp.Attributes.Value("redkit.idgen.operation")
-		outcome, _ := dp.Attributes.Value("redkit.outcome")
-		if op.AsString() == "acquire" {
-			require.EqualValues(t, 1, dp.Value, "leased once")
+	for k, n := range leaseOps(t, reader) {
+		op, outcome, _ := strings.Cut(k, "/")
+		if op == "acquire" {
+			require.EqualValues(t, 1, n, "leased once")
 		}
-		require.NotEqual(t, "lost", outcome.AsString(), "no renewal found the lease lost")
+		require.NotEqual(t, "lost", outcome, "no renewal found the lease lost")
 	}
 	requireIncreasing(t, ids)
 	for _, sf := range others {
@@ -171,11 +175,7 @@ func TestLeasedSnowflake_tableLostAfterLeaseRanOut_leasesAnew(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := t.Context()
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	h, err := idgen.NewLeasedSnowflake(ctx, rdb, "ranout", idgen.WithLeaseTTL(time.Second), idgen.WithMeterProvider(mp))
-	require.NoError(t, err)
-	defer h.Close()
+	h, reader := meteredSnowflake(t, rdb, "ranout")
 	require.NoError(t, px.Cut(true))
 	require.Eventually(t, func() bool {
 		_, err := h.Next(ctx)
@@ -184,13 +184,7 @@ func TestLeasedSnowflake_tableLostAfterLeaseRanOut_leasesAnew(t *testing.T) {
 	require.NoError(t, direct.FlushAll(ctx).Err())
 	require.NoError(t, px.Cut(false))
 	require.Eventually(t, func() bool { _, err := h.Next(ctx); return err == nil }, 30*time.Second, time.Millisecond)
-	got := map[string]int64{}
-	ops := collect(t, reader)["redkit.idgen.lease.operations"].(metricdata.Sum[int64])
-	for _, dp := range ops.DataPoints {
-		op, _ := dp.Attributes.Value("redkit.idgen.operation")
-		outcome, _ := dp.Attributes.Value("redkit.outcome")
-		got[op.AsString()+"/"+outcome.AsString()] += dp.Value
-	}
+	got := leaseOps(t, reader)
 	require.Equal(t, int64(1), got["renew/lost"], "the renewal found the entry gone: %v", got)
 	require.Equal(t, int64(2), got["acquire/ok"], "leased anew: %v", got)
 }

@@ -31,6 +31,19 @@ func collect(t *testing.T, r *sdkmetric.ManualReader) map[string]metricdata.Aggr
 	return out
 }
 
+// leaseOps returns the node lease operations r collected, counted by
+// "operation/outcome".
+func leaseOps(t *testing.T, r *sdkmetric.ManualReader) map[string]int64 {
+	ops := collect(t, r)["redkit.idgen.lease.operations"].(metricdata.Sum[int64])
+	got := map[string]int64{}
+	for _, dp := range ops.DataPoints {
+		op, _ := dp.Attributes.Value("redkit.idgen.operation")
+		outcome, _ := dp.Attributes.Value(otelx.AttrOutcome)
+		got[op.AsString()+"/"+outcome.AsString()] += dp.Value
+	}
+	return got
+}
+
 func TestSegment_telemetry_perFetchNotPerID(t *testing.T) {
 	s := redistest.New(t, redistest.Options{})
 	reader := sdkmetric.NewManualReader()
@@ -78,15 +91,9 @@ func TestLeasedSnowflake_telemetry(t *testing.T) {
 	b, err := idgen.NewLeasedSnowflake(t.Context(), rdb, "tel", idgen.WithMeterProvider(mp))
 	require.NoError(t, err)
 	require.NoError(t, b.Close())
-	m := collect(t, reader)
-	ops := m["redkit.idgen.lease.operations"].(metricdata.Sum[int64])
-	got := map[string]int64{}
-	for _, dp := range ops.DataPoints {
-		op, _ := dp.Attributes.Value("redkit.idgen.operation")
-		got[op.AsString()] += dp.Value
-	}
-	require.Equal(t, int64(2), got["acquire"])
-	require.Equal(t, int64(2), got["release"])
+	got := leaseOps(t, reader)
+	require.Equal(t, int64(2), got["acquire/ok"], "%v", got)
+	require.Equal(t, int64(2), got["release/ok"], "%v", got)
 }
 
 // Range fetches and node lease operations record their durations in
