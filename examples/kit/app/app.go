@@ -1,5 +1,6 @@
 // Package app is the plumbing every example service shares: main's signal
-// handling and exit codes, flag parsing, the Redis connection (REDIS_URL or
+// handling and exit codes, flag parsing and the start that follows it
+// (Launch: -new-key, API keys), the Redis connection (REDIS_URL or
 // the embedded default), OpenTelemetry from the standard OTEL_* variables,
 // go-redis command tracing, a warning about risky Redis settings, and an
 // HTTP server fit to expose (serve.go): API keys with scopes, timeouts, a
