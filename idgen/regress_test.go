@@ -93,22 +93,31 @@ func seqLoad(t *testing.T, g idgen.Generator, workers int, stop <-chan struct{})
 	return func() []int64 { wg.Wait(); return all }
 }
 
-// 16 goroutines share one Sequence while its key is deleted again and again.
-func TestSequence_Next_concurrentKeyLoss_neverRepeats(t *testing.T) {
-	s := redistest.New(t, redistest.Options{})
-	rdb := s.Client()
-	seq, err := idgen.NewSequence(rdb, "del")
+// sequenceNeverRepeats runs fault while 16 goroutines share the Sequence
+// name on rdb (seqLoad), then requires that they got over 100 values and
+// none twice.
+func sequenceNeverRepeats(t *testing.T, rdb redis.UniversalClient, name string, fault func()) {
+	seq, err := idgen.NewSequence(rdb, name)
 	require.NoError(t, err)
 	stop := make(chan struct{})
 	collect := seqLoad(t, seq, 16, stop)
-	for i := 0; i < 40; i++ {
-		time.Sleep(5 * time.Millisecond)
-		require.NoError(t, rdb.Del(t.Context(), "redkit:idgen:v1:{del}:seq:del").Err())
-	}
+	fault()
 	close(stop)
 	all := collect()
 	require.Greater(t, len(all), 100)
 	requireUnique(t, all)
+}
+
+// 16 goroutines share one Sequence while its key is deleted again and again.
+func TestSequence_Next_concurrentKeyLoss_neverRepeats(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	rdb := s.Client()
+	sequenceNeverRepeats(t, rdb, "del", func() {
+		for i := 0; i < 40; i++ {
+			time.Sleep(5 * time.Millisecond)
+			require.NoError(t, rdb.Del(t.Context(), "redkit:idgen:v1:{del}:seq:del").Err())
+		}
+	})
 }
 
 // A Redis without persistence is killed and restarted under load: the
@@ -118,20 +127,14 @@ func TestSequence_Next_restartWithoutPersistence_neverRepeats(t *testing.T) {
 	// go-redis re-sends a failed call (MaxRetries 3 by default), with the
 	// floor it read before the server went down.
 	rdb := s.Client(func(o *redis.Options) { o.DialTimeout = 200 * time.Millisecond })
-	seq, err := idgen.NewSequence(rdb, "restart")
-	require.NoError(t, err)
-	stop := make(chan struct{})
-	collect := seqLoad(t, seq, 16, stop)
-	for i := 0; i < 10; i++ {
+	sequenceNeverRepeats(t, rdb, "restart", func() {
+		for i := 0; i < 10; i++ {
+			time.Sleep(50 * time.Millisecond)
+			require.NoError(t, s.Kill())
+			require.NoError(t, s.Restart(t.Context()))
+		}
 		time.Sleep(50 * time.Millisecond)
-		require.NoError(t, s.Kill())
-		require.NoError(t, s.Restart(t.Context()))
-	}
-	time.Sleep(50 * time.Millisecond)
-	close(stop)
-	all := collect()
-	require.Greater(t, len(all), 100)
-	requireUnique(t, all)
+	})
 }
 
 // A background fetch refused once (a short network blip at the prefetch
