@@ -1,7 +1,6 @@
 package idgen_test
 
 import (
-	"context"
 	"strconv"
 	"strings"
 	"sync"
@@ -185,15 +184,22 @@ func TestLeasedSnowflake_fullTable_thenClockBehind(t *testing.T) {
 	require.Greater(t, id, last)
 }
 
+// issuedOnce returns a leased Snowflake of service on rdb that issued one ID
+// and was closed, and the node it held.
+func issuedOnce(t *testing.T, rdb redis.UniversalClient, service string) (*idgen.Snowflake, int64) {
+	sf, err := idgen.NewLeasedSnowflake(t.Context(), rdb, service)
+	require.NoError(t, err)
+	_, err = sf.Next(t.Context())
+	require.NoError(t, err)
+	node := sf.Node()
+	require.NoError(t, sf.Close())
+	return sf, node
+}
+
 func TestLeasedSnowflake_restartClockBehind_picksSafeNode(t *testing.T) {
 	s := redistest.New(t, redistest.Options{})
 	rdb := s.Client()
-	a, err := idgen.NewLeasedSnowflake(t.Context(), rdb, "svc")
-	require.NoError(t, err)
-	_, err = a.Next(t.Context())
-	require.NoError(t, err)
-	node := a.Node()
-	require.NoError(t, a.Close())
+	_, node := issuedOnce(t, rdb, "svc")
 
 	// The restarted process is 10s behind: the node's IDs are ahead of its
 	// clock, so it leases a node that never issued later IDs, without waiting.
@@ -284,14 +290,9 @@ func TestLeasedSnowflake_takenOver_releasesAndRecovers(t *testing.T) {
 func TestLeasedSnowflake_Close_releases(t *testing.T) {
 	s := redistest.New(t, redistest.Options{})
 	rdb := s.Client()
-	a, err := idgen.NewLeasedSnowflake(context.Background(), rdb, "rel")
-	require.NoError(t, err)
-	_, err = a.Next(t.Context())
-	require.NoError(t, err)
-	node := a.Node()
+	a, node := issuedOnce(t, rdb, "rel")
 	require.NoError(t, a.Close())
-	require.NoError(t, a.Close())
-	_, err = a.Next(t.Context())
+	_, err := a.Next(t.Context())
 	require.ErrorIs(t, err, idgen.ErrClosed)
 	v := rdb.HGet(t.Context(), nodeTable("rel"), itoa(node)).Val()
 	require.Regexp(t, `^\|0\|\d+\|\d+$`, v, "released, high-water kept")
