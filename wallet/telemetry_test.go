@@ -1,7 +1,6 @@
 package wallet_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -9,10 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/redkit-go/redkit/otelx"
 	"github.com/redkit-go/redkit/otelx/otelxtest"
@@ -22,14 +18,9 @@ import (
 
 func TestLedger_telemetry(t *testing.T) {
 	ctx := t.Context()
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	defer func() { _ = tp.Shutdown(context.Background()); _ = mp.Shutdown(context.Background()) }()
-
-	led, px, _, _ := proxied(t, 100*time.Millisecond, wallet.WithTracerProvider(tp), wallet.WithMeterProvider(mp),
-		wallet.WithLabel("payouts"))
+	rec := otelxtest.New(t)
+	led, px, _, _ := proxied(t, 100*time.Millisecond, wallet.WithTracerProvider(rec.TracerProvider),
+		wallet.WithMeterProvider(rec.MeterProvider), wallet.WithLabel("payouts"))
 	defer led.Close()
 
 	creditReplayRefuse(t, led, "secret-account", "secret-tx", 4242)
@@ -44,7 +35,7 @@ func TestLedger_telemetry(t *testing.T) {
 		status        codes.Code
 	}
 	var got []seen
-	for _, s := range rec.Ended() {
+	for _, s := range rec.Spans.Ended() {
 		attrs := map[attribute.Key]attribute.Value{}
 		for _, kv := range s.Attributes() {
 			attrs[kv.Key] = kv.Value
@@ -63,7 +54,7 @@ func TestLedger_telemetry(t *testing.T) {
 	}, got)
 
 	var rm metricdata.ResourceMetrics
-	require.NoError(t, reader.Collect(ctx, &rm))
+	require.NoError(t, rec.Reader.Collect(ctx, &rm))
 	counts := map[string]int64{}
 	for _, sm := range rm.ScopeMetrics {
 		require.Equal(t, wallet.ScopeName, sm.Scope.Name)
