@@ -57,30 +57,29 @@ func runSplit(b *testing.B, g int, next func() error) {
 
 var goroutineCounts = []int{1, 2, 8}
 
-func BenchmarkSnowflake(b *testing.B) {
+// runSplits runs next (runSplit) in a sub-benchmark per goroutine count.
+func runSplits(b *testing.B, next func() error) {
 	for _, g := range goroutineCounts {
-		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
-			sf, err := idgen.NewSnowflake(1)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx := context.Background()
-			runSplit(b, g, func() error { _, err := sf.Next(ctx); return err })
-		})
+		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) { runSplit(b, g, next) })
 	}
+}
+
+func BenchmarkSnowflake(b *testing.B) {
+	sf, err := idgen.NewSnowflake(1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	runSplits(b, func() error { _, err := sf.Next(ctx); return err })
 }
 
 // BenchmarkBwmarrin is the raw github.com/bwmarrin/snowflake generator, for comparison.
 func BenchmarkBwmarrin(b *testing.B) {
-	for _, g := range goroutineCounts {
-		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
-			node, err := snowflake.NewNode(1)
-			if err != nil {
-				b.Fatal(err)
-			}
-			runSplit(b, g, func() error { node.Generate(); return nil })
-		})
+	node, err := snowflake.NewNode(1)
+	if err != nil {
+		b.Fatal(err)
 	}
+	runSplits(b, func() error { node.Generate(); return nil })
 }
 
 func BenchmarkSegment(b *testing.B) {
