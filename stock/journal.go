@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redkit-go/redkit/internal/keys"
+	"github.com/redkit-go/redkit/internal/stream"
 	"github.com/redkit-go/redkit/internal/valid"
 )
 
@@ -82,30 +83,14 @@ func (inv *Inventory) Entries(ctx context.Context, sku, cursor string, limit int
 	if err != nil {
 		return nil, "", err
 	}
-	start, err := valid.Page(cursor, limit)
-	if err != nil {
+	msgs, next, exists, err := stream.Page(ctx, inv.rdb, inv.cfg.retry, inv.skuKey(g, sku), inv.journalKey(g, sku), cursor, limit)
+	switch {
+	case errors.Is(err, ErrInvalid):
 		return nil, "", err
-	}
-	var ex *redis.IntCmd
-	var xr *redis.XMessageSliceCmd
-	_, err = inv.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		ex = p.Exists(ctx, inv.skuKey(g, sku))
-		// One entry more than the page: a page that ends at the journal's
-		// newest entry then returns no cursor.
-		xr = p.XRangeN(ctx, inv.journalKey(g, sku), start, "+", int64(limit)+1)
-		return nil
-	})
-	if err != nil {
+	case err != nil:
 		return nil, "", fmt.Errorf("stock: entries %s: %w", sku, err)
-	}
-	msgs := xr.Val()
-	if ex.Val() == 0 && len(msgs) == 0 {
+	case !exists && len(msgs) == 0:
 		return nil, "", fmt.Errorf("stock: entries %s: %w", sku, ErrSKUNotFound)
-	}
-	next := ""
-	if len(msgs) > limit {
-		msgs = msgs[:limit]
-		next = msgs[limit-1].ID
 	}
 	out := make([]Entry, len(msgs))
 	for i, m := range msgs {

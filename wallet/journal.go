@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redkit-go/redkit/internal/keys"
 	"github.com/redkit-go/redkit/internal/retry"
+	"github.com/redkit-go/redkit/internal/stream"
 	"github.com/redkit-go/redkit/internal/valid"
 )
 
@@ -54,39 +55,15 @@ func (l *Ledger) Entries(ctx context.Context, account, cursor string, limit int)
 	if err := l.check(valid.Name("account", account)); err != nil {
 		return nil, "", err
 	}
-	start, err := valid.Page(cursor, limit)
-	if err != nil {
-		return nil, "", err
-	}
 	g := keys.Group(account)
-	var msgs []redis.XMessage
-	var exists int64
-	err = retry.Read(ctx, l.cfg.policy, func(ctx context.Context, _ int) error {
-		var ex *redis.IntCmd
-		var xr *redis.XMessageSliceCmd
-		_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			ex = p.Exists(ctx, l.accountKey(g, account))
-			// One entry more than the page: a page that ends at the
-			// journal's newest entry then returns no cursor.
-			xr = p.XRangeN(ctx, l.journalKey(g, account), start, "+", int64(limit)+1)
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		exists, msgs = ex.Val(), xr.Val()
-		return nil
-	})
-	if err != nil {
+	msgs, next, exists, err := stream.Page(ctx, l.rdb, l.cfg.policy, l.accountKey(g, account), l.journalKey(g, account), cursor, limit)
+	switch {
+	case errors.Is(err, ErrInvalid):
+		return nil, "", err
+	case err != nil:
 		return nil, "", fmt.Errorf("entries %s: %w", account, err)
-	}
-	if exists == 0 {
+	case !exists:
 		return nil, "", fmt.Errorf("entries %s: %w", account, ErrAccountNotFound)
-	}
-	next := ""
-	if len(msgs) > limit {
-		msgs = msgs[:limit]
-		next = msgs[limit-1].ID
 	}
 	out := make([]Entry, len(msgs))
 	for i, m := range msgs {

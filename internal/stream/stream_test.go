@@ -1,0 +1,80 @@
+package stream_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/redkit-go/redkit/internal/retry"
+	"github.com/redkit-go/redkit/internal/stream"
+	"github.com/redkit-go/redkit/internal/valid"
+	"github.com/redkit-go/redkit/redistest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// Page walks a stream page by page: each cursor is the last ID of its page,
+// a page that ends at the newest entry (full or not) gives no cursor, and
+// exists reports the record beside the stream.
+func TestPage(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.New(t, redistest.Options{}).Client()
+	p := retry.DefaultPolicy().For(rdb)
+	var ids []string
+	for range 4 {
+		id, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: "s", Values: []any{"k", "v"}}).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rdb.Set(ctx, "rec", 1, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	cursor, pages := "", 0
+	for {
+		msgs, next, exists, err := stream.Page(ctx, rdb, p, "rec", "s", cursor, 2)
+		if err != nil || !exists {
+			t.Fatalf("page %d: exists %v, err %v", pages, exists, err)
+		}
+		for _, m := range msgs {
+			got = append(got, m.ID)
+		}
+		pages++
+		if next == "" {
+			break
+		}
+		if next != msgs[len(msgs)-1].ID {
+			t.Fatalf("cursor %q is not the page's last ID %q", next, msgs[len(msgs)-1].ID)
+		}
+		cursor = next
+	}
+	if pages != 2 || len(got) != 4 || got[0] != ids[0] || got[3] != ids[3] {
+		t.Fatalf("%d pages of %v, want 2 pages of %v", pages, got, ids)
+	}
+	msgs, next, exists, err := stream.Page(ctx, rdb, p, "none", "none", "", 10)
+	if err != nil || exists || len(msgs) != 0 || next != "" {
+		t.Fatalf("missing record and stream: %v %q %v %v", msgs, next, exists, err)
+	}
+}
+
+// A malformed cursor or a limit out of 1..MaxPage is ErrInvalid before any
+// I/O: the client here reaches no server.
+func TestPage_refusesBadRequest(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	defer rdb.Close()
+	p := retry.DefaultPolicy().For(rdb)
+	for _, c := range []struct {
+		cursor string
+		limit  int
+	}{{"", 0}, {"", valid.MaxPage + 1}, {"not-an-id", 1}, {"", -1}} {
+		_, _, _, err := stream.Page(context.Background(), rdb, p, "rec", "s", c.cursor, c.limit)
+		if !errors.Is(err, valid.ErrInvalid) {
+			t.Fatalf("cursor %q limit %d: %v, want ErrInvalid", c.cursor, c.limit, err)
+		}
+	}
+}
