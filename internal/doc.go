@@ -37,6 +37,9 @@
 //     watchdog and release hub, idgen's lease heartbeat and segment
 //     prefetch, stock's reservation reclaimer, wallet's hold reclaimer and
 //     recovery): started with a context Stop cancels, and Stop waits.
+//   - stream: Page, one page of a stock or wallet journal (a Redis stream)
+//     with whether its record exists, read in one pipeline, so both
+//     modules' Entries page the same way.
 //   - server: Check rates the settings that decide what a crash or restart
 //     loses (maxmemory-policy, appendonly, save, appendfsync) on every
 //     primary; Probe reads the server version to detect optional features;
@@ -45,6 +48,6 @@
 //     unknown.
 //
 // Dependencies run one way: server uses script, fence uses script, keys,
-// retry and valid, script uses valid and retry; keys, valid, retry and
+// retry and valid, script and stream use valid and retry; keys, valid, retry and
 // worker stand alone.
 package internal
