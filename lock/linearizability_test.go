@@ -82,13 +82,7 @@ func TestChaos_Linearizable(t *testing.T) {
 }
 
 func checkLinearizable(t *testing.T, clients, opsPerClient int) {
-	prefix := testPrefix(t)
-	lcs := []*lock.Client{
-		mustNew(t, sharedClient(t), lock.WithKeyPrefix(prefix)),
-		mustNew(t, sharedClient(t), lock.WithKeyPrefix(prefix)),
-	}
-	defer lcs[0].Close()
-	defer lcs[1].Close()
+	lcs := twoClients(t, testPrefix(t))
 	base := time.Now()
 	now := func() int64 { return int64(time.Since(base)) }
 	var (

@@ -99,13 +99,6 @@ func waitFor(m acquirer) <-chan error {
 	return got
 }
 
-// newLocksWithPrefix is newLocks with a given key prefix.
-func newLocksWithPrefix(t testing.TB, rdb redis.UniversalClient, prefix string) *lock.Client {
-	c := mustNew(t, rdb, lock.WithKeyPrefix(prefix))
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
 // mustNew is lock.New for tests whose options are valid: an error fails
 // the test.
 func mustNew(tb testing.TB, rdb redis.UniversalClient, opts ...lock.Option) *lock.Client {

@@ -182,7 +182,7 @@ func TestMutex_MutualExclusion_twoProcesses(t *testing.T) {
 	var out strings.Builder
 	child.Stdout = &out
 	require.NoError(t, child.Start())
-	locks := newLocksWithPrefix(t, rdb, prefix)
+	locks := newLocks(t, rdb, lock.WithKeyPrefix(prefix))
 	require.NoError(t, incrementUnderLock(t.Context(), rdb, locks, prefix, 4, 50))
 	require.NoError(t, child.Wait(), out.String())
 	require.Contains(t, out.String(), "done")

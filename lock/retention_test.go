@@ -352,7 +352,7 @@ func runFairWaiters(ctx context.Context, locks *lock.Client) int {
 func TestMutex_Fair_killedWaiter(t *testing.T) {
 	rdb := sharedClient(t)
 	prefix := testPrefix(t)
-	locks := newLocksWithPrefix(t, rdb, prefix)
+	locks := newLocks(t, rdb, lock.WithKeyPrefix(prefix))
 	ctx := t.Context()
 	names := []string{"fk-1", "fk-2", "shop-3/fk-3"}
 	var held []*lock.Lease

@@ -394,9 +394,9 @@ func TestRWMutex_secondWaitingWriter_readerStaysOut(t *testing.T) {
 	px := redistest.NewProxy(t, shared.Addr())
 	p := testPrefix(t)
 	ctx := t.Context()
-	fast := newLocksWithPrefix(t, sharedClient(t), p)
-	fastB := newLocksWithPrefix(t, sharedClient(t), p)
-	slow := newLocksWithPrefix(t, clientOf(t, px.Addr(), nil), p)
+	fast := newLocks(t, sharedClient(t), lock.WithKeyPrefix(p))
+	fastB := newLocks(t, sharedClient(t), lock.WithKeyPrefix(p))
+	slow := newLocks(t, clientOf(t, px.Addr(), nil), lock.WithKeyPrefix(p))
 	rdb := sharedClient(t)
 	const name = "doc"
 	channel := fast.RWMutex(name).Channel()
