@@ -177,9 +177,7 @@ func TestLedger_Transfer_acrossGroupsWithRecover_ConcurrentSafe(t *testing.T) {
 	var total int64
 	for _, a := range names {
 		seen := map[string]int{}
-		ents, _, err := led.Entries(ctx, a, "", wallet.MaxPage)
-		require.NoError(t, err)
-		for _, e := range ents {
+		for _, e := range entriesOf(t, led, a) {
 			if e.Kind == wallet.KindTransferIn || e.Kind == wallet.KindTransferOut {
 				seen[e.TxID+e.Kind]++
 				require.Equal(t, 1, seen[e.TxID+e.Kind], "%s applied twice on %s", e.TxID, a)

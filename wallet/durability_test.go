@@ -39,45 +39,37 @@ func runKillRestart(t *testing.T, kills int) {
 		acked   = map[string]int64{} // account -> sum of acknowledged deltas
 		ackedTx []string
 		posted  atomic.Int64
-		stop    = make(chan struct{})
-		wg      sync.WaitGroup
+		stops   []func() error
 	)
 	for w := range 8 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
+		stops = append(stops, keepCalling(func(i int) error {
+			id := fmt.Sprintf("w%d-%d", w, i)
+			a, b := accounts[(w+i)%4], accounts[(w+i+1)%4]
+			amt := int64(1 + i%50)
+			_, _, err := definite(ctx, func() (wallet.Result, error) {
+				if i%3 == 2 {
+					return led.Transfer(ctx, wallet.Transfer{ID: id, From: a, To: b, Amount: amt})
 				}
-				id := fmt.Sprintf("w%d-%d", w, i)
-				a, b := accounts[(w+i)%4], accounts[(w+i+1)%4]
-				amt := int64(1 + i%50)
-				_, _, err := definite(ctx, func() (wallet.Result, error) {
-					if i%3 == 2 {
-						return led.Transfer(ctx, wallet.Transfer{ID: id, From: a, To: b, Amount: amt})
-					}
-					return led.Credit(ctx, wallet.Tx{ID: id, Account: a, Amount: amt})
-				})
-				switch {
-				case err == nil:
-					mu.Lock()
-					if i%3 == 2 {
-						acked[a] -= amt
-						acked[b] += amt
-					} else {
-						acked[a] += amt
-					}
-					ackedTx = append(ackedTx, id)
-					mu.Unlock()
-					posted.Add(1)
-				case errors.Is(err, wallet.ErrInsufficientFunds):
-				default:
-					t.Errorf("%s: %v", id, err)
-					return
+				return led.Credit(ctx, wallet.Tx{ID: id, Account: a, Amount: amt})
+			})
+			switch {
+			case err == nil:
+				mu.Lock()
+				if i%3 == 2 {
+					acked[a] -= amt
+					acked[b] += amt
+				} else {
+					acked[a] += amt
 				}
+				ackedTx = append(ackedTx, id)
+				mu.Unlock()
+				posted.Add(1)
+			case errors.Is(err, wallet.ErrInsufficientFunds):
+			default:
+				return fmt.Errorf("%s: %w", id, err)
 			}
-		})
+			return nil
+		}))
 	}
 	var before int64
 	for range kills {
@@ -89,8 +81,11 @@ func runKillRestart(t *testing.T, kills int) {
 	}
 	before = posted.Load()
 	waitFor(t, func() bool { return posted.Load() >= before+300 })
-	close(stop)
-	wg.Wait()
+	var errs []error
+	for _, stop := range stops {
+		errs = append(errs, stop())
+	}
+	require.NoError(t, errors.Join(errs...))
 
 	for _, a := range accounts {
 		require.Equal(t, acked[a], balanceOf(t, led, a).Posted, "%s: every acknowledged posting, once", a)
@@ -98,14 +93,7 @@ func runKillRestart(t *testing.T, kills int) {
 	}
 	seen := map[string]int{}
 	for _, a := range accounts {
-		ents, next, err := led.Entries(ctx, a, "", wallet.MaxPage)
-		for next != "" && err == nil {
-			var more []wallet.Entry
-			more, next, err = led.Entries(ctx, a, next, wallet.MaxPage)
-			ents = append(ents, more...)
-		}
-		require.NoError(t, err)
-		for _, e := range ents {
+		for _, e := range entriesOf(t, led, a) {
 			seen[e.TxID]++
 		}
 	}

@@ -44,11 +44,7 @@ func fuzzLedger(t *testing.T, rdb *redis.Client) (*wallet.Ledger, string) {
 // tag g.
 func requireTagged(t *testing.T, rdb *redis.Client, prefix, g string) {
 	t.Helper()
-	ks, err := rdb.Keys(t.Context(), prefix+":*").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range ks {
+	for _, k := range keysUnder(t, rdb, prefix) {
 		if err := redistest.CheckKeyTag(k, g); err != nil {
 			t.Fatal(err)
 		}

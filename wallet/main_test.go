@@ -151,13 +151,28 @@ func keepCalling(fn func(i int) error) (stop func() error) {
 	}
 }
 
+// entriesOf is the account's whole journal, oldest first; an error fails
+// the test.
+func entriesOf(t *testing.T, led *wallet.Ledger, account string) []wallet.Entry {
+	t.Helper()
+	var all []wallet.Entry
+	cursor := ""
+	for {
+		page, next, err := led.Entries(t.Context(), account, cursor, wallet.MaxPage)
+		require.NoError(t, err)
+		all = append(all, page...)
+		if next == "" {
+			return all
+		}
+		cursor = next
+	}
+}
+
 // kinds lists the kinds of the account's journal entries, oldest first.
 func kinds(t *testing.T, led *wallet.Ledger, account string) []string {
 	t.Helper()
-	ents, _, err := led.Entries(t.Context(), account, "", wallet.MaxPage)
-	require.NoError(t, err)
 	var out []string
-	for _, e := range ents {
+	for _, e := range entriesOf(t, led, account) {
 		out = append(out, e.Kind)
 	}
 	return out

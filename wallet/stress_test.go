@@ -258,29 +258,20 @@ func runMixed(t *testing.T, total int) {
 	var transferSum int64
 	for _, a := range accounts {
 		entries[a] = map[string][]string{}
-		cursor := ""
-		for {
-			page, nextCursor, err := check.Entries(ctx, a, cursor, wallet.MaxPage)
-			require.NoError(t, err)
-			for _, e := range page {
-				if e.TxID == "" {
-					continue
-				}
-				require.NotContains(t, entries[a][e.TxID], e.Kind, "double charge: %s twice on %s", e.TxID, a)
-				entries[a][e.TxID] = append(entries[a][e.TxID], e.Kind)
-				limit := int64(0)
-				if overdraft[a] {
-					limit = -500
-				}
-				require.GreaterOrEqual(t, e.Posted-e.Held, limit, "%s: available below its limit", a)
-				if e.Kind == wallet.KindTransferIn || e.Kind == wallet.KindTransferOut {
-					transferSum += e.Delta
-				}
+		for _, e := range entriesOf(t, check, a) {
+			if e.TxID == "" {
+				continue
 			}
-			if nextCursor == "" {
-				break
+			require.NotContains(t, entries[a][e.TxID], e.Kind, "double charge: %s twice on %s", e.TxID, a)
+			entries[a][e.TxID] = append(entries[a][e.TxID], e.Kind)
+			limit := int64(0)
+			if overdraft[a] {
+				limit = -500
 			}
-			cursor = nextCursor
+			require.GreaterOrEqual(t, e.Posted-e.Held, limit, "%s: available below its limit", a)
+			if e.Kind == wallet.KindTransferIn || e.Kind == wallet.KindTransferOut {
+				transferSum += e.Delta
+			}
 		}
 		want[a] = 1000
 	}
