@@ -26,7 +26,9 @@ func validCurrency(c string) bool { return currencyGrammar.MatchString(c) }
 var fuzzSeq int
 
 // fuzzLedger returns a Ledger on a fresh key prefix of rdb; its keys are
-// deleted at the end of the input so the database stays small.
+// deleted at the end of the input so the database stays small. (stock's
+// fuzz tests keep a copy for their Inventory: a module cannot import
+// another's test files.)
 func fuzzLedger(t *testing.T, rdb *redis.Client) (*wallet.Ledger, string) {
 	fuzzSeq++
 	prefix := fmt.Sprintf("fz%d-%d", fuzzSeq, time.Now().UnixNano())

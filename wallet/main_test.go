@@ -77,7 +77,8 @@ func keysUnder(t testing.TB, rdb *redis.Client, prefix string) []string {
 }
 
 // mustNew is wallet.New for tests whose options are valid: an error fails
-// the test.
+// the test. (Each module's tests keep their own: a module cannot import
+// another's test files.)
 func mustNew(tb testing.TB, rdb redis.UniversalClient, opts ...wallet.Option) *wallet.Ledger {
 	tb.Helper()
 	l, err := wallet.New(rdb, opts...)
