@@ -28,6 +28,9 @@ import (
 // scrapeInterval is how often the test's Prometheus scrapes the sale.
 const scrapeInterval = 250 * time.Millisecond
 
+// rateWindow stands for the dashboard's $__rate_interval.
+const rateWindow = 2 * time.Second
+
 // dashboardFile is the Grafana dashboard shipped beside the examples.
 const dashboardFile = "../grafana/redkit.json"
 
@@ -86,7 +89,10 @@ func TestPrometheus_flashSale(t *testing.T) {
 	report := waitForReport(t, &out, &errs, runErr)
 	stopLocks()
 	reported := time.Now()
-	prom.waitForScrapeAfter(t, reported, true)
+	// A rate needs two samples in its window: a series that first appears
+	// just before the report (the reclaimer's, say) has them once the
+	// scrapes have covered a whole window after it.
+	prom.waitForScrapeAfter(t, reported.Add(rateWindow), true)
 	t.Logf("the sale's report:\n%s", report)
 
 	// The units-sold counter against the sale's own count.
@@ -108,7 +114,7 @@ func TestPrometheus_flashSale(t *testing.T) {
 	// Every expression of the dashboard returns a series over the sale and
 	// the scrapes after it.
 	for _, expr := range dashboardExprs(t) {
-		q := strings.ReplaceAll(expr, "$__rate_interval", "2s")
+		q := strings.ReplaceAll(expr, "$__rate_interval", rateWindow.String())
 		if n := prom.seriesOver(t, q, saleStart, time.Now()); n == 0 {
 			t.Errorf("dashboard expression returned no series over the sale: %s", expr)
 		}
