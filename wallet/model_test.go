@@ -140,11 +140,7 @@ func (m *model) post(kind, id, acct string, n int64, cur, memo string) mOutcome 
 	if st == "ok" && cur != "" && cur != a.cur {
 		st = "currency"
 	}
-	if st == "ok" {
-		st = status(a, out)
-	}
-	m.mark(key, mk, st)
-	if st != "ok" {
+	if !m.settle(key, mk, st, a, out) {
 		return mk.out
 	}
 	if kind == "credit" {
@@ -177,11 +173,17 @@ func (m *model) seen(key string, call *mMarker) (o mOutcome, seen bool) {
 	return mOutcome{}, false
 }
 
-// mark records mk as the marker of a new ID with the outcome of status st;
-// a call that goes through then sets mk.out to its balances.
-func (m *model) mark(key string, mk *mMarker, st string) {
+// settle decides a new posting or transfer whose other checks gave st:
+// the funds check on a, for out taken from it, comes last, as in the
+// scripts. It records mk as the ID's marker with the outcome and reports
+// whether the call goes through (it then sets mk.out to its balances).
+func (m *model) settle(key string, mk *mMarker, st string, a *mAccount, out int64) bool {
+	if st == "ok" {
+		st = status(a, out)
+	}
 	mk.out = mOutcome{class: st}
 	m.markers[key] = mk
+	return st == "ok"
 }
 
 // conflictField is the first field in which call differs from the first
@@ -226,11 +228,7 @@ func (m *model) transfer(id, from, to string, n int64, memo string) mOutcome {
 	if st == "ok" && a.cur != b.cur {
 		st = "currency"
 	}
-	if st == "ok" {
-		st = status(a, n)
-	}
-	m.mark(key, mk, st)
-	if st != "ok" {
+	if !m.settle(key, mk, st, a, n) {
 		return mk.out
 	}
 	a.posted -= n
