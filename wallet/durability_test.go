@@ -20,7 +20,7 @@ func TestLedger_killRestart_noAcknowledgedPostingLost(t *testing.T) {
 }
 
 func TestChaos_Ledger_killRestartRepeated(t *testing.T) {
-	runKillRestart(t, 20*chaosTier(t))
+	runKillRestart(t, 20*redistest.Chaos(t))
 }
 
 // runKillRestart posts from 8 goroutines while the server is killed and

@@ -815,6 +815,6 @@ func TestLedger_model(t *testing.T) {
 }
 
 func TestChaos_Ledger_model(t *testing.T) {
-	redistest.SetRapidChecks(t, 150*chaosTier(t))
+	redistest.SetRapidChecks(t, 150*redistest.Chaos(t))
 	runModel(t, 250)
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -74,31 +72,12 @@ func (o stressOp) run(ctx context.Context, led *wallet.Ledger) (wallet.Result, e
 	return led.Transfer(ctx, wallet.Transfer{ID: o.id, From: o.from, To: o.to, Amount: o.amount})
 }
 
-// chaosTier skips t unless the chaos tier runs (RUN_CHAOS set, as make
-// chaos does) and returns chaosScale.
-func chaosTier(t *testing.T) int {
-	t.Helper()
-	if os.Getenv("RUN_CHAOS") == "" {
-		t.Skip("chaos tier: make chaos")
-	}
-	return chaosScale()
-}
-
-// chaosScale is CHAOS_SCALE, the multiplier of a chaos test's work (1 when
-// unset).
-func chaosScale() int {
-	if n, err := strconv.Atoi(os.Getenv("CHAOS_SCALE")); err == nil && n > 0 {
-		return n
-	}
-	return 1
-}
-
 func TestLedger_mixedOperationsUnderFaults_ConcurrentSafe(t *testing.T) {
 	runMixed(t, 50_000)
 }
 
 func TestChaos_Ledger_mixedOperationsUnderFaults(t *testing.T) {
-	runMixed(t, 1_000_000*chaosTier(t))
+	runMixed(t, 1_000_000*redistest.Chaos(t))
 }
 
 // runMixed submits total operations (credits, debits, transfers, and
