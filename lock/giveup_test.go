@@ -16,10 +16,11 @@ import (
 )
 
 // slowClient returns a Client whose replies come through a proxy that will
-// delay them, and a Client on the server directly.
-func slowClient(t *testing.T, prefix string) (slow, direct *lock.Client, px *redistest.Proxy) {
+// delay them, and a Client on the server directly, with one key prefix.
+func slowClient(t *testing.T) (slow, direct *lock.Client, px *redistest.Proxy) {
 	rdb, rdbDirect, px := proxied(t, &redis.Options{MaxRetries: -1})
-	return newLocks(t, rdb, lock.WithKeyPrefix(prefix)), newLocks(t, rdbDirect, lock.WithKeyPrefix(prefix)), px
+	prefix := lock.WithKeyPrefix(testPrefix(t))
+	return newLocks(t, rdb, prefix), newLocks(t, rdbDirect, prefix), px
 }
 
 // giveUpWhileSubscribing loads sm's scripts and opens its pooled
@@ -51,7 +52,7 @@ func giveUpWhileSubscribing(t *testing.T, px *redistest.Proxy, sm acquirer, hold
 // withdraws its waiting mark before Acquire returns, so a new reader gets in
 // at once instead of being refused for two TTLs by a writer nobody is.
 func TestRWMutex_Acquire_giveUpWhileSubscribing(t *testing.T) {
-	slow, direct, px := slowClient(t, testPrefix(t))
+	slow, direct, px := slowClient(t)
 	ctx := t.Context()
 	dm := direct.RWMutex("doc", lock.WithTTL(5*time.Second))
 	reader := giveUpWhileSubscribing(t, px, slow.RWMutex("doc", lock.WithTTL(5*time.Second)), dm.TryAcquireRead)
@@ -66,7 +67,7 @@ func TestRWMutex_Acquire_giveUpWhileSubscribing(t *testing.T) {
 // its queue entry is withdrawn before Acquire returns, so the free lock is
 // not blocked by a waiter nobody is until its eviction.
 func TestMutex_Fair_giveUpWhileSubscribing(t *testing.T) {
-	slow, direct, px := slowClient(t, testPrefix(t))
+	slow, direct, px := slowClient(t)
 	ctx := t.Context()
 	dm := direct.Mutex("line", lock.WithFair(true), lock.WithTTL(5*time.Second))
 	holder := giveUpWhileSubscribing(t, px, slow.Mutex("line", lock.WithFair(true), lock.WithTTL(5*time.Second)), dm.TryAcquire)
