@@ -1,8 +1,9 @@
 package reliability
 
 import (
-	"errors"
+	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -57,6 +58,9 @@ func newBulkState(n int) *bulkState {
 	return &bulkState{status: make([]uint8, n), sku: make([]uint8, n), amount: make([]int32, n), group: make([]uint8, n)}
 }
 
+// ends returns the accounts, from and to, of transfer n.
+func (st *bulkState) ends(n int) [2]int { return [2]int{int(st.sku[n] >> 4), int(st.sku[n] & 15)} }
+
 // parseBulkID splits "<letter><worker>-<n>" into worker and n.
 func parseBulkID(id string) (w, n int, ok bool) {
 	if len(id) < 2 {
@@ -71,17 +75,163 @@ func parseBulkID(id string) (w, n int, ok bool) {
 	return w, n, err1 == nil && err2 == nil
 }
 
-// runBulk runs work on r.Workers goroutines while the controller injects
-// r.Faults, and returns the injections.
-func runBulk(tb testing.TB, r BulkRun, progress *Progress, work func(w int)) ([]Injection, time.Duration) {
-	start := time.Now()
-	ctl := &controller{
-		faults: r.Faults, rng: rand.New(rand.NewPCG(r.Seed, 0xb1)), quiet: r.Quiet,
-		clock: func() int64 { return int64(time.Since(start)) }, blur: func(int64, int64) {},
-		progress: map[string]*Progress{"bulk": progress},
+// bulk is one module's bulk run under way.
+type bulk struct {
+	BulkRun
+	module string
+	what   string // a write: order or transfer
+	letter string // the first letter of the write IDs, "<letter><worker>-<n>"
+	v      verdicts
+	per    int          // writes per worker
+	states []*bulkState // by worker
+	// retried counts, by worker, the writes sent again alone.
+	retried []int
+}
+
+func newBulk(r BulkRun, module string, v verdicts) *bulk {
+	r.defaults()
+	b := &bulk{BulkRun: r, module: module, what: "order", letter: "o", v: v,
+		per: (r.Ops + r.Workers - 1) / r.Workers, states: make([]*bulkState, r.Workers), retried: make([]int, r.Workers)}
+	if module == ModuleWallet {
+		b.what, b.letter = "transfer", "t"
 	}
-	injections := ctl.during(tb, r.Workers, work)
+	return b
+}
+
+// id returns the ID of write n of worker w.
+func (b *bulk) id(w, n int) string { return fmt.Sprintf("%s%d-%d", b.letter, w, n) }
+
+// bulkSend sends one batch of worker w: it chooses its writes base to
+// base+n-1 with rng, notes them in st, sends them in one pipeline and
+// returns the answer to each, and resend, which sends the batch's write k
+// again alone.
+type bulkSend func(ctx context.Context, w int, rng *rand.Rand, st *bulkState, base, n int) (errs []error, resend func(k int) error)
+
+// run has the workers send their writes in batches while the controller
+// injects the faults, and returns the injections and how long it took.
+// Each worker opens its client with open and sends with the bulkSend it
+// returns; a write without an answer is sent again alone until it has one
+// (settle), and its outcome goes into the worker's state.
+func (b *bulk) run(tb testing.TB, open func() (bulkSend, io.Closer, error)) ([]Injection, time.Duration) {
+	ctx := tb.Context()
+	start := time.Now()
+	var progress Progress
+	ctl := &controller{
+		faults: b.Faults, rng: rand.New(rand.NewPCG(b.Seed, 0xb1)), quiet: b.Quiet,
+		clock: func() int64 { return int64(time.Since(start)) }, blur: func(int64, int64) {},
+		progress: map[string]*Progress{"bulk": &progress},
+	}
+	injections := ctl.during(tb, b.Workers, func(w int) {
+		send, conn, err := open()
+		if err != nil {
+			tb.Errorf("%s.New: %v", b.module, err)
+			return
+		}
+		defer conn.Close()
+		rng := rand.New(rand.NewPCG(b.Seed, uint64(w)))
+		st := newBulkState(b.per)
+		b.states[w] = st
+		for base := 0; base < b.per && ctx.Err() == nil; base += bulkBatch {
+			callT := time.Now()
+			errs, resend := send(ctx, w, rng, st, base, min(bulkBatch, b.per-base))
+			for k, err := range errs {
+				if !b.v.answered(err) {
+					b.retried[w]++
+					var known bool
+					if known, _, err = settle(ctx, func() error { return resend(k) }, b.v.answered); !known {
+						continue
+					}
+				}
+				st.status[base+k] = bulkRefused
+				switch {
+				case err == nil:
+					st.status[base+k] = bulkOK
+				case !b.v.refusal(err):
+					tb.Errorf("%s bulk %s: %v", b.module, b.id(w, base+k), err)
+				}
+			}
+			progress.OK(callT)
+		}
+	})
 	return injections, time.Since(start)
+}
+
+// tally counts the writes by outcome; acked, when not nil, is called with
+// each acknowledged one (write i of the worker with state st).
+func (b *bulk) tally(acked func(st *bulkState, i int)) Tally {
+	var t Tally
+	for w, st := range b.states {
+		t.Retried += b.retried[w]
+		if st == nil {
+			continue
+		}
+		for i, s := range st.status {
+			t.Ops++
+			switch s {
+			case bulkOK:
+				t.Acked++
+				if acked != nil {
+					acked(st, i)
+				}
+			case bulkUnknown:
+				t.Unknown++
+			}
+		}
+	}
+	return t
+}
+
+// bulkSeen counts the entries of one journal by worker, write and side (a
+// transfer's out, 0, and in, 1).
+type bulkSeen map[[3]int]uint8
+
+// entry counts an entry of the journal of at for side of the write id:
+// found twice, it is a double; the entry of a refused write is a problem,
+// and so is one of a write no worker made on at (on says whether write n
+// of worker w belongs there). It returns the writer and the write.
+func (b *bulk) entry(t *Tally, seen bulkSeen, at, id string, side int, on func(st *bulkState, n int) bool) (w, n int, ok bool) {
+	w, n, ok = parseBulkID(id)
+	if !ok || w >= b.Workers || n >= b.per || !on(b.states[w], n) {
+		t.problem("%s: journal entry %q names no %s made on it", at, id, b.what)
+		return 0, 0, false
+	}
+	k := [3]int{w, n, side}
+	seen[k]++
+	if seen[k] == 2 {
+		t.Double++
+		t.detail("%s: %s %s is in the journal twice", at, b.what, id)
+	}
+	if b.states[w].status[n] == bulkRefused {
+		t.problem("%s: %s %s was refused but is in the journal", at, b.what, id)
+	}
+	return w, n, true
+}
+
+// lost counts the acknowledged writes missing from the journal of at:
+// sides lists the sides of write i of the worker with state st that
+// belong there.
+func (b *bulk) lost(t *Tally, seen bulkSeen, at string, sides func(st *bulkState, i int) []int) {
+	for w, st := range b.states {
+		for i, s := range st.status {
+			if s != bulkOK {
+				continue
+			}
+			for _, side := range sides(st, i) {
+				if seen[[3]int{w, i, side}] == 0 {
+					t.Lost++
+					t.detail("%s: acknowledged %s %s is not in the journal", at, b.what, b.id(w, i))
+				}
+			}
+		}
+	}
+}
+
+// row makes the run's row, and fails tb on what it shows.
+func (b *bulk) row(tb testing.TB, injections []Injection, elapsed time.Duration, t Tally) Row {
+	tb.Helper()
+	row := bulkRow(b.module, b.BulkRun, injections, t)
+	row.report(tb, b.Seed, elapsed)
+	return row
 }
 
 func bulkRow(module string, r BulkRun, injections []Injection, t Tally) Row {
@@ -129,9 +279,11 @@ func (row Row) report(tb testing.TB, seed uint64, elapsed time.Duration) {
 // SKU split into 8 buckets, with DeductBatch, and checks the invariants.
 func RunStockBulk(tb testing.TB, r BulkRun) Row {
 	tb.Helper()
-	r.defaults()
+	v := stockVerdicts
+	v.refusals = []error{stock.ErrSoldOut}
+	b := newBulk(r, ModuleStock, v)
 	ctx := tb.Context()
-	prefix := fmt.Sprintf("bulk%d-%d", runs.Add(1), r.Seed%1_000_000)
+	prefix := fmt.Sprintf("bulk%d-%d", runs.Add(1), b.Seed%1_000_000)
 	skus := []string{"bk/0", "bk/1", "bk/2", "bk/3", "bk/4", "bk/5", "bk/6", "bk/7", "bkhot"}
 	buckets := func(i int) int {
 		if skus[i] == "bkhot" {
@@ -139,91 +291,47 @@ func RunStockBulk(tb testing.TB, r BulkRun) Row {
 		}
 		return 1
 	}
-	admin, err := stock.New(r.Deploy.Admin(tb), stock.WithKeyPrefix(prefix), stock.WithReclaimInterval(0))
+	admin, err := stock.New(b.Deploy.Admin(tb), stock.WithKeyPrefix(prefix), stock.WithReclaimInterval(0))
 	if err != nil {
 		tb.Fatalf("stock.New: %v", err)
 	}
 	defer admin.Close()
 	// Demand averages 1.5 units per order: supply covers about 80% of it,
 	// so the last orders meet sold-out SKUs.
-	initial := int64(r.Ops) * 3 / 2 * 8 / 10 / int64(len(skus))
+	initial := int64(b.Ops) * 3 / 2 * 8 / 10 / int64(len(skus))
 	for i, sku := range skus {
 		if err := admin.Create(ctx, sku, initial, stock.WithBuckets(buckets(i))); err != nil {
 			tb.Fatalf("create %s: %v", sku, err)
 		}
 	}
 	opts := []stock.Option{stock.WithKeyPrefix(prefix), stock.WithReclaimInterval(0)}
-	if r.Deploy.ReplicaAck() {
+	if b.Deploy.ReplicaAck() {
 		opts = append(opts, stock.WithReplicaAck(1, AckTimeout))
 	}
-	per := (r.Ops + r.Workers - 1) / r.Workers
-	states := make([]*bulkState, r.Workers)
-	retried := make([]int, r.Workers)
-	var progress Progress
-	injections, elapsed := runBulk(tb, r, &progress, func(w int) {
-		inv, err := stock.New(r.Deploy.Client(tb), opts...)
+	injections, elapsed := b.run(tb, func() (bulkSend, io.Closer, error) {
+		inv, err := stock.New(b.Deploy.Client(tb), opts...)
 		if err != nil {
-			tb.Errorf("stock.New: %v", err)
-			return
+			return nil, nil, err
 		}
-		defer inv.Close()
-		rng := rand.New(rand.NewPCG(r.Seed, uint64(w)))
-		st := newBulkState(per)
-		states[w] = st
-		for base := 0; base < per && ctx.Err() == nil; base += bulkBatch {
-			n := min(bulkBatch, per-base)
+		return func(ctx context.Context, w int, rng *rand.Rand, st *bulkState, base, n int) ([]error, func(int) error) {
 			orders := make([]stock.Order, n)
 			for k := range n {
 				i := base + k
 				st.sku[i], st.amount[i] = uint8(rng.IntN(len(skus))), int32(1+rng.IntN(2))
-				orders[k] = stock.Order{ID: fmt.Sprintf("o%d-%d", w, i), Buyer: fmt.Sprintf("u%d", rng.IntN(1000)),
+				orders[k] = stock.Order{ID: b.id(w, i), Buyer: fmt.Sprintf("u%d", rng.IntN(1000)),
 					Items: []stock.Item{{SKU: skus[st.sku[i]], Qty: int64(st.amount[i])}}}
 			}
-			callT := time.Now()
-			results := inv.DeductBatch(ctx, orders)
-			for k, res := range results {
-				err := res.Err
-				if !stockAnswer(err) {
-					retried[w]++
-					var known bool
-					known, _, err = settle(ctx, func() error { _, err := inv.Deduct(ctx, orders[k]); return err }, stockAnswer)
-					if !known {
-						continue
-					}
-				}
-				switch {
-				case err == nil:
-					st.status[base+k] = bulkOK
-				case errors.Is(err, stock.ErrSoldOut):
-					st.status[base+k] = bulkRefused
-				default:
-					st.status[base+k] = bulkRefused
-					tb.Errorf("stock bulk %s: %v", orders[k].ID, err)
-				}
+			errs := make([]error, n)
+			for k, res := range inv.DeductBatch(ctx, orders) {
+				errs[k] = res.Err
 			}
-			progress.OK(callT)
-		}
+			return errs, func(k int) error { _, err := inv.Deduct(ctx, orders[k]); return err }
+		}, inv, nil
 	})
 
-	var t Tally
 	acked := make([]int64, len(skus))
-	rdb := r.Deploy.Admin(tb)
-	for w, st := range states {
-		t.Retried += retried[w]
-		if st == nil {
-			continue
-		}
-		for i, s := range st.status {
-			t.Ops++
-			switch s {
-			case bulkOK:
-				t.Acked++
-				acked[st.sku[i]] += int64(st.amount[i])
-			case bulkUnknown:
-				t.Unknown++
-			}
-		}
-	}
+	t := b.tally(func(st *bulkState, i int) { acked[st.sku[i]] += int64(st.amount[i]) })
+	rdb := b.Deploy.Admin(tb)
 	for j, sku := range skus {
 		rep, err := admin.Audit(ctx, sku)
 		if err != nil {
@@ -238,57 +346,39 @@ func RunStockBulk(tb testing.TB, r BulkRun) Row {
 			t.problem("journal %s: %v", sku, err)
 			continue
 		}
-		seen := make([][]uint8, r.Workers)
-		for w := range seen {
-			seen[w] = make([]uint8, per)
-		}
+		seen := bulkSeen{}
 		for _, e := range entries {
-			if e.Kind != stock.KindDeduct {
-				continue
-			}
-			w, n, ok := parseBulkID(e.Op)
-			if !ok || w >= r.Workers || n >= per || int(states[w].sku[n]) != j {
-				t.problem("%s: journal entry for an order never placed on it: %q", sku, e.Op)
-				continue
-			}
-			seen[w][n]++
-			if seen[w][n] == 2 {
-				t.Double++
-				t.detail("%s: order %s is in the journal twice", sku, e.Op)
-			}
-			if states[w].status[n] == bulkRefused {
-				t.problem("%s: order %s was refused but is in the journal", sku, e.Op)
+			if e.Kind == stock.KindDeduct {
+				b.entry(&t, seen, sku, e.Op, 0, func(st *bulkState, n int) bool { return int(st.sku[n]) == j })
 			}
 		}
-		for w, st := range states {
-			for i, s := range st.status {
-				if s == bulkOK && int(st.sku[i]) == j && seen[w][i] == 0 {
-					t.Lost++
-					t.detail("%s: acknowledged order o%d-%d is not in the journal", sku, w, i)
-				}
+		b.lost(&t, seen, sku, func(st *bulkState, i int) []int {
+			if int(st.sku[i]) == j {
+				return []int{0}
 			}
-		}
+			return nil
+		})
 		lv := rep.Levels
 		if over := max(0, acked[j]-rep.Supply, -lv.Available); over > 0 {
 			t.Oversell += int(over)
 			t.detail("%s: oversold by %d units (acknowledged %d, supply %d, levels %+v)", sku, over, acked[j], rep.Supply, lv)
 		}
 	}
-	row := bulkRow(ModuleStock, r, injections, t)
-	row.report(tb, r.Seed, elapsed)
-	return row
+	return b.row(tb, injections, elapsed, t)
 }
 
 // RunWalletBulk makes r.Ops transfers between the 8 accounts of each of 4
 // slot groups, with TransferBatch, and checks the invariants.
 func RunWalletBulk(tb testing.TB, r BulkRun) Row {
 	tb.Helper()
-	r.defaults()
+	v := walletVerdicts
+	v.refusals = []error{wallet.ErrInsufficientFunds}
+	b := newBulk(r, ModuleWallet, v)
 	ctx := tb.Context()
-	prefix := fmt.Sprintf("bulk%d-%d", runs.Add(1), r.Seed%1_000_000)
+	prefix := fmt.Sprintf("bulk%d-%d", runs.Add(1), b.Seed%1_000_000)
 	const groups, accounts, initial = 4, 8, 5000
 	acct := func(g, a int) string { return fmt.Sprintf("bw%d/%d", g, a) }
-	admin, err := wallet.New(r.Deploy.Admin(tb), wallet.WithKeyPrefix(prefix))
+	admin, err := wallet.New(b.Deploy.Admin(tb), wallet.WithKeyPrefix(prefix))
 	if err != nil {
 		tb.Fatalf("wallet.New: %v", err)
 	}
@@ -304,75 +394,32 @@ func RunWalletBulk(tb testing.TB, r BulkRun) Row {
 		}
 	}
 	opts := []wallet.Option{wallet.WithKeyPrefix(prefix)}
-	if r.Deploy.ReplicaAck() {
+	if b.Deploy.ReplicaAck() {
 		opts = append(opts, wallet.WithReplicaAck(1, AckTimeout))
 	}
-	per := (r.Ops + r.Workers - 1) / r.Workers
-	states := make([]*bulkState, r.Workers)
-	retried := make([]int, r.Workers)
-	var progress Progress
-	injections, elapsed := runBulk(tb, r, &progress, func(w int) {
-		led, err := wallet.New(r.Deploy.Client(tb), opts...)
+	injections, elapsed := b.run(tb, func() (bulkSend, io.Closer, error) {
+		led, err := wallet.New(b.Deploy.Client(tb), opts...)
 		if err != nil {
-			tb.Errorf("wallet.New: %v", err)
-			return
+			return nil, nil, err
 		}
-		defer led.Close()
-		rng := rand.New(rand.NewPCG(r.Seed, uint64(w)))
-		st := newBulkState(per)
-		states[w] = st
-		for base := 0; base < per && ctx.Err() == nil; base += bulkBatch {
-			n := min(bulkBatch, per-base)
+		return func(ctx context.Context, w int, rng *rand.Rand, st *bulkState, base, n int) ([]error, func(int) error) {
 			ts := make([]wallet.Transfer, n)
 			for k := range n {
 				i := base + k
 				from := rng.IntN(accounts)
 				to := (from + 1 + rng.IntN(accounts-1)) % accounts
 				st.group[i], st.sku[i], st.amount[i] = uint8(rng.IntN(groups)), uint8(from<<4|to), int32(1+rng.IntN(200))
-				ts[k] = wallet.Transfer{ID: fmt.Sprintf("t%d-%d", w, i), From: acct(int(st.group[i]), from), To: acct(int(st.group[i]), to), Amount: int64(st.amount[i])}
+				ts[k] = wallet.Transfer{ID: b.id(w, i), From: acct(int(st.group[i]), from), To: acct(int(st.group[i]), to), Amount: int64(st.amount[i])}
 			}
-			callT := time.Now()
-			results := led.TransferBatch(ctx, ts)
-			for k, res := range results {
-				err := res.Err
-				if !walletAnswer(err) {
-					retried[w]++
-					var known bool
-					known, _, err = settle(ctx, func() error { _, err := led.Transfer(ctx, ts[k]); return err }, walletAnswer)
-					if !known {
-						continue
-					}
-				}
-				switch {
-				case err == nil:
-					st.status[base+k] = bulkOK
-				case errors.Is(err, wallet.ErrInsufficientFunds):
-					st.status[base+k] = bulkRefused
-				default:
-					st.status[base+k] = bulkRefused
-					tb.Errorf("wallet bulk %s: %v", ts[k].ID, err)
-				}
+			errs := make([]error, n)
+			for k, res := range led.TransferBatch(ctx, ts) {
+				errs[k] = res.Err
 			}
-			progress.OK(callT)
-		}
+			return errs, func(k int) error { _, err := led.Transfer(ctx, ts[k]); return err }
+		}, led, nil
 	})
 
-	var t Tally
-	for w, st := range states {
-		t.Retried += retried[w]
-		if st == nil {
-			continue
-		}
-		for _, s := range st.status {
-			t.Ops++
-			switch s {
-			case bulkOK:
-				t.Acked++
-			case bulkUnknown:
-				t.Unknown++
-			}
-		}
-	}
+	t := b.tally(nil)
 	for g := range groups {
 		var names []string
 		for a := range accounts {
@@ -386,46 +433,31 @@ func RunWalletBulk(tb testing.TB, r BulkRun) Row {
 				t.problem("entries %s: %v", name, err)
 				continue
 			}
-			seen := map[[3]int]uint8{} // worker, n, out(0)/in(1)
+			seen := bulkSeen{}
+			inGroup := func(st *bulkState, n int) bool { return int(st.group[n]) == g }
 			for _, e := range es {
 				if e.Kind != wallet.KindTransferOut && e.Kind != wallet.KindTransferIn {
 					continue
 				}
-				w, n, ok := parseBulkID(e.TxID)
-				if !ok || w >= r.Workers || n >= per || int(states[w].group[n]) != g {
-					t.problem("%s: journal entry for a transfer never made on it: %q", name, e.TxID)
-					continue
-				}
-				side, want := 0, int(states[w].sku[n]>>4)
+				side := 0
 				if e.Kind == wallet.KindTransferIn {
-					side, want = 1, int(states[w].sku[n]&15)
+					side = 1
 				}
-				if want != a {
-					t.problem("%s: %s %s belongs to account %d", name, e.Kind, e.TxID, want)
-				}
-				k := [3]int{w, n, side}
-				seen[k]++
-				if seen[k] == 2 {
-					t.Double++
-					t.detail("%s: %s %s is in the journal twice", name, e.Kind, e.TxID)
-				}
-				if states[w].status[n] == bulkRefused {
-					t.problem("%s: transfer %s was refused but is in the journal", name, e.TxID)
-				}
-			}
-			for w, st := range states {
-				for i, s := range st.status {
-					if s != bulkOK || int(st.group[i]) != g {
-						continue
-					}
-					for side, who := range []int{int(st.sku[i] >> 4), int(st.sku[i] & 15)} {
-						if who == a && seen[[3]int{w, i, side}] == 0 {
-							t.Lost++
-							t.detail("%s: acknowledged transfer t%d-%d is not in the journal", name, w, i)
-						}
+				if w, n, ok := b.entry(&t, seen, name, e.TxID, side, inGroup); ok {
+					if want := b.states[w].ends(n)[side]; want != a {
+						t.problem("%s: %s %s belongs to account %d", name, e.Kind, e.TxID, want)
 					}
 				}
 			}
+			b.lost(&t, seen, name, func(st *bulkState, i int) []int {
+				var sides []int
+				for side, who := range st.ends(i) {
+					if who == a && inGroup(st, i) {
+						sides = append(sides, side)
+					}
+				}
+				return sides
+			})
 		}
 		tr, err := admin.TrialBalance(ctx, names...)
 		switch {
@@ -435,7 +467,5 @@ func RunWalletBulk(tb testing.TB, r BulkRun) Row {
 			t.problem("group %d: money created or destroyed: %+v", g, tr)
 		}
 	}
-	row := bulkRow(ModuleWallet, r, injections, t)
-	row.report(tb, r.Seed, elapsed)
-	return row
+	return b.row(tb, injections, elapsed, t)
 }

@@ -2,7 +2,6 @@ package reliability
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -51,8 +50,8 @@ func newStockLoad(tb testing.TB, d Deployment, prefix string, hist *History) *st
 	w := &stockLoad{journaled[*stock.Inventory, *stockRecord, stock.Result]{
 		module: ModuleStock, check: StockModel, prefix: prefix, hist: hist,
 		send:     stockSend,
-		answered: stockAnswer, refusals: []error{stock.ErrSoldOut, stock.ErrBuyerLimit}, replicaAck: stock.ErrReplicaAck,
-		answerOf: answerOf,
+		verdicts: stockVerdicts, replicaAck: stock.ErrReplicaAck,
+		okText:   func(res stock.Result) string { return fmt.Sprintf("ok %v", res.Levels) },
 		replayed: func(res stock.Result) bool { return res.Replayed },
 		output: func(r *stockRecord, res stock.Result, known bool, err error) any {
 			out := StockOut{Unknown: !known, OK: known && err == nil}
@@ -89,35 +88,13 @@ func (w *stockLoad) setup(ctx context.Context) error {
 	return w.verifier.Create(ctx, hotSKU, hotInitial, stock.WithBuckets(hotBuckets), stock.WithBuyerLimit(hotLimit))
 }
 
-// stockAnswer reports whether err is an answer rather than a failure to
-// get one. A write not yet acknowledged by its replica is no answer: the
-// client calls again.
-func stockAnswer(err error) bool {
-	if err == nil {
-		return true
-	}
-	if errors.Is(err, stock.ErrReplicaAck) || errors.Is(err, stock.ErrUnknownOutcome) {
-		return false
-	}
-	for _, e := range []error{stock.ErrSoldOut, stock.ErrBuyerLimit, stock.ErrConflict, stock.ErrSKUClosed,
-		stock.ErrSKUNotFound, stock.ErrInvalid, stock.ErrHoldExpired, stock.ErrCancelled} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
-}
-
-func answerOf(res stock.Result, err error) string {
-	if err != nil {
-		for _, e := range []error{stock.ErrSoldOut, stock.ErrBuyerLimit, stock.ErrConflict, stock.ErrSKUClosed, stock.ErrSKUNotFound, stock.ErrInvalid} {
-			if errors.Is(err, e) {
-				return e.Error()
-			}
-		}
-		return err.Error()
-	}
-	return fmt.Sprintf("ok %v", res.Levels)
+// stockVerdicts: a write not yet acknowledged by its replica is no
+// answer, and the client calls again.
+var stockVerdicts = verdicts{
+	pending: []error{stock.ErrReplicaAck, stock.ErrUnknownOutcome},
+	decisions: []error{stock.ErrSoldOut, stock.ErrBuyerLimit, stock.ErrConflict, stock.ErrSKUClosed,
+		stock.ErrSKUNotFound, stock.ErrInvalid, stock.ErrHoldExpired, stock.ErrCancelled},
+	refusals: []error{stock.ErrSoldOut, stock.ErrBuyerLimit},
 }
 
 func (w *stockLoad) client(ctx context.Context, c int, rng *rand.Rand, more func(int) bool) {

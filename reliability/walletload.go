@@ -2,7 +2,6 @@ package reliability
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -50,8 +49,8 @@ func newWalletLoad(tb testing.TB, d Deployment, prefix string, hist *History) *w
 	w := &walletLoad{journaled[*wallet.Ledger, *walletRecord, wallet.Result]{
 		module: ModuleWallet, check: BankModel, prefix: prefix, hist: hist,
 		send:     walletSend,
-		answered: walletAnswer, refusals: []error{wallet.ErrInsufficientFunds}, replicaAck: wallet.ErrReplicaAck,
-		answerOf: walletAnswerOf,
+		verdicts: walletVerdicts, replicaAck: wallet.ErrReplicaAck,
+		okText:   walletOK,
 		replayed: func(res wallet.Result) bool { return res.Replayed },
 		output: func(_ *walletRecord, res wallet.Result, known bool, err error) any {
 			if known && err == nil {
@@ -91,7 +90,7 @@ func (w *walletLoad) setup(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		r.answer = walletAnswerOf(res, nil)
+		r.answer = walletOK(res)
 		w.records = append(w.records, r)
 		if g := groupOf(a); g == walletGroups[0] || g == walletGroups[1] {
 			w.hist.Add(Op{Key: g, Input: BankIn{Kind: BankCredit, From: accountIndex(a), Amount: walletInitial},
@@ -103,32 +102,16 @@ func (w *walletLoad) setup(ctx context.Context) error {
 
 func accountIndex(a string) int { return skuIndex(a) }
 
-func walletAnswer(err error) bool {
-	if err == nil {
-		return true
-	}
-	if errors.Is(err, wallet.ErrReplicaAck) || errors.Is(err, wallet.ErrUnknownOutcome) {
-		return false
-	}
-	for _, e := range []error{wallet.ErrInsufficientFunds, wallet.ErrAccountNotFound, wallet.ErrAccountClosed,
-		wallet.ErrCurrencyMismatch, wallet.ErrConflict, wallet.ErrInvalid, wallet.ErrCrossGroup} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
+// walletVerdicts: a write not yet acknowledged by its replica is no
+// answer, and the client calls again.
+var walletVerdicts = verdicts{
+	pending: []error{wallet.ErrReplicaAck, wallet.ErrUnknownOutcome},
+	decisions: []error{wallet.ErrInsufficientFunds, wallet.ErrAccountNotFound, wallet.ErrAccountClosed,
+		wallet.ErrCurrencyMismatch, wallet.ErrConflict, wallet.ErrInvalid, wallet.ErrCrossGroup},
+	refusals: []error{wallet.ErrInsufficientFunds},
 }
 
-func walletAnswerOf(res wallet.Result, err error) string {
-	if err != nil {
-		for _, e := range []error{wallet.ErrInsufficientFunds, wallet.ErrAccountNotFound, wallet.ErrAccountClosed,
-			wallet.ErrCurrencyMismatch, wallet.ErrConflict, wallet.ErrInvalid} {
-			if errors.Is(err, e) {
-				return e.Error()
-			}
-		}
-		return err.Error()
-	}
+func walletOK(res wallet.Result) string {
 	return fmt.Sprintf("ok %d %d %s %s", res.Balance.Posted, res.To.Posted, res.EntryID, res.ToEntryID)
 }
 

@@ -101,6 +101,40 @@ func settle(ctx context.Context, op func() error, answer func(error) bool) (know
 	}
 }
 
+// verdicts sorts a module's errors for a workload.
+type verdicts struct {
+	// pending errors are no answer yet, and the client calls again: a
+	// write not yet acknowledged by its replica, an outcome unknown.
+	pending []error
+	// decisions are answers; refusals are the ones among them that the
+	// workload expects (any other is a problem).
+	decisions, refusals []error
+}
+
+// answered reports whether err is an answer rather than a failure to get
+// one.
+func (v verdicts) answered(err error) bool {
+	return err == nil || !isOneOf(err, v.pending) && isOneOf(err, v.decisions)
+}
+
+// refusal reports whether err is one of the refusals the workload expects.
+func (v verdicts) refusal(err error) bool { return isOneOf(err, v.refusals) }
+
+// text renders a decision err as the decision's own text, to compare
+// answers; any other error as it is.
+func (v verdicts) text(err error) string {
+	for _, e := range v.decisions {
+		if errors.Is(err, e) {
+			return e.Error()
+		}
+	}
+	return err.Error()
+}
+
+func isOneOf(err error, errs []error) bool {
+	return slices.ContainsFunc(errs, func(e error) bool { return errors.Is(err, e) })
+}
+
 // record is one write of a journaled workload.
 type record interface {
 	// about returns the write's kind and operation ID, and where its answer
@@ -127,16 +161,12 @@ type journaled[C io.Closer, R record, Res any] struct {
 
 	// send calls r's operation once.
 	send func(ctx context.Context, conn C, r R) (Res, error)
-	// answered reports whether err is an answer rather than a failure to
-	// get one.
-	answered func(err error) bool
-	// refusals are the refusals the workload expects (they are no
-	// problem); replicaAck is the module's ErrReplicaAck.
-	refusals   []error
-	replicaAck error
-	// answerOf renders an answer, to compare it with the answer to a
-	// resubmission; replayed reports whether a result says it is one.
-	answerOf func(res Res, err error) string
+	verdicts
+	replicaAck error // the module's ErrReplicaAck
+	// okText renders an applied write's result, to compare it with the
+	// answer to a resubmission; replayed reports whether a result says it
+	// answers one.
+	okText   func(res Res) string
 	replayed func(res Res) bool
 	// output is the history's output of a write: applied when known and
 	// err is nil.
@@ -177,14 +207,12 @@ func (j *journaled[C, R, Res]) open(tb testing.TB, d Deployment, newConn func(rd
 	}
 }
 
-// refusal reports whether err is one of the refusals the workload expects.
-func (j *journaled[C, R, Res]) refusal(err error) bool {
-	for _, e := range j.refusals {
-		if errors.Is(err, e) {
-			return true
-		}
+// answerOf renders an answer: "ok" and the result, or the refusal.
+func (j *journaled[C, R, Res]) answerOf(res Res, err error) string {
+	if err != nil {
+		return j.text(err)
 	}
-	return false
+	return j.okText(res)
 }
 
 // resolve sends r on conn until it has an answer (see settle); first, when
@@ -341,7 +369,7 @@ func (j *journaled[C, R, Res]) expect(effects func(r R) []applied) expected {
 				e.want[k] = true
 			case strings.HasPrefix(*answer, "resolved ok"):
 				e.resolved[k] = true
-			case slices.ContainsFunc(j.refusals, func(err error) bool { return *answer == err.Error() }):
+			case slices.ContainsFunc(j.refusals, func(e error) bool { return *answer == e.Error() }):
 				e.refused[k] = true
 			}
 		}
