@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -353,9 +352,7 @@ func TestLease_Cluster_underResharding(t *testing.T) {
 // killed with SIGKILL and its replica promoted, the slot migrated). A caller
 // that gets an error calls again: no value is handed out twice.
 func TestChaos_Cluster_failover(t *testing.T) {
-	if os.Getenv("RUN_CHAOS") == "" {
-		t.Skip("chaos tier: make chaos")
-	}
+	scale := redistest.Chaos(t)
 	c, rdb := redistest.NewFailoverCluster(t)
 	ctx := t.Context()
 	seq, seg := counters(t, rdb, "fi/seq", "fi/seg", 20)
@@ -366,42 +363,33 @@ func TestChaos_Cluster_failover(t *testing.T) {
 	defer sf.Close()
 	answers := &redistest.Answers{Tries: 100, Timeout: 5 * time.Second, Kinds: map[string]error{
 		"unavailable": idgen.ErrUnavailable, "lease lost": idgen.ErrLeaseLost}}
-	runCtx, stopLoad := context.WithCancel(ctx)
+	kinds := []string{"seq", "seg", "snowflake"}
+	nexts := []func(context.Context) (idgen.ID, error){seq.Next, seg.Next, sf.Next}
 	var (
-		wg      sync.WaitGroup
 		mu      sync.Mutex
 		repeats int
 		seen    = map[string]bool{}
 	)
-	for w := range 3 {
-		kind, next := []string{"seq", "seg", "snowflake"}[w], []func(context.Context) (idgen.ID, error){seq.Next, seg.Next, sf.Next}[w]
-		wg.Go(func() {
-			for runCtx.Err() == nil {
-				var v idgen.ID
-				if ok, err := answers.Call(ctx, func(ctx context.Context) (err error) {
-					v, err = next(ctx)
-					return err
-				}); !ok {
-					t.Errorf("%s never answered: %v", kind, err)
-					return
-				}
-				mu.Lock()
-				if k := fmt.Sprint(kind, v); seen[k] {
-					repeats++
-				} else {
-					seen[k] = true
-				}
-				mu.Unlock()
-				time.Sleep(time.Millisecond)
-			}
-		})
-	}
-	faults, err := c.FaultRounds(ctx, chaosScale(), 300*time.Millisecond, "{fi}")
-	stopLoad()
-	wg.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
+	faults := c.WhileFailingOver(t, ctx, scale, 300*time.Millisecond, []string{"{fi}"}, len(kinds), func(w, _ int) bool {
+		kind, next := kinds[w], nexts[w]
+		var v idgen.ID
+		if ok, err := answers.Call(ctx, func(ctx context.Context) (err error) {
+			v, err = next(ctx)
+			return err
+		}); !ok {
+			t.Errorf("%s never answered: %v", kind, err)
+			return false
+		}
+		mu.Lock()
+		if k := fmt.Sprint(kind, v); seen[k] {
+			repeats++
+		} else {
+			seen[k] = true
+		}
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		return true
+	})
 	t.Logf("%d faults: %d IDs, %d calls failed and were called again; first errors: %s",
 		faults, answers.Answered(), answers.Retried(), answers.FirstErrors())
 	t.Logf("chaos table | idgen Sequence/Segment/Snowflake | %d | %d | %d | %d", answers.Answered(), faults, answers.Retried(), repeats)

@@ -3,7 +3,6 @@ package lock_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -372,9 +371,7 @@ func TestKinds_Cluster_underResharding(t *testing.T) {
 // increase: an acknowledged acquire survives the failover, so the package
 // documentation's guarantee with required acknowledgement holds.
 func TestChaos_Cluster_failover(t *testing.T) {
-	if os.Getenv("RUN_CHAOS") == "" {
-		t.Skip("chaos tier: make chaos")
-	}
+	scale := redistest.Chaos(t)
 	c, rdb := redistest.NewFailoverCluster(t)
 	ctx := t.Context()
 	locks := mustNew(t, rdb, lock.WithRequiredReplicaAck(1, time.Second), lock.WithTTL(3*time.Second))
@@ -382,51 +379,42 @@ func TestChaos_Cluster_failover(t *testing.T) {
 	names := []string{"fl1/a", "fl2/b"}
 	answers := &redistest.Answers{Kinds: map[string]error{
 		"outcome unknown": lock.ErrUnknownOutcome, "replica ack not reached": lock.ErrReplicaAck}}
-	runCtx, stopLoad := context.WithCancel(ctx)
 	var (
-		wg       sync.WaitGroup
 		mu       sync.Mutex
 		overlaps int
 		holding  = map[string]int{}
 		last     = map[string]uint64{}
 	)
-	for w := range 4 {
-		wg.Go(func() {
-			for i := 0; runCtx.Err() == nil; i++ {
-				name := names[(w+i)%len(names)]
-				m := locks.Mutex(name)
-				var l *lock.Lease
-				if ok, err := answers.Call(ctx, func(ctx context.Context) (err error) {
-					l, err = m.Acquire(ctx)
-					return err
-				}); !ok {
-					t.Errorf("%s never acquired: %v", name, err)
-					return
-				}
-				mu.Lock()
-				holding[name]++
-				if holding[name] > 1 {
-					overlaps++
-				}
-				if tok := l.Fence().Token; tok <= last[name] {
-					overlaps++
-				} else {
-					last[name] = tok
-				}
-				mu.Unlock()
-				time.Sleep(5 * time.Millisecond)
-				_ = l.Extend(ctx) // may fail while the shard fails over: the lease stays ours until its TTL
-				mu.Lock()
-				holding[name]--
-				mu.Unlock()
-				_ = l.Release(ctx) // a lost release leaves the lock to its TTL
-			}
-		})
-	}
-	faults, err := c.FaultRounds(ctx, chaosScale(), 300*time.Millisecond, "{fl1}", "{fl2}")
-	stopLoad()
-	wg.Wait()
-	require.NoError(t, err)
+	faults := c.WhileFailingOver(t, ctx, scale, 300*time.Millisecond, []string{"{fl1}", "{fl2}"}, 4, func(w, i int) bool {
+		name := names[(w+i)%len(names)]
+		m := locks.Mutex(name)
+		var l *lock.Lease
+		if ok, err := answers.Call(ctx, func(ctx context.Context) (err error) {
+			l, err = m.Acquire(ctx)
+			return err
+		}); !ok {
+			t.Errorf("%s never acquired: %v", name, err)
+			return false
+		}
+		mu.Lock()
+		holding[name]++
+		if holding[name] > 1 {
+			overlaps++
+		}
+		if tok := l.Fence().Token; tok <= last[name] {
+			overlaps++
+		} else {
+			last[name] = tok
+		}
+		mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+		_ = l.Extend(ctx) // may fail while the shard fails over: the lease stays ours until its TTL
+		mu.Lock()
+		holding[name]--
+		mu.Unlock()
+		_ = l.Release(ctx) // a lost release leaves the lock to its TTL
+		return true
+	})
 	t.Logf("%d faults: %d leases, %d acquires failed and were called again; first errors: %s",
 		faults, answers.Answered(), answers.Retried(), answers.FirstErrors())
 	t.Logf("chaos table | lock Acquire/Extend/Release | %d | %d | %d | %d", answers.Answered(), faults, answers.Retried(), overlaps)
