@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -37,14 +36,9 @@ import (
 //     such a start takes a running holder's node only by chance: over the
 //     whole test, at most 1 + 1/20 of those starts may.
 
-// modelSize is how many sequences a model test draws, and their longest
-// length: seconds in the normal suite, large under RUN_CHAOS=1.
-func modelSize() (checks, steps int) {
-	if os.Getenv("RUN_CHAOS") != "" {
-		return 200 * chaosScale(), 30
-	}
-	return 20, 10
-}
+// modelSize is how many sequences TestModel_generators draws, and their
+// longest length: seconds in the normal suite.
+func modelSize() (checks, steps int) { return 20, 10 }
 
 func TestModel_generators(t *testing.T) {
 	checks, steps := modelSize()
@@ -54,11 +48,7 @@ func TestModel_generators(t *testing.T) {
 // TestChaos_Model_generators is TestModel_generators at a size for
 // RUN_CHAOS=1 (200×CHAOS_SCALE sequences of up to 30 steps).
 func TestChaos_Model_generators(t *testing.T) {
-	if os.Getenv("RUN_CHAOS") == "" {
-		t.Skip("chaos tier: make chaos")
-	}
-	checks, steps := modelSize()
-	runGeneratorModel(t, checks, steps)
+	runGeneratorModel(t, 200*redistest.Chaos(t), 30)
 }
 
 // modelGen is one generator (one process) and what it handed out.

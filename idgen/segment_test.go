@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -81,17 +79,7 @@ func TestSegment_Next_uniqueAcrossGenerators_ConcurrentSafe(t *testing.T) {
 }
 
 func TestChaos_Segment_Next_unique10M(t *testing.T) {
-	if os.Getenv("RUN_CHAOS") == "" {
-		t.Skip("chaos tier: make chaos")
-	}
-	uniqueSegments(t, 10_000_000*chaosScale())
-}
-
-func chaosScale() int {
-	if n, err := strconv.Atoi(os.Getenv("CHAOS_SCALE")); err == nil && n > 0 {
-		return n
-	}
-	return 1
+	uniqueSegments(t, 10_000_000*redistest.Chaos(t))
 }
 
 func TestSegment_Next_increasingAndRoundTrips(t *testing.T) {
@@ -307,9 +295,7 @@ func (c *waitCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // at 0: each Segment still never repeats its own values, but two Segments can
 // be handed overlapping ranges (documented).
 func TestChaos_Segment_KillRestart_underLoad(t *testing.T) {
-	if os.Getenv("RUN_CHAOS") == "" {
-		t.Skip("chaos tier: make chaos")
-	}
+	scale := redistest.Chaos(t)
 	for _, aof := range []bool{true, false} {
 		t.Run(fmt.Sprintf("aof=%v", aof), func(t *testing.T) {
 			s := redistest.New(t, redistest.Options{AOF: aof, AppendFsync: "always"})
@@ -317,7 +303,7 @@ func TestChaos_Segment_KillRestart_underLoad(t *testing.T) {
 			gens := segments(t, rdb, 4, "chaos", idgen.WithMinStep(100), idgen.WithMaxStep(5000))
 			stop := make(chan struct{})
 			collect := loadUntil(t, gens, 2, stop)
-			for round := 0; round < 5*chaosScale(); round++ {
+			for round := 0; round < 5*scale; round++ {
 				time.Sleep(200 * time.Millisecond)
 				require.NoError(t, s.Kill())
 				time.Sleep(300 * time.Millisecond)

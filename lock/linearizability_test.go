@@ -3,15 +3,15 @@ package lock_test
 import (
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/anishathalye/porcupine"
-	"github.com/redkit-go/redkit/lock"
 	"github.com/stretchr/testify/require"
+
+	"github.com/redkit-go/redkit/lock"
+	"github.com/redkit-go/redkit/redistest"
 )
 
 type lockInput struct {
@@ -57,14 +57,6 @@ var lockModel = porcupine.Model{
 	},
 }
 
-func chaosScale() int {
-	n, err := strconv.Atoi(os.Getenv("CHAOS_SCALE"))
-	if err != nil || n < 1 {
-		return 1
-	}
-	return n
-}
-
 // TestMutex_Linearizable_ConcurrentSafe records 8 clients × 1,000
 // TryAcquire/Release operations on one name (two lock.Clients) and checks
 // the history against lockModel with porcupine. An Unknown result fails.
@@ -73,10 +65,7 @@ func TestMutex_Linearizable_ConcurrentSafe(t *testing.T) {
 }
 
 func TestChaos_Linearizable(t *testing.T) {
-	if os.Getenv("RUN_CHAOS") == "" {
-		t.Skip("chaos tier: make chaos")
-	}
-	for range chaosScale() {
+	for range redistest.Chaos(t) {
 		checkLinearizable(t, 8, 5000)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -37,14 +36,9 @@ import (
 //   - without a fault in the step, a free lock is granted, a held lease
 //     extends and releases.
 
-// modelSize is how many sequences a model test draws, and their longest
-// length: seconds in the normal suite, large under RUN_CHAOS=1.
-func modelSize() (checks, steps int) {
-	if os.Getenv("RUN_CHAOS") != "" {
-		return 300 * chaosScale(), 40
-	}
-	return 40, 12
-}
+// modelSize is how many sequences TestModel_lock draws, and their longest
+// length: seconds in the normal suite.
+func modelSize() (checks, steps int) { return 40, 12 }
 
 type modelKind string
 
@@ -128,11 +122,7 @@ func TestModel_lock(t *testing.T) {
 // TestChaos_Model_lock is TestModel_lock at a size for RUN_CHAOS=1
 // (300×CHAOS_SCALE sequences of up to 40 steps).
 func TestChaos_Model_lock(t *testing.T) {
-	if os.Getenv("RUN_CHAOS") == "" {
-		t.Skip("set RUN_CHAOS=1")
-	}
-	checks, steps := modelSize()
-	runModel(t, checks, steps)
+	runModel(t, 300*redistest.Chaos(t), 40)
 }
 
 func runModel(t *testing.T, checks, maxSteps int) {
