@@ -103,6 +103,12 @@ func (c *config) validateLease() error {
 	return valid.Duration("max clock wait", c.maxClockWait, 0, maxClockWaitLimit)
 }
 
+// The options shared with the other modules (WithKeyPrefix here, and in
+// lock also WithRetry and WithClusterBudget) repeat theirs by design: the
+// same names, shapes, defaults and bounds, checked across modules by
+// reliability's TestNew_refusesBadOptions. Each module keeps its own copy,
+// on its own Option type, so that it builds and is versioned alone.
+
 // WithKeyPrefix sets the first part of every Redis key. Default "redkit".
 func WithKeyPrefix(p string) Option { return optionFunc(func(c *config) { c.prefix = p }) }
 

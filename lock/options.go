@@ -59,6 +59,12 @@ func (c *config) fail(err error) {
 	}
 }
 
+// The options shared with the other modules (WithKeyPrefix here, and in
+// lock also WithRetry and WithClusterBudget) repeat theirs by design: the
+// same names, shapes, defaults and bounds, checked across modules by
+// reliability's TestNew_refusesBadOptions. Each module keeps its own copy,
+// on its own Option type, so that it builds and is versioned alone.
+
 // WithKeyPrefix sets the first part of every key and channel this Client
 // uses (default "redkit"): 1–64 bytes of A-Z a-z 0-9 . _ -
 func WithKeyPrefix(p string) Option {

@@ -62,14 +62,13 @@ func newConfig(opts []Option) config {
 	return c
 }
 
-// The options below repeat, by design, those of the other modules: lock,
-// idgen, stock and wallet declare WithKeyPrefix, WithRetry and
-// WithClusterBudget (stock and wallet also WithIdempotencyWindow) with the
-// same names, shapes, defaults and bounds (reliability's
-// TestNew_refusesBadOptions checks the prefix, retry and budget bounds of
-// all four). Each module keeps its
-// own copy, on its own Option type, so that it builds and is versioned
-// alone.
+// The options below repeat, by design, those of the other modules: every
+// module declares WithKeyPrefix, lock, stock and wallet WithRetry and
+// WithClusterBudget, stock and wallet WithIdempotencyWindow, with the same
+// names, shapes, defaults and bounds (reliability's
+// TestNew_refusesBadOptions checks the prefix, retry and budget bounds
+// where they exist). Each module keeps its own copy, on its own Option
+// type, so that it builds and is versioned alone.
 
 // WithKeyPrefix sets the first part of every key (default "redkit"):
 // 1–64 bytes of A-Z a-z 0-9 . _ -. Ledgers with different prefixes share
