@@ -103,8 +103,8 @@ func (c *config) validateLease() error {
 	return valid.Duration("max clock wait", c.maxClockWait, 0, maxClockWaitLimit)
 }
 
-// The options shared with the other modules (WithKeyPrefix here, and in
-// lock also WithRetry and WithClusterBudget) repeat theirs by design: the
+// The option shared with the other modules (WithKeyPrefix) repeats theirs
+// by design: the
 // same names, shapes, defaults and bounds, checked across modules by
 // reliability's TestNew_refusesBadOptions. Each module keeps its own copy,
 // on its own Option type, so that it builds and is versioned alone.
