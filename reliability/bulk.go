@@ -291,7 +291,7 @@ func RunStockBulk(tb testing.TB, r BulkRun) Row {
 		}
 		return 1
 	}
-	admin, err := stock.New(b.Deploy.Admin(tb), stock.WithKeyPrefix(prefix), stock.WithReclaimInterval(0))
+	admin, err := stock.New(b.Deploy.Admin(tb), stockOptions(prefix, false)...)
 	if err != nil {
 		tb.Fatalf("stock.New: %v", err)
 	}
@@ -304,12 +304,8 @@ func RunStockBulk(tb testing.TB, r BulkRun) Row {
 			tb.Fatalf("create %s: %v", sku, err)
 		}
 	}
-	opts := []stock.Option{stock.WithKeyPrefix(prefix), stock.WithReclaimInterval(0)}
-	if b.Deploy.ReplicaAck() {
-		opts = append(opts, stock.WithReplicaAck(1, AckTimeout))
-	}
 	injections, elapsed := b.run(tb, func() (bulkSend, io.Closer, error) {
-		inv, err := stock.New(b.Deploy.Client(tb), opts...)
+		inv, err := stock.New(b.Deploy.Client(tb), stockOptions(prefix, b.Deploy.ReplicaAck())...)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -378,7 +374,7 @@ func RunWalletBulk(tb testing.TB, r BulkRun) Row {
 	prefix := fmt.Sprintf("bulk%d-%d", runs.Add(1), b.Seed%1_000_000)
 	const groups, accounts, initial = 4, 8, 5000
 	acct := func(g, a int) string { return fmt.Sprintf("bw%d/%d", g, a) }
-	admin, err := wallet.New(b.Deploy.Admin(tb), wallet.WithKeyPrefix(prefix))
+	admin, err := wallet.New(b.Deploy.Admin(tb), walletOptions(prefix, false)...)
 	if err != nil {
 		tb.Fatalf("wallet.New: %v", err)
 	}
@@ -393,12 +389,8 @@ func RunWalletBulk(tb testing.TB, r BulkRun) Row {
 			}
 		}
 	}
-	opts := []wallet.Option{wallet.WithKeyPrefix(prefix)}
-	if b.Deploy.ReplicaAck() {
-		opts = append(opts, wallet.WithReplicaAck(1, AckTimeout))
-	}
 	injections, elapsed := b.run(tb, func() (bulkSend, io.Closer, error) {
-		led, err := wallet.New(b.Deploy.Client(tb), opts...)
+		led, err := wallet.New(b.Deploy.Client(tb), walletOptions(prefix, b.Deploy.ReplicaAck())...)
 		if err != nil {
 			return nil, nil, err
 		}

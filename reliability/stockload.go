@@ -64,13 +64,19 @@ func newStockLoad(tb testing.TB, d Deployment, prefix string, hist *History) *st
 		},
 	}}
 	w.open(tb, d, func(rdb redis.UniversalClient, ack bool) (*stock.Inventory, error) {
-		opts := []stock.Option{stock.WithKeyPrefix(prefix), stock.WithReclaimInterval(0)}
-		if ack {
-			opts = append(opts, stock.WithReplicaAck(1, AckTimeout))
-		}
-		return stock.New(rdb, opts...)
+		return stock.New(rdb, stockOptions(prefix, ack)...)
 	})
 	return w
+}
+
+// stockOptions are the options of the workloads' Inventories: keys under
+// prefix, no reclaimer, and with ack, writes that wait for a replica.
+func stockOptions(prefix string, ack bool) []stock.Option {
+	opts := []stock.Option{stock.WithKeyPrefix(prefix), stock.WithReclaimInterval(0)}
+	if ack {
+		opts = append(opts, stock.WithReplicaAck(1, AckTimeout))
+	}
+	return opts
 }
 
 func (w *stockLoad) setup(ctx context.Context) error {

@@ -60,13 +60,19 @@ func newWalletLoad(tb testing.TB, d Deployment, prefix string, hist *History) *w
 		},
 	}}
 	w.open(tb, d, func(rdb redis.UniversalClient, ack bool) (*wallet.Ledger, error) {
-		opts := []wallet.Option{wallet.WithKeyPrefix(prefix)}
-		if ack {
-			opts = append(opts, wallet.WithReplicaAck(1, AckTimeout))
-		}
-		return wallet.New(rdb, opts...)
+		return wallet.New(rdb, walletOptions(prefix, ack)...)
 	})
 	return w
+}
+
+// walletOptions are the options of the workloads' Ledgers: keys under
+// prefix and, with ack, writes that wait for a replica.
+func walletOptions(prefix string, ack bool) []wallet.Option {
+	opts := []wallet.Option{wallet.WithKeyPrefix(prefix)}
+	if ack {
+		opts = append(opts, wallet.WithReplicaAck(1, AckTimeout))
+	}
+	return opts
 }
 
 func (w *walletLoad) accounts() []string {
