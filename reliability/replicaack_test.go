@@ -38,7 +38,7 @@ func TestWallet_refusalWithoutReplicaAck_failover(t *testing.T) {
 
 	// A failover begins: the replica is promoted (as Sentinel or an
 	// operator does first), while the old primary still answers.
-	require.NoError(t, p.Replica.Client().Do(ctx, "REPLICAOF", "NO", "ONE").Err())
+	promote(t, p)
 	debit := wallet.Tx{ID: "pay-1", Account: "acct", Amount: 10}
 	_, err := led.Debit(ctx, debit)
 	require.ErrorIs(t, err, wallet.ErrInsufficientFunds)
@@ -46,10 +46,7 @@ func TestWallet_refusalWithoutReplicaAck_failover(t *testing.T) {
 
 	// The old primary is made a replica of the new one: what only it had,
 	// the refusal's marker included, is gone.
-	oldPrimary, newPrimary := p.Primary, p.Replica
-	host, port, _ := net.SplitHostPort(newPrimary.Addr())
-	require.NoError(t, oldPrimary.Client().Do(ctx, "REPLICAOF", host, port).Err())
-	p.Primary, p.Replica = newPrimary, oldPrimary
+	demote(t, p)
 	plain, err := wallet.New(p.Primary.Client())
 	require.NoError(t, err)
 	defer plain.Close()
@@ -84,7 +81,7 @@ func TestStock_refusalWithReplicaAck_failover(t *testing.T) {
 	require.NoError(t, admin.Create(ctx, "sku", 0))
 	require.NoError(t, p.Sync(ctx))
 
-	require.NoError(t, p.Replica.Client().Do(ctx, "REPLICAOF", "NO", "ONE").Err())
+	promote(t, p)
 	_, err = inv.Deduct(ctx, stock.Order{ID: "o-1", Buyer: "b", Items: []stock.Item{{SKU: "sku", Qty: 1}}})
 	require.ErrorIs(t, err, stock.ErrSoldOut)
 	require.ErrorIs(t, err, stock.ErrReplicaAck, "a refusal the replica did not acknowledge is reported as such")
@@ -122,25 +119,20 @@ func TestWallet_crossGroupCreditWithoutReplicaAck_failover(t *testing.T) {
 	tr := wallet.Transfer{ID: "x-1", From: "gx/a", To: "gy/b", Amount: 30}
 	first := make(chan error, 1)
 	go func() { _, err := led.Transfer(ctx, tr); first <- err }()
-	waitKey := func(s *redistest.Server, key string) {
-		c := s.Client()
-		for n, _ := c.Exists(ctx, key).Result(); n == 0; n, _ = c.Exists(ctx, key).Result() {
-			time.Sleep(2 * time.Millisecond)
-		}
+	exists := func(key string) func(*redis.Client) bool {
+		return func(c *redis.Client) bool { n, _ := c.Exists(ctx, key).Result(); return n > 0 }
 	}
 	// Step 1 (hold on the source) has run and reached the replica: the
 	// replica is promoted (a failover begins) before step 2 runs.
-	waitKey(a, "redkit:wallet:v2:{gx}:tx:x-1")
-	waitKey(b, "redkit:wallet:v2:{gx}:tx:x-1")
-	require.NoError(t, b.Client().Do(ctx, "REPLICAOF", "NO", "ONE").Err())
+	waitUntil(t, "the hold on the primary", a, exists("redkit:wallet:v2:{gx}:tx:x-1"))
+	waitUntil(t, "the hold on the replica", b, exists("redkit:wallet:v2:{gx}:tx:x-1"))
+	promote(t, p)
 	// Step 2 (credit at the destination) runs on the old primary, which no
 	// replica acknowledges any more; then the old primary is demoted, and
 	// step 3 (post the source) goes to the new primary.
-	waitKey(a, "redkit:wallet:v2:{gy}:xin:gx/x-1")
-	host, port, _ := net.SplitHostPort(b.Addr())
-	require.NoError(t, a.Client().Do(ctx, "REPLICAOF", host, port).Err())
+	waitUntil(t, "the credit on the old primary", a, exists("redkit:wallet:v2:{gy}:xin:gx/x-1"))
+	demote(t, p)
 	target(pxB)
-	p.Primary, p.Replica = b, a
 
 	err = <-first
 	t.Logf("first call: %v", err)
@@ -207,15 +199,6 @@ func TestStock_bucketTransferWithoutReplicaAck_failover(t *testing.T) {
 		_, err := inv.Deduct(ctx, stock.Order{ID: "o-1", Buyer: buyer, Items: []stock.Item{{SKU: "hot", Qty: 7}}})
 		first <- err
 	}()
-	waitFor := func(what string, s *redistest.Server, cond func(c *redis.Client) bool) {
-		t.Helper()
-		c := s.Client()
-		for deadline := time.Now().Add(20 * time.Second); !cond(c); time.Sleep(2 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-		}
-	}
 	outRecord := func(c *redis.Client) bool {
 		m, _ := c.HGetAll(ctx, "redkit:stock:v1:"+tagOf[0]+":transfers:hot").Result()
 		for k := range m {
@@ -230,16 +213,14 @@ func TestStock_bucketTransferWithoutReplicaAck_failover(t *testing.T) {
 		return n >= 2 // create, transfer_in
 	}
 	// The units left bucket 0 and the replica has that: a failover begins.
-	waitFor("the out-record on the primary", a, outRecord)
-	waitFor("the out-record on the replica", b, outRecord)
-	require.NoError(t, b.Client().Do(ctx, "REPLICAOF", "NO", "ONE").Err())
+	waitUntil(t, "the out-record on the primary", a, outRecord)
+	waitUntil(t, "the out-record on the replica", b, outRecord)
+	promote(t, p)
 	// Bucket 1 is credited on the old primary only; then the old primary
 	// is demoted, and the out-record's deletion goes to the new primary.
-	waitFor("the credit on the old primary", a, credited)
-	host, port, _ := net.SplitHostPort(b.Addr())
-	require.NoError(t, a.Client().Do(ctx, "REPLICAOF", host, port).Err())
+	waitUntil(t, "the credit on the old primary", a, credited)
+	demote(t, p)
 	target(pxB)
-	p.Primary, p.Replica = b, a
 
 	err = <-first
 	t.Logf("order: %v", err)
@@ -294,4 +275,29 @@ func proxiedPair(t *testing.T) (p *redistest.Pair, rdb *redis.Client, pxA, pxB *
 		}})
 	t.Cleanup(func() { _ = rdb.Close() })
 	return p, rdb, pxA, pxB, target
+}
+
+// promote makes p's replica a primary, as Sentinel or an operator does
+// first in a failover: both answer as primaries until demote.
+func promote(t *testing.T, p *redistest.Pair) {
+	require.NoError(t, p.Replica.Client().Do(t.Context(), "REPLICAOF", "NO", "ONE").Err())
+}
+
+// demote ends a failover that promote began: p's old primary becomes a
+// replica of the new one (what only it had is gone), and p's roles swap.
+func demote(t *testing.T, p *redistest.Pair) {
+	host, port, _ := net.SplitHostPort(p.Replica.Addr())
+	require.NoError(t, p.Primary.Client().Do(t.Context(), "REPLICAOF", host, port).Err())
+	p.Primary, p.Replica = p.Replica, p.Primary
+}
+
+// waitUntil polls s until cond holds, and fails t after 20 seconds.
+func waitUntil(t *testing.T, what string, s *redistest.Server, cond func(c *redis.Client) bool) {
+	t.Helper()
+	c := s.Client()
+	for deadline := time.Now().Add(20 * time.Second); !cond(c); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
 }
