@@ -73,53 +73,42 @@ func (d *Single) Admin(tb testing.TB) redis.UniversalClient {
 	return d.Server.Client()
 }
 
-// Kill9 is kill -9 of the server and a restart on the same AOF.
-func (d *Single) Kill9(down time.Duration) Fault {
+// window is a durable fault that start begins and, hold later, end ends.
+func window(name string, hold time.Duration, start func() error, end func(context.Context) error) Fault {
 	return Fault{
-		Name: "kill -9 + restart (AOF always)", Durable: true, Hold: down,
-		Start: func(ctx context.Context) (func(context.Context) error, error) {
-			if err := d.Server.Kill(); err != nil {
+		Name: name, Durable: true, Hold: hold,
+		Start: func(context.Context) (func(context.Context) error, error) {
+			if err := start(); err != nil {
 				return nil, err
 			}
-			return d.Server.Restart, nil
+			return end, nil
 		},
 	}
 }
 
+// Kill9 is kill -9 of the server and a restart on the same AOF.
+func (d *Single) Kill9(down time.Duration) Fault {
+	return window("kill -9 + restart (AOF always)", down, d.Server.Kill, d.Server.Restart)
+}
+
 // Pause is SIGSTOP of the server for d, then SIGCONT.
 func (d *Single) Pause(hold time.Duration) Fault {
-	return Fault{
-		Name: "SIGSTOP/SIGCONT of Redis", Durable: true, Hold: hold,
-		Start: func(ctx context.Context) (func(context.Context) error, error) {
-			if err := d.Server.Pause(); err != nil {
-				return nil, err
-			}
-			return func(context.Context) error { return d.Server.Resume() }, nil
-		},
-	}
+	return window("SIGSTOP/SIGCONT of Redis", hold, d.Server.Pause, func(context.Context) error { return d.Server.Resume() })
 }
 
 // HoldReplies holds every reply back for late (past the client read
 // timeout) during a window of hold: the commands run, the clients time out.
 func (d *Single) HoldReplies(hold, late time.Duration) Fault {
-	return Fault{
-		Name: "replies held past the read timeout", Durable: true, Hold: hold,
-		Start: func(ctx context.Context) (func(context.Context) error, error) {
-			d.Proxy.HoldReplies(late)
-			return func(context.Context) error { d.Proxy.HoldReplies(0); return nil }, nil
-		},
-	}
+	return window("replies held past the read timeout", hold,
+		func() error { d.Proxy.HoldReplies(late); return nil },
+		func(context.Context) error { d.Proxy.HoldReplies(0); return nil })
 }
 
 // DropReplies discards every reply during a window of hold.
 func (d *Single) DropReplies(hold time.Duration) Fault {
-	return Fault{
-		Name: "replies dropped", Durable: true, Hold: hold,
-		Start: func(ctx context.Context) (func(context.Context) error, error) {
-			d.Proxy.DropReplies(true)
-			return func(context.Context) error { d.Proxy.DropReplies(false); return nil }, nil
-		},
-	}
+	return window("replies dropped", hold,
+		func() error { d.Proxy.DropReplies(true); return nil },
+		func(context.Context) error { d.Proxy.DropReplies(false); return nil })
 }
 
 // Resets aborts every connection with a TCP RST, every 20ms for hold.
@@ -158,15 +147,9 @@ func (d *Single) KillClients() Fault {
 
 // Partition cuts the network between clients and server for hold.
 func (d *Single) Partition(hold time.Duration) Fault {
-	return Fault{
-		Name: "network partition", Durable: true, Hold: hold,
-		Start: func(ctx context.Context) (func(context.Context) error, error) {
-			if err := d.Proxy.Cut(true); err != nil {
-				return nil, err
-			}
-			return func(context.Context) error { return d.Proxy.Cut(false) }, nil
-		},
-	}
+	return window("network partition", hold,
+		func() error { return d.Proxy.Cut(true) },
+		func(context.Context) error { return d.Proxy.Cut(false) })
 }
 
 // Pair is a primary and a replica whose clients always dial the current
