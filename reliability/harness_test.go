@@ -541,6 +541,8 @@ func lockCounterKey(name string) string {
 
 // waitFor starts Acquire on m in the background (30s context) and returns
 // its result channel; the lease is released before the result is sent.
+// lock's tests keep their own copy: a module cannot import another's test
+// files.
 func waitFor(m interface {
 	Acquire(context.Context) (*lock.Lease, error)
 }) <-chan error {
