@@ -25,13 +25,7 @@ func newLocks(t testing.TB, rdb redis.UniversalClient, opts ...lock.Option) *loc
 // eventually polls cond until it holds or 20s pass.
 func eventually(t testing.TB, cond func() bool, msg string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting: %s", msg)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	require.Eventually(t, cond, 20*time.Second, 5*time.Millisecond, "timed out waiting: %s", msg)
 }
 
 // mustTake returns the lease take (a TryAcquire) gets; an error fails the

@@ -97,13 +97,7 @@ func between(id string) string {
 // deadline.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached within a minute")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	require.Eventually(t, cond, time.Minute, 5*time.Millisecond, "condition not reached within a minute")
 }
 
 // TestChaos_killedRepeatedly kills Redis (AOF always) 3 x CHAOS_SCALE times

@@ -26,13 +26,7 @@ func proxied(t *testing.T, readTimeout time.Duration, opts ...wallet.Option) (*w
 // waitFor polls cond until it holds or 10s pass.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 10s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	require.Eventually(t, cond, 10*time.Second, time.Millisecond, "condition not reached in 10s")
 }
 
 func TestLedger_Debit_ownRetryAfterTimeoutIsNotReplayed(t *testing.T) {
