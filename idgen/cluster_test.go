@@ -294,11 +294,7 @@ func TestLease_Cluster_underResharding(t *testing.T) {
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
 	defer rdb.Close()
 	ctx := t.Context()
-	for i := range 10 {
-		if err := rdb.Set(ctx, fmt.Sprintf("{rsvc}:fill:%d", i), i, 0).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c.Fill(t, ctx, []string{"{rsvc}"}, 10)
 	var (
 		mu   sync.Mutex
 		seen = map[idgen.ID]bool{}

@@ -214,11 +214,7 @@ func reshardingLocks(t *testing.T, tags []string, fill int) (*redistest.Cluster,
 	t.Cleanup(func() { _ = rdb.Close() })
 	locks := mustNew(t, rdb)
 	t.Cleanup(func() { _ = locks.Close() })
-	for _, tag := range tags {
-		for i := range fill {
-			require.NoError(t, rdb.Set(t.Context(), fmt.Sprintf("%s:fill:%d", tag, i), i, 0).Err())
-		}
-	}
+	c.Fill(t, t.Context(), tags, fill)
 	return c, locks
 }
 

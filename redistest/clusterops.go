@@ -175,6 +175,21 @@ func (c *Cluster) Reshard(ctx context.Context, keys []string, o MoveOptions) (st
 	}
 }
 
+// Fill writes n keys of an application, <tag>:fill:0 to <tag>:fill:<n-1>,
+// into the slot of each hash tag in tags ("{g}"), so that moving the slot
+// takes longer and its keys stay split between two masters for a while.
+func (c *Cluster) Fill(tb testing.TB, ctx context.Context, tags []string, n int) {
+	tb.Helper()
+	rdb := c.Client()
+	for _, tag := range tags {
+		for i := range n {
+			if err := rdb.Set(ctx, fmt.Sprintf("%s:fill:%d", tag, i), i, 0).Err(); err != nil {
+				tb.Fatalf("fill %s: %v", tag, err)
+			}
+		}
+	}
+}
+
 // WhileResharding runs work on workers goroutines while the slots of keys
 // move again and again (Reshard with o), then stops the moves and returns
 // what they did. After every worker is done, t fails when a move failed,

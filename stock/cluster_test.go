@@ -23,7 +23,7 @@ import (
 // confirmed order exactly once.
 func TestDeduct_Cluster_underResharding(t *testing.T) {
 	ctx := t.Context()
-	c, _, inv := reshardedInventory(t)
+	c, inv := reshardedInventory(t)
 	groups := []string{"rs1", "rs2"}
 	const initial = 100000
 	for _, g := range groups {
@@ -115,7 +115,7 @@ func TestChaos_Cluster_failover(t *testing.T) {
 // exactly once, and Audit finds nothing.
 func TestWritePaths_Cluster_underResharding(t *testing.T) {
 	ctx := t.Context()
-	c, rdb, inv := reshardedInventory(t)
+	c, inv := reshardedInventory(t)
 	const plain, hot, initial, buckets = "rr/sku", "rh/sku", 100000, 4
 	require.NoError(t, inv.Create(ctx, plain, initial, stock.WithBuyerLimit(1000)))
 	require.NoError(t, inv.Create(ctx, hot, initial, stock.WithBuckets(buckets)))
@@ -124,11 +124,7 @@ func TestWritePaths_Cluster_underResharding(t *testing.T) {
 		tags = append(tags, fmt.Sprintf("{rh#%d}", k))
 	}
 	// Keys of an application in the same slots make each move last.
-	for _, tag := range tags {
-		for i := range 10 {
-			require.NoError(t, rdb.Set(ctx, fmt.Sprintf("%s:fill:%d", tag, i), i, 0).Err())
-		}
-	}
+	c.Fill(t, ctx, tags, 10)
 	const workers, rounds = 4, 25
 	var (
 		mu                                  sync.Mutex
@@ -232,12 +228,10 @@ func TestLinearizable_Cluster_underResharding(t *testing.T) {
 	// migration of this slot on a loaded machine (the slot moves back to
 	// back, and every operation adds a marker to it), so no call gives up.
 	// What the default budget absorbs is TestWritePaths_Cluster_underResharding's.
-	c, rdb, inv := reshardedInventory(t, stock.WithClusterBudget(time.Minute))
+	c, inv := reshardedInventory(t, stock.WithClusterBudget(time.Minute))
 	const sku, initial, clients, ops = "lz/sku", 20, 4, 100
 	require.NoError(t, inv.Create(ctx, sku, initial))
-	for i := range 10 {
-		require.NoError(t, rdb.Set(ctx, fmt.Sprintf("{lz}:fill:%d", i), i, 0).Err())
-	}
+	c.Fill(t, ctx, []string{"{lz}"}, 10)
 	var history []porcupine.Operation
 	c.WhileResharding(t, ctx, []string{"{lz}"}, redistest.MoveOptions{Batch: 10, Pause: 5 * time.Millisecond}, 1,
 		func(int, func(string, ...any)) { history = counterHistory(t, inv, sku, clients, ops, 7) })
@@ -249,11 +243,11 @@ func TestLinearizable_Cluster_underResharding(t *testing.T) {
 // reshardedInventory starts a Cluster of 3 masters and a Inventory on an ordinary
 // ClusterClient: one the Cluster does not refresh after a move, so it meets
 // MOVED and ASK as an application's would.
-func reshardedInventory(t *testing.T, opts ...stock.Option) (*redistest.Cluster, *redis.ClusterClient, *stock.Inventory) {
+func reshardedInventory(t *testing.T, opts ...stock.Option) (*redistest.Cluster, *stock.Inventory) {
 	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3})
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	inv := mustNew(t, rdb, opts...)
 	t.Cleanup(func() { inv.Close() })
-	return c, rdb, inv
+	return c, inv
 }

@@ -80,7 +80,7 @@ func TestLedger_onCluster(t *testing.T) {
 // nets to zero and Verify is clean.
 func TestLedger_Cluster_underResharding(t *testing.T) {
 	ctx := t.Context()
-	c, _, led := reshardedLedger(t)
+	c, led := reshardedLedger(t)
 	groups := []string{"ws1", "ws2"}
 	var accounts, tags []string
 	for _, g := range groups {
@@ -142,7 +142,7 @@ func TestLedger_Cluster_underResharding(t *testing.T) {
 // no hold stays held, and Verify finds nothing.
 func TestWritePaths_Cluster_underResharding(t *testing.T) {
 	ctx := t.Context()
-	c, rdb, led := reshardedLedger(t)
+	c, led := reshardedLedger(t)
 	groups := []string{"wh1", "wh2"}
 	var accounts, tags []string
 	want := map[string]int64{}
@@ -159,11 +159,7 @@ func TestWritePaths_Cluster_underResharding(t *testing.T) {
 	// The fence's counter: lock v2 keeps one per cluster slot of the name.
 	fence := lock.Fence{Name: "wf/payouts", Token: 1}
 	tags = append(tags, "{wf}")
-	for _, tag := range tags {
-		for i := range 10 {
-			require.NoError(t, rdb.Set(ctx, fmt.Sprintf("%s:fill:%d", tag, i), i, 0).Err())
-		}
-	}
+	c.Fill(t, ctx, tags, 10)
 	const workers, rounds = 4, 24
 	var (
 		mu     sync.Mutex
@@ -239,12 +235,10 @@ func TestLinearizable_Cluster_underResharding(t *testing.T) {
 	// migration of this slot on a loaded machine (the slot moves back to
 	// back, and every operation adds a marker to it), so no call gives up.
 	// What the default budget absorbs is TestWritePaths_Cluster_underResharding's.
-	c, rdb, led := reshardedLedger(t, wallet.WithClusterBudget(time.Minute))
+	c, led := reshardedLedger(t, wallet.WithClusterBudget(time.Minute))
 	const account, clients, ops = "lw/acct", 4, 100
 	require.NoError(t, led.Open(ctx, account, wallet.WithCurrency("CNY")))
-	for i := range 10 {
-		require.NoError(t, rdb.Set(ctx, fmt.Sprintf("{lw}:fill:%d", i), i, 0).Err())
-	}
+	c.Fill(t, ctx, []string{"{lw}"}, 10)
 	start := time.Now()
 	var (
 		mu      sync.Mutex
@@ -380,13 +374,13 @@ func TestChaos_Cluster_failover(t *testing.T) {
 // reshardedLedger starts a Cluster of 3 masters and a Ledger on an ordinary
 // ClusterClient: one the Cluster does not refresh after a move, so it meets
 // MOVED and ASK as an application's would.
-func reshardedLedger(t *testing.T, opts ...wallet.Option) (*redistest.Cluster, *redis.ClusterClient, *wallet.Ledger) {
+func reshardedLedger(t *testing.T, opts ...wallet.Option) (*redistest.Cluster, *wallet.Ledger) {
 	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3})
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	led := mustNew(t, rdb, opts...)
 	t.Cleanup(func() { led.Close() })
-	return c, rdb, led
+	return c, led
 }
 
 // requireBooks requires each account's posted balance to be want's, nothing
