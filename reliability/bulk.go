@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -101,18 +102,17 @@ func newBulk(r BulkRun, module string, v verdicts) *bulk {
 // id returns the ID of write n of worker w.
 func (b *bulk) id(w, n int) string { return fmt.Sprintf("%s%d-%d", b.letter, w, n) }
 
-// bulkSend sends one batch of worker w: it chooses its writes base to
-// base+n-1 with rng, notes them in st, sends them in one pipeline and
-// returns the answer to each, and resend, which sends the batch's write k
-// again alone.
-type bulkSend func(ctx context.Context, w int, rng *rand.Rand, st *bulkState, base, n int) (errs []error, resend func(k int) error)
-
-// run has the workers send their writes in batches while the controller
-// injects the faults, and returns the injections and how long it took.
-// Each worker opens its client with open and sends with the bulkSend it
-// returns; a write without an answer is sent again alone until it has one
-// (settle), and its outcome goes into the worker's state.
-func (b *bulk) run(tb testing.TB, open func() (bulkSend, io.Closer, error)) ([]Injection, time.Duration) {
+// runBulk has b's workers send their writes in batches while the
+// controller injects the faults, and returns the injections and how long
+// it took. Each worker opens its client with open; send sends one batch
+// of worker w on it: it chooses the writes base to base+n-1 with rng,
+// notes them in st, sends them in one pipeline and returns the answer to
+// each, and resend, which sends the batch's write k again alone. A write
+// without an answer is sent again alone until it has one (settle), and
+// its outcome goes into the worker's state.
+func runBulk[C io.Closer](tb testing.TB, b *bulk, open func() (C, error),
+	send func(ctx context.Context, conn C, w int, rng *rand.Rand, st *bulkState, base, n int) (errs []error, resend func(k int) error),
+) ([]Injection, time.Duration) {
 	ctx := tb.Context()
 	start := time.Now()
 	var progress Progress
@@ -122,7 +122,7 @@ func (b *bulk) run(tb testing.TB, open func() (bulkSend, io.Closer, error)) ([]I
 		progress: map[string]*Progress{"bulk": &progress},
 	}
 	injections := ctl.during(tb, b.Workers, func(w int) {
-		send, conn, err := open()
+		conn, err := open()
 		if err != nil {
 			tb.Errorf("%s.New: %v", b.module, err)
 			return
@@ -133,7 +133,7 @@ func (b *bulk) run(tb testing.TB, open func() (bulkSend, io.Closer, error)) ([]I
 		b.states[w] = st
 		for base := 0; base < b.per && ctx.Err() == nil; base += bulkBatch {
 			callT := time.Now()
-			errs, resend := send(ctx, w, rng, st, base, min(bulkBatch, b.per-base))
+			errs, resend := send(ctx, conn, w, rng, st, base, min(bulkBatch, b.per-base))
 			for k, err := range errs {
 				if !b.v.answered(err) {
 					b.retried[w]++
@@ -229,35 +229,16 @@ func (b *bulk) lost(t *Tally, seen bulkSeen, at string, sides func(st *bulkState
 // row makes the run's row, and fails tb on what it shows.
 func (b *bulk) row(tb testing.TB, injections []Injection, elapsed time.Duration, t Tally) Row {
 	tb.Helper()
-	row := bulkRow(b.module, b.BulkRun, injections, t)
-	row.report(tb, b.Seed, elapsed)
-	return row
-}
-
-func bulkRow(module string, r BulkRun, injections []Injection, t Tally) Row {
 	var names []string
-	seen := map[string]bool{}
-	durable := len(r.Faults) > 0
-	for _, f := range r.Faults {
-		if !seen[f.Name] {
+	for _, f := range b.Faults {
+		if !slices.Contains(names, f.Name) {
 			names = append(names, f.Name)
-			seen[f.Name] = true
-		}
-		durable = durable && f.Durable
-	}
-	what := "orders"
-	if module == ModuleWallet {
-		what = "transfers"
-	}
-	row := Row{Fault: fmt.Sprintf("%d %s in batches; %s", r.Ops, what, strings.Join(names, "; ")),
-		Module: module, Deployment: r.Deploy.Name(), Injections: len(injections), Tally: t, Gated: durable}
-	for _, inj := range injections {
-		if d, ok := inj.Recovery["bulk"]; ok {
-			row.Recovery = max(row.Recovery, d)
-		} else if !inj.Cut {
-			row.NoRecovery++
 		}
 	}
+	row := Row{Fault: fmt.Sprintf("%d %ss in batches; %s", b.Ops, b.what, strings.Join(names, "; ")),
+		Module: b.module, Deployment: b.Deploy.Name(), Tally: t, Gated: durable(b.Faults)}
+	row.recovered(injections, "bulk")
+	row.report(tb, b.Seed, elapsed)
 	return row
 }
 
@@ -304,25 +285,21 @@ func RunStockBulk(tb testing.TB, r BulkRun) Row {
 			tb.Fatalf("create %s: %v", sku, err)
 		}
 	}
-	injections, elapsed := b.run(tb, func() (bulkSend, io.Closer, error) {
-		inv, err := stock.New(b.Deploy.Client(tb), stockOptions(prefix, b.Deploy.ReplicaAck())...)
-		if err != nil {
-			return nil, nil, err
+	injections, elapsed := runBulk(tb, b, func() (*stock.Inventory, error) {
+		return stock.New(b.Deploy.Client(tb), stockOptions(prefix, b.Deploy.ReplicaAck())...)
+	}, func(ctx context.Context, inv *stock.Inventory, w int, rng *rand.Rand, st *bulkState, base, n int) ([]error, func(int) error) {
+		orders := make([]stock.Order, n)
+		for k := range n {
+			i := base + k
+			st.sku[i], st.amount[i] = uint8(rng.IntN(len(skus))), int32(1+rng.IntN(2))
+			orders[k] = stock.Order{ID: b.id(w, i), Buyer: fmt.Sprintf("u%d", rng.IntN(1000)),
+				Items: []stock.Item{{SKU: skus[st.sku[i]], Qty: int64(st.amount[i])}}}
 		}
-		return func(ctx context.Context, w int, rng *rand.Rand, st *bulkState, base, n int) ([]error, func(int) error) {
-			orders := make([]stock.Order, n)
-			for k := range n {
-				i := base + k
-				st.sku[i], st.amount[i] = uint8(rng.IntN(len(skus))), int32(1+rng.IntN(2))
-				orders[k] = stock.Order{ID: b.id(w, i), Buyer: fmt.Sprintf("u%d", rng.IntN(1000)),
-					Items: []stock.Item{{SKU: skus[st.sku[i]], Qty: int64(st.amount[i])}}}
-			}
-			errs := make([]error, n)
-			for k, res := range inv.DeductBatch(ctx, orders) {
-				errs[k] = res.Err
-			}
-			return errs, func(k int) error { _, err := inv.Deduct(ctx, orders[k]); return err }
-		}, inv, nil
+		errs := make([]error, n)
+		for k, res := range inv.DeductBatch(ctx, orders) {
+			errs[k] = res.Err
+		}
+		return errs, func(k int) error { _, err := inv.Deduct(ctx, orders[k]); return err }
 	})
 
 	acked := make([]int64, len(skus))
@@ -389,26 +366,22 @@ func RunWalletBulk(tb testing.TB, r BulkRun) Row {
 			}
 		}
 	}
-	injections, elapsed := b.run(tb, func() (bulkSend, io.Closer, error) {
-		led, err := wallet.New(b.Deploy.Client(tb), walletOptions(prefix, b.Deploy.ReplicaAck())...)
-		if err != nil {
-			return nil, nil, err
+	injections, elapsed := runBulk(tb, b, func() (*wallet.Ledger, error) {
+		return wallet.New(b.Deploy.Client(tb), walletOptions(prefix, b.Deploy.ReplicaAck())...)
+	}, func(ctx context.Context, led *wallet.Ledger, w int, rng *rand.Rand, st *bulkState, base, n int) ([]error, func(int) error) {
+		ts := make([]wallet.Transfer, n)
+		for k := range n {
+			i := base + k
+			from := rng.IntN(accounts)
+			to := (from + 1 + rng.IntN(accounts-1)) % accounts
+			st.group[i], st.sku[i], st.amount[i] = uint8(rng.IntN(groups)), uint8(from<<4|to), int32(1+rng.IntN(200))
+			ts[k] = wallet.Transfer{ID: b.id(w, i), From: acct(int(st.group[i]), from), To: acct(int(st.group[i]), to), Amount: int64(st.amount[i])}
 		}
-		return func(ctx context.Context, w int, rng *rand.Rand, st *bulkState, base, n int) ([]error, func(int) error) {
-			ts := make([]wallet.Transfer, n)
-			for k := range n {
-				i := base + k
-				from := rng.IntN(accounts)
-				to := (from + 1 + rng.IntN(accounts-1)) % accounts
-				st.group[i], st.sku[i], st.amount[i] = uint8(rng.IntN(groups)), uint8(from<<4|to), int32(1+rng.IntN(200))
-				ts[k] = wallet.Transfer{ID: b.id(w, i), From: acct(int(st.group[i]), from), To: acct(int(st.group[i]), to), Amount: int64(st.amount[i])}
-			}
-			errs := make([]error, n)
-			for k, res := range led.TransferBatch(ctx, ts) {
-				errs[k] = res.Err
-			}
-			return errs, func(k int) error { _, err := led.Transfer(ctx, ts[k]); return err }
-		}, led, nil
+		errs := make([]error, n)
+		for k, res := range led.TransferBatch(ctx, ts) {
+			errs[k] = res.Err
+		}
+		return errs, func(k int) error { _, err := led.Transfer(ctx, ts[k]); return err }
 	})
 
 	t := b.tally(nil)

@@ -204,17 +204,15 @@ func outOfOrder(cs []seqCall) int {
 // charges column.
 func IDRow(rep IDReport, d Deployment, faults []Fault) Row {
 	var names []string
-	durable := len(faults) > 0
 	for _, f := range faults {
 		names = append(names, f.Name)
-		durable = durable && f.Durable
 	}
 	return Row{
 		Fault:      fmt.Sprintf("%d %s IDs; %s", rep.Generated, rep.Kind, strings.Join(names, "; ")),
 		Module:     "idgen",
 		Deployment: d.Name(),
 		Injections: rep.Injections,
-		Gated:      durable,
+		Gated:      durable(faults),
 		Recovery:   rep.Recovery,
 		Tally:      Tally{Ops: rep.Generated, Acked: rep.Generated, Double: rep.Duplicates, Retried: rep.Refused},
 	}

@@ -156,21 +156,12 @@ func Run(tb testing.TB, sc Scenario) []Row {
 	})
 	ran := time.Since(start)
 
-	gated := !sc.Measure && len(sc.Faults) > 0
-	for _, f := range sc.Faults {
-		gated = gated && f.Durable
-	}
+	gated := !sc.Measure && durable(sc.Faults)
 	rows := make([]Row, len(loads))
 	var checks sync.WaitGroup
 	for i, w := range loads {
-		rows[i] = Row{Fault: sc.Name, Module: w.name(), Deployment: sc.Deploy.Name(), Injections: len(injections), Gated: gated}
-		for _, inj := range injections {
-			if d, ok := inj.Recovery[w.name()]; ok {
-				rows[i].Recovery = max(rows[i].Recovery, d)
-			} else if !inj.Cut {
-				rows[i].NoRecovery++
-			}
-		}
+		rows[i] = Row{Fault: sc.Name, Module: w.name(), Deployment: sc.Deploy.Name(), Gated: gated}
+		rows[i].recovered(injections, w.name())
 		rows[i].Tally = w.verify(ctx)
 		if sc.Measure {
 			continue // a history with writes lost on purpose is not linearizable
@@ -200,6 +191,30 @@ func Run(tb testing.TB, sc Scenario) []Row {
 		}
 	}
 	return rows
+}
+
+// recovered fills the row's injections and recovery from those of the
+// run, for the workload called name.
+func (row *Row) recovered(injections []Injection, name string) {
+	row.Injections = len(injections)
+	for _, inj := range injections {
+		if d, ok := inj.Recovery[name]; ok {
+			row.Recovery = max(row.Recovery, d)
+		} else if !inj.Cut {
+			row.NoRecovery++
+		}
+	}
+}
+
+// durable reports whether there are faults and every one promises
+// durability: then lost acknowledged writes fail the run.
+func durable(faults []Fault) bool {
+	for _, f := range faults {
+		if !f.Durable {
+			return false
+		}
+	}
+	return len(faults) > 0
 }
 
 // FormatTable renders rows as a Markdown table with the columns of the

@@ -208,7 +208,8 @@ func (w *walletLoad) balance(ctx context.Context, c int, led *wallet.Ledger, g s
 	})
 }
 
-// walletEntries reads an account's whole journal.
+// walletEntries reads an account's whole journal. pgjournal's readJournal
+// is the same loop; this module does not depend on pgjournal.
 func walletEntries(ctx context.Context, led *wallet.Ledger, account string) ([]wallet.Entry, error) {
 	var out []wallet.Entry
 	cursor := ""
