@@ -80,6 +80,7 @@ func parseBulkID(id string) (w, n int, ok bool) {
 type bulk struct {
 	BulkRun
 	module string
+	prefix string // of the run's keys
 	what   string // a write: order or transfer
 	letter string // the first letter of the write IDs, "<letter><worker>-<n>"
 	v      verdicts
@@ -89,9 +90,13 @@ type bulk struct {
 	retried []int
 }
 
-func newBulk(r BulkRun, module string, v verdicts) *bulk {
+// newBulk starts a bulk run of module, whose errors v sorts; refusals are
+// the only refusals its writes expect.
+func newBulk(r BulkRun, module string, v verdicts, refusals ...error) *bulk {
 	r.defaults()
-	b := &bulk{BulkRun: r, module: module, what: "order", letter: "o", v: v,
+	v.refusals = refusals
+	b := &bulk{BulkRun: r, module: module, prefix: fmt.Sprintf("bulk%d-%d", runs.Add(1), r.Seed%1_000_000),
+		what: "order", letter: "o", v: v,
 		per: (r.Ops + r.Workers - 1) / r.Workers, states: make([]*bulkState, r.Workers), retried: make([]int, r.Workers)}
 	if module == ModuleWallet {
 		b.what, b.letter = "transfer", "t"
@@ -260,11 +265,8 @@ func (row Row) report(tb testing.TB, seed uint64, elapsed time.Duration) {
 // SKU split into 8 buckets, with DeductBatch, and checks the invariants.
 func RunStockBulk(tb testing.TB, r BulkRun) Row {
 	tb.Helper()
-	v := stockVerdicts
-	v.refusals = []error{stock.ErrSoldOut}
-	b := newBulk(r, ModuleStock, v)
+	b := newBulk(r, ModuleStock, stockVerdicts, stock.ErrSoldOut)
 	ctx := tb.Context()
-	prefix := fmt.Sprintf("bulk%d-%d", runs.Add(1), b.Seed%1_000_000)
 	skus := []string{"bk/0", "bk/1", "bk/2", "bk/3", "bk/4", "bk/5", "bk/6", "bk/7", "bkhot"}
 	buckets := func(i int) int {
 		if skus[i] == "bkhot" {
@@ -272,7 +274,7 @@ func RunStockBulk(tb testing.TB, r BulkRun) Row {
 		}
 		return 1
 	}
-	admin, err := stock.New(b.Deploy.Admin(tb), stockOptions(prefix, false)...)
+	admin, err := stock.New(b.Deploy.Admin(tb), stockOptions(b.prefix, false)...)
 	if err != nil {
 		tb.Fatalf("stock.New: %v", err)
 	}
@@ -286,7 +288,7 @@ func RunStockBulk(tb testing.TB, r BulkRun) Row {
 		}
 	}
 	injections, elapsed := runBulk(tb, b, func() (*stock.Inventory, error) {
-		return stock.New(b.Deploy.Client(tb), stockOptions(prefix, b.Deploy.ReplicaAck())...)
+		return stock.New(b.Deploy.Client(tb), stockOptions(b.prefix, b.Deploy.ReplicaAck())...)
 	}, func(ctx context.Context, inv *stock.Inventory, w int, rng *rand.Rand, st *bulkState, base, n int) ([]error, func(int) error) {
 		orders := make([]stock.Order, n)
 		for k := range n {
@@ -314,7 +316,7 @@ func RunStockBulk(tb testing.TB, r BulkRun) Row {
 		for _, p := range rep.Problems {
 			t.problem("audit %s: %s", sku, p)
 		}
-		entries, err := stockJournal(ctx, rdb, prefix, sku, buckets(j))
+		entries, err := stockJournal(ctx, rdb, b.prefix, sku, buckets(j))
 		if err != nil {
 			t.problem("journal %s: %v", sku, err)
 			continue
@@ -344,14 +346,11 @@ func RunStockBulk(tb testing.TB, r BulkRun) Row {
 // slot groups, with TransferBatch, and checks the invariants.
 func RunWalletBulk(tb testing.TB, r BulkRun) Row {
 	tb.Helper()
-	v := walletVerdicts
-	v.refusals = []error{wallet.ErrInsufficientFunds}
-	b := newBulk(r, ModuleWallet, v)
+	b := newBulk(r, ModuleWallet, walletVerdicts, wallet.ErrInsufficientFunds)
 	ctx := tb.Context()
-	prefix := fmt.Sprintf("bulk%d-%d", runs.Add(1), b.Seed%1_000_000)
 	const groups, accounts, initial = 4, 8, 5000
 	acct := func(g, a int) string { return fmt.Sprintf("bw%d/%d", g, a) }
-	admin, err := wallet.New(b.Deploy.Admin(tb), walletOptions(prefix, false)...)
+	admin, err := wallet.New(b.Deploy.Admin(tb), walletOptions(b.prefix, false)...)
 	if err != nil {
 		tb.Fatalf("wallet.New: %v", err)
 	}
@@ -367,7 +366,7 @@ func RunWalletBulk(tb testing.TB, r BulkRun) Row {
 		}
 	}
 	injections, elapsed := runBulk(tb, b, func() (*wallet.Ledger, error) {
-		return wallet.New(b.Deploy.Client(tb), walletOptions(prefix, b.Deploy.ReplicaAck())...)
+		return wallet.New(b.Deploy.Client(tb), walletOptions(b.prefix, b.Deploy.ReplicaAck())...)
 	}, func(ctx context.Context, led *wallet.Ledger, w int, rng *rand.Rand, st *bulkState, base, n int) ([]error, func(int) error) {
 		ts := make([]wallet.Transfer, n)
 		for k := range n {
