@@ -69,8 +69,9 @@
 //     rolled back to an older copy are reported), and compares reserved
 //     with the units of the holds in the deadline index. Verify gives the
 //     same check as a verdict: an error wrapping ErrMismatch, as wallet's
-//     Verify does. Checkpoint audits first and refuses with ErrMismatch rather than write a checkpoint over
-//     levels the journal does not explain. Entries reads a SKU's journal in
+//     Verify does. Checkpoint audits first and refuses with ErrMismatch
+//     rather than write a checkpoint over levels the journal does not
+//     explain. Entries reads a SKU's journal in
 //     pages (a cursor, a limit up to MaxPage), as wallet's Entries reads an
 //     account's; Consume hands it to consumer groups.
 //
@@ -210,7 +211,9 @@
 // placed or confirmed.
 //
 // Journals grow until trimmed: Checkpoint appends an entry carrying the
-// levels, and Trim deletes the entries before the last checkpoint, except
+// levels, and Trim deletes the entries before the last checkpoint (wallet's
+// Checkpoint trims as it writes; here the two are apart because consumer
+// groups may hold the trim back), except
 // those a consumer group (Consume) has not yet acknowledged and that are
 // younger than the holdback (WithJournalHoldback, default 7 days). So an
 // abandoned group holds back the trim for the holdback at most; after
