@@ -83,6 +83,16 @@
 //     SIGKILL and its replica promoted, and a slot move, in turn, on the
 //     shard of key; NewFailoverCluster starts a Cluster fit for them (a
 //     replica per master, a 1 s cluster-node-timeout) with a client.
+//   - WhileResharding(tb, ctx, keys, o, workers, work) and
+//     WhileFailingOver(tb, ctx, rounds, pause, keys, workers, work): a
+//     module's workers run while slots move (Reshard) or shards fail over
+//     (FaultRounds); the first fails the test on any error that reaches a
+//     worker, on a failed move, or when no slot moved. Fill(tb, ctx, tags,
+//     n) puts keys in a slot first so that each move lasts.
+//
+// Chaos(tb) skips a test unless RUN_CHAOS is set (make chaos) and returns
+// CHAOS_SCALE. Contract is the error-contract fault matrix a module runs
+// over its writes (Run, and RunChaos for every write under every fault).
 //
 // Answers calls an operation again until it is answered, as a caller that
 // gets an error should, and tallies the calls and the first errors by kind:
