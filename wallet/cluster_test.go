@@ -82,20 +82,8 @@ func TestLedger_Cluster_underResharding(t *testing.T) {
 	ctx := t.Context()
 	c, led := reshardedLedger(t)
 	groups := []string{"ws1", "ws2"}
-	var accounts, tags []string
-	for _, g := range groups {
-		tags = append(tags, "{"+g+"}")
-		for _, a := range []string{"/a", "/b"} {
-			require.NoError(t, led.Open(ctx, g+a, wallet.WithCurrency("CNY")))
-			accounts = append(accounts, g+a)
-		}
-	}
-	want := map[string]int64{}
-	for _, a := range accounts {
-		_, err := led.Credit(ctx, wallet.Tx{ID: "seed-" + a, Account: a, Amount: 1_000_000})
-		require.NoError(t, err)
-		want[a] = 1_000_000
-	}
+	accounts, want := fundedGroups(t, led, groups, "/a", "/b")
+	tags := []string{"{ws1}", "{ws2}"}
 	const workers, ops = 4, 40
 	var mu sync.Mutex
 	c.WhileResharding(t, ctx, tags, redistest.MoveOptions{Batch: 10, Pause: 20 * time.Millisecond}, workers,
@@ -144,18 +132,8 @@ func TestWritePaths_Cluster_underResharding(t *testing.T) {
 	ctx := t.Context()
 	c, led := reshardedLedger(t)
 	groups := []string{"wh1", "wh2"}
-	var accounts, tags []string
-	want := map[string]int64{}
-	for _, g := range groups {
-		tags = append(tags, "{"+g+"}")
-		for _, a := range []string{"/a", "/b"} {
-			require.NoError(t, led.Open(ctx, g+a, wallet.WithCurrency("CNY")))
-			_, err := led.Credit(ctx, wallet.Tx{ID: "seed-" + g + a, Account: g + a, Amount: 1_000_000})
-			require.NoError(t, err)
-			accounts = append(accounts, g+a)
-			want[g+a] = 1_000_000
-		}
-	}
+	accounts, want := fundedGroups(t, led, groups, "/a", "/b")
+	tags := []string{"{wh1}", "{wh2}"}
 	// The fence's counter: lock v2 keeps one per cluster slot of the name.
 	fence := lock.Fence{Name: "wf/payouts", Token: 1}
 	tags = append(tags, "{wf}")
@@ -304,17 +282,7 @@ func TestChaos_Cluster_failover(t *testing.T) {
 	led := mustNew(t, rdb, wallet.WithReplicaAck(1, time.Second))
 	defer led.Close()
 	groups := []string{"fa", "fb"}
-	want := map[string]int64{}
-	var accounts []string
-	for _, g := range groups {
-		for _, a := range []string{"/x", "/y"} {
-			require.NoError(t, led.Open(ctx, g+a, wallet.WithCurrency("CNY")))
-			_, err := led.Credit(ctx, wallet.Tx{ID: "seed-" + g + a, Account: g + a, Amount: 1_000_000})
-			require.NoError(t, err)
-			accounts = append(accounts, g+a)
-			want[g+a] = 1_000_000
-		}
-	}
+	accounts, want := fundedGroups(t, led, groups, "/x", "/y")
 	answers := &redistest.Answers{Kinds: map[string]error{
 		"outcome unknown": wallet.ErrUnknownOutcome, "replica ack not reached": wallet.ErrReplicaAck}}
 	var mu sync.Mutex
@@ -399,4 +367,20 @@ func requireBooks(t *testing.T, led *wallet.Ledger, accounts []string, want map[
 	tb, err := led.TrialBalance(ctx, accounts...)
 	require.NoError(t, err)
 	require.Zero(t, tb.NetTransfers())
+}
+
+// fundedGroups opens the account <g><name> for each group and name with
+// 1,000,000 (openFunded) and returns the accounts and their balances.
+func fundedGroups(t *testing.T, led *wallet.Ledger, groups []string, names ...string) ([]string, map[string]int64) {
+	t.Helper()
+	var accounts []string
+	want := map[string]int64{}
+	for _, g := range groups {
+		for _, n := range names {
+			accounts = append(accounts, g+n)
+			want[g+n] = 1_000_000
+		}
+	}
+	openFunded(t, led, want)
+	return accounts, want
 }
