@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
@@ -75,6 +76,36 @@ func TestPage_refusesBadRequest(t *testing.T) {
 		_, _, _, err := stream.Page(context.Background(), rdb, p, "rec", "s", c.cursor, c.limit)
 		if !errors.Is(err, valid.ErrInvalid) {
 			t.Fatalf("cursor %q limit %d: %v, want ErrInvalid", c.cursor, c.limit, err)
+		}
+	}
+}
+
+// A read that failed is sent again as the policy allows: while a slow
+// script holds the server (BUSY), one attempt fails and five, their
+// backoffs outlasting the script, get the page.
+func TestPage_readsAgainAfterAFailure(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.New(t, redistest.Options{Config: []string{"busy-reply-threshold 20"}})
+	rdb := srv.Client(func(o *redis.Options) { o.MaxRetries = -1 })
+	if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: "s", Values: []any{"k", "v"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, attempts := range []int{1, 5} {
+		p := retry.DefaultPolicy()
+		p.SetAttempts(attempts, 100*time.Millisecond, 200*time.Millisecond) // waits of 50..200ms
+		done, err := srv.Busy(ctx, 300*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs, _, _, err := stream.Page(ctx, rdb, p.For(rdb), "rec", "s", "", 10)
+		if busyErr := <-done; busyErr != nil {
+			t.Fatal(busyErr)
+		}
+		switch {
+		case attempts == 1 && err == nil:
+			t.Fatal("one attempt: the page arrived while the server was busy")
+		case attempts > 1 && (err != nil || len(msgs) != 1):
+			t.Fatalf("%d attempts: %d entries, err %v; want the page read again", attempts, len(msgs), err)
 		}
 	}
 }
