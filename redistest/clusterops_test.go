@@ -2,6 +2,7 @@ package redistest_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -57,5 +58,30 @@ func TestCluster_operations(t *testing.T) {
 	st := stop()
 	require.NoError(t, st.Err)
 	require.Positive(t, st.Moves)
+	require.Equal(t, "24", rdb.Get(ctx, key+"y").Val())
+
+	// Fill puts keys in the slot; WhileResharding reports the moves made
+	// while its workers ran, and fails the test when a worker saw an error.
+	c.Fill(t, ctx, []string{"{ops}"}, 5)
+	require.Equal(t, "4", rdb.Get(ctx, "{ops}:fill:4").Val())
+	o := redistest.MoveOptions{Batch: 10, Pause: 5 * time.Millisecond}
+	work := func(failing bool) func(int, func(string, ...any)) {
+		return func(w int, fail func(string, ...any)) {
+			time.Sleep(300 * time.Millisecond)
+			if failing && w == 1 {
+				fail("worker %d: %w", w, errors.New("lost"))
+			}
+		}
+	}
+	st = c.WhileResharding(t, ctx, []string{"{ops}"}, o, 2, work(false))
+	require.Positive(t, st.Moves)
+	ftb := &fatalTB{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.WhileResharding(ftb, ctx, []string{"{ops}"}, o, 2, work(true))
+	}()
+	<-done
+	require.Contains(t, ftb.msg, "worker 1: lost")
 	require.Equal(t, "24", rdb.Get(ctx, key+"y").Val())
 }
