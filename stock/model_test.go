@@ -36,23 +36,22 @@ import (
 const modelMax = 1<<53 - 1
 
 type modelHold struct {
-	kind           string // "deduct" | "reserve" | "restock" | "writeoff"
-	buyer          string
-	qty            int64
-	code           string // the stored decision: "ok" or a refusal class
-	levels         *stock.Levels
-	state          string // orders: "sold" | "held" | "confirmed" | "cancelled" | "expired" | "refunded"
-	indexed        bool   // reservations: the hold is in the deadline index
-	expired        bool   // reservations: its deadline has passed
-	take           int64  // confirmed units
-	confirmed      bool   // a Confirm was decided (its levels below)
-	cLevels        *stock.Levels
-	cancelled      bool // a Cancel was decided
-	xLevels        *stock.Levels
-	refunded       bool
-	fLevels        *stock.Levels
-	tombstone      bool
-	expiredConfirm bool
+	kind      string // "deduct" | "reserve" | "restock" | "writeoff"
+	buyer     string
+	qty       int64
+	code      string // the stored decision: "ok" or a refusal class
+	levels    *stock.Levels
+	state     string // orders: "sold" | "held" | "confirmed" | "cancelled" | "expired" | "refunded"
+	indexed   bool   // reservations: the hold is in the deadline index
+	expired   bool   // reservations: its deadline has passed
+	take      int64  // confirmed units
+	confirmed bool   // a Confirm was decided (its levels below)
+	cLevels   *stock.Levels
+	cancelled bool // a Cancel was decided
+	xLevels   *stock.Levels
+	refunded  bool
+	fLevels   *stock.Levels
+	tombstone bool
 }
 
 type model struct {

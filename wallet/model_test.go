@@ -59,7 +59,6 @@ type mHold struct {
 	n               int64
 	memo            string
 	state           string // open captured voided expired refused
-	refusal         string
 	captured        int64
 	out, resolution mOutcome
 }
