@@ -356,17 +356,13 @@ func reshardedLedger(t *testing.T, opts ...wallet.Option) (*redistest.Cluster, *
 // zero.
 func requireBooks(t *testing.T, led *wallet.Ledger, accounts []string, want map[string]int64) {
 	t.Helper()
-	ctx := t.Context()
 	for _, a := range accounts {
-		b, err := led.Balance(ctx, a)
-		require.NoError(t, err)
+		b := balanceOf(t, led, a)
 		require.Equal(t, want[a], b.Posted, a)
 		require.Zero(t, b.Held, a)
-		require.NoError(t, led.Verify(ctx, a))
+		require.NoError(t, led.Verify(t.Context(), a))
 	}
-	tb, err := led.TrialBalance(ctx, accounts...)
-	require.NoError(t, err)
-	require.Zero(t, tb.NetTransfers())
+	require.Zero(t, trialOf(t, led, accounts...).NetTransfers())
 }
 
 // fundedGroups opens the account <g><name> for each group and name with
