@@ -83,13 +83,15 @@ func (inv *Inventory) Entries(ctx context.Context, sku, cursor string, limit int
 	if err != nil {
 		return nil, "", err
 	}
-	msgs, next, exists, err := stream.Page(ctx, inv.rdb, inv.cfg.retry, inv.skuKey(g, sku), inv.journalKey(g, sku), cursor, limit)
+	// A SKU whose hash is gone still has the journal it kept.
+	journal := inv.journalKey(g, sku)
+	msgs, next, exists, err := stream.Page(ctx, inv.rdb, inv.cfg.retry, journal, cursor, limit, inv.skuKey(g, sku), journal)
 	switch {
 	case errors.Is(err, ErrInvalid):
 		return nil, "", err
 	case err != nil:
 		return nil, "", fmt.Errorf("stock: entries %s: %w", sku, err)
-	case !exists && len(msgs) == 0:
+	case !exists:
 		return nil, "", fmt.Errorf("stock: entries %s: %w", sku, ErrSKUNotFound)
 	}
 	out := make([]Entry, len(msgs))

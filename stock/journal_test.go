@@ -115,6 +115,28 @@ func TestInventory_CheckpointTrim(t *testing.T) {
 	require.ErrorIs(t, err, stock.ErrSKUNotFound)
 }
 
+// A SKU's journal is found while the journal exists, even with the SKU's
+// hash gone: a page past its end is empty, not ErrSKUNotFound; with both
+// gone the SKU is not found.
+func TestInventory_Entries_journalWithoutHash(t *testing.T) {
+	inv, rdb, prefix := newInventory(t)
+	ctx := t.Context()
+	require.NoError(t, inv.Create(ctx, "g/s", 10))
+	_, err := inv.Deduct(ctx, order("o", "u", "g/s", 1))
+	require.NoError(t, err)
+	require.NoError(t, rdb.Del(ctx, prefix+":stock:v1:{g}:sku:g/s").Err())
+	es, _, err := inv.Entries(ctx, "g/s", "", 10)
+	require.NoError(t, err)
+	require.Len(t, es, 2)
+	es, next, err := inv.Entries(ctx, "g/s", es[1].ID, 10)
+	require.NoError(t, err)
+	require.Empty(t, es)
+	require.Empty(t, next)
+	require.NoError(t, rdb.Del(ctx, prefix+":stock:v1:{g}:journal:g/s").Err())
+	_, _, err = inv.Entries(ctx, "g/s", "", 10)
+	require.ErrorIs(t, err, stock.ErrSKUNotFound)
+}
+
 // Trim keeps what a consumer group has not acknowledged yet.
 func TestInventory_Trim_keepsUnconsumed(t *testing.T) {
 	inv := stocked(t, "sku", 100)

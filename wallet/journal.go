@@ -56,7 +56,7 @@ func (l *Ledger) Entries(ctx context.Context, account, cursor string, limit int)
 		return nil, "", err
 	}
 	g := keys.Group(account)
-	msgs, next, exists, err := stream.Page(ctx, l.rdb, l.cfg.policy, l.accountKey(g, account), l.journalKey(g, account), cursor, limit)
+	msgs, next, exists, err := stream.Page(ctx, l.rdb, l.cfg.policy, l.journalKey(g, account), cursor, limit, l.accountKey(g, account))
 	switch {
 	case errors.Is(err, ErrInvalid):
 		return nil, "", err

@@ -38,7 +38,7 @@ func TestPage(t *testing.T) {
 	var got []string
 	cursor, pages := "", 0
 	for {
-		msgs, next, exists, err := stream.Page(ctx, rdb, p, "rec", "s", cursor, 2)
+		msgs, next, exists, err := stream.Page(ctx, rdb, p, "s", cursor, 2, "rec")
 		if err != nil || !exists {
 			t.Fatalf("page %d: exists %v, err %v", pages, exists, err)
 		}
@@ -57,9 +57,17 @@ func TestPage(t *testing.T) {
 	if pages != 2 || len(got) != 4 || got[0] != ids[0] || got[3] != ids[3] {
 		t.Fatalf("%d pages of %v, want 2 pages of %v", pages, got, ids)
 	}
-	msgs, next, exists, err := stream.Page(ctx, rdb, p, "none", "none", "", 10)
+	msgs, next, exists, err := stream.Page(ctx, rdb, p, "none", "", 10, "none")
 	if err != nil || exists || len(msgs) != 0 || next != "" {
 		t.Fatalf("missing record and stream: %v %q %v %v", msgs, next, exists, err)
+	}
+	// exists is any of the keys: here the stream itself.
+	if _, _, exists, err := stream.Page(ctx, rdb, p, "s", ids[3], 10, "none", "s"); err != nil || !exists {
+		t.Fatalf("the stream as a key: exists %v, err %v", exists, err)
+	}
+	// Every cursor valid.Page lets through, Redis reads: the largest ms.
+	if msgs, _, _, err := stream.Page(ctx, rdb, p, "s", "18446744073709551615-0", 10, "rec"); err != nil || len(msgs) != 0 {
+		t.Fatalf("cursor at the largest ms: %d entries, err %v", len(msgs), err)
 	}
 }
 
@@ -72,8 +80,9 @@ func TestPage_refusesBadRequest(t *testing.T) {
 	for _, c := range []struct {
 		cursor string
 		limit  int
-	}{{"", 0}, {"", valid.MaxPage + 1}, {"not-an-id", 1}, {"", -1}} {
-		_, _, _, err := stream.Page(context.Background(), rdb, p, "rec", "s", c.cursor, c.limit)
+	}{{"", 0}, {"", valid.MaxPage + 1}, {"not-an-id", 1}, {"", -1}, {"18446744073709551616-0", 1},
+		{"18446744073709551615-18446744073709551615", 1}} {
+		_, _, _, err := stream.Page(context.Background(), rdb, p, "s", c.cursor, c.limit, "rec")
 		if !errors.Is(err, valid.ErrInvalid) {
 			t.Fatalf("cursor %q limit %d: %v, want ErrInvalid", c.cursor, c.limit, err)
 		}
@@ -97,7 +106,7 @@ func TestPage_readsAgainAfterAFailure(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		msgs, _, _, err := stream.Page(ctx, rdb, p.For(rdb), "rec", "s", "", 10)
+		msgs, _, _, err := stream.Page(ctx, rdb, p.For(rdb), "s", "", 10, "rec")
 		if busyErr := <-done; busyErr != nil {
 			t.Fatal(busyErr)
 		}

@@ -6,6 +6,7 @@ package valid
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -136,19 +137,18 @@ func Page(cursor string, limit int) (start string, err error) {
 	return "(" + cursor, nil
 }
 
-// isEntryID reports whether s is "<ms>-<seq>", each 1–20 decimal digits.
+// isEntryID reports whether s is "<ms>-<seq>", each 1–20 decimal digits of a
+// number that fits 64 unsigned bits, as Redis reads stream IDs, and not the
+// largest ID of all, after which no entry can come (Redis refuses it as an
+// exclusive start).
 func isEntryID(s string) bool {
 	ms, seq, ok := strings.Cut(s, "-")
-	digits := func(p string) bool {
-		if len(p) < 1 || len(p) > 20 {
+	number := func(p string) bool {
+		if p == "" || len(p) > 20 || p[0] < '0' || p[0] > '9' {
 			return false
 		}
-		for i := 0; i < len(p); i++ {
-			if p[i] < '0' || p[i] > '9' {
-				return false
-			}
-		}
-		return true
+		_, err := strconv.ParseUint(p, 10, 64)
+		return err == nil
 	}
-	return ok && digits(ms) && digits(seq)
+	return ok && number(ms) && number(seq) && s != "18446744073709551615-18446744073709551615"
 }
