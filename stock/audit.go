@@ -2,6 +2,7 @@ package stock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -80,6 +81,12 @@ func (inv *Inventory) Audit(ctx context.Context, sku string) (_ AuditReport, err
 	total := AuditReport{SKU: sku}
 	for k, t := range tags {
 		r, err := inv.auditBucket(ctx, t, sku)
+		if k > 0 && errors.Is(err, ErrSKUNotFound) {
+			// The SKU exists (bucket 0 says how it is split): a bucket
+			// without its hash is a finding, not a SKU never created.
+			total.problem("bucket %d: the bucket's hash is missing", k)
+			continue
+		}
 		if err != nil {
 			return AuditReport{}, err
 		}
@@ -116,6 +123,10 @@ func (inv *Inventory) Verify(ctx context.Context, sku string) error {
 	return rep.Err()
 }
 
+// auditFields are the fields of a SKU's hash an audit reads, in order.
+var auditFields = []string{"initial", "restocked", "written_off", "supply",
+	"available", "reserved", "sold", "refunded", "ckpt", "moved"}
+
 // auditBucket audits one bucket (the whole SKU when it has one): its own
 // counters, with moved counting units transferred in minus out, and its
 // journal.
@@ -128,8 +139,7 @@ func (inv *Inventory) auditBucket(ctx context.Context, tag, sku string) (AuditRe
 		var last *redis.XMessageSliceCmd
 		var holds *redis.StringSliceCmd
 		_, err := inv.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			h = p.HMGet(ctx, skuKey, "initial", "restocked", "written_off", "supply",
-				"available", "reserved", "sold", "refunded", "ckpt", "moved")
+			h = p.HMGet(ctx, skuKey, auditFields...)
 			last = p.XRevRangeN(ctx, journal, "+", "-", 1)
 			holds = p.ZRange(ctx, inv.holdsKey(tag, sku), 0, -1)
 			return nil
@@ -141,11 +151,22 @@ func (inv *Inventory) auditBucket(ctx context.Context, tag, sku string) (AuditRe
 		if v[0] == nil {
 			return AuditReport{}, fmt.Errorf("stock: audit %s: %w", sku, ErrSKUNotFound)
 		}
-		n := func(i int) int64 { s, _ := v[i].(string); x, _ := strconv.ParseInt(s, 10, 64); return x }
+		var bad []string
+		n := func(i int) int64 {
+			s, _ := v[i].(string)
+			x, err := strconv.ParseInt(s, 10, 64)
+			if err != nil && (i != 9 || v[i] != nil) { // moved is absent on a SKU made before buckets
+				bad = append(bad, fmt.Sprintf("%s is %q, not a whole number", auditFields[i], s))
+			}
+			return x
+		}
 		r := AuditReport{SKU: sku, Initial: n(0), Restocked: n(1), WrittenOff: n(2), Supply: n(3),
 			Levels: Levels{Available: n(4), Reserved: n(5), Sold: n(6), Refunded: n(7)}}
 		r.Checkpoint, _ = v[8].(string)
 		moved := n(9)
+		for _, b := range bad {
+			r.problem("%s", b)
+		}
 		end := ""
 		if msgs := last.Val(); len(msgs) > 0 {
 			end = msgs[0].ID

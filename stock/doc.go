@@ -65,13 +65,16 @@
 //     initial + restocked - written_off = available + reserved + sold -
 //     refunded, replays the journal from the last checkpoint (each entry's
 //     deltas against the levels it records, and the last entry against the
-//     SKU's levels, so a changed level, an entry added or removed and a hash
-//     rolled back to an older copy are reported), and compares reserved
-//     with the units of the holds in the deadline index. Verify gives the
-//     same check as a verdict: an error wrapping ErrMismatch, as wallet's
-//     Verify does. Checkpoint audits first and refuses with ErrMismatch
-//     rather than write a checkpoint over levels the journal does not
-//     explain. Entries reads a SKU's journal in
+//     SKU's levels, so a changed level, an entry that moves units added or
+//     removed, and a hash rolled back to an older copy are reported; an
+//     entry without deltas, such as a close, can be removed unseen, since
+//     stock does not count its entries as wallet does), and compares
+//     reserved with the units of the holds in the deadline index. A level
+//     that is not a whole number, and a bucket whose hash is missing, are
+//     reported too. Verify gives the same check as a verdict: an error
+//     wrapping ErrMismatch, as wallet's Verify does. Checkpoint audits first
+//     and refuses with ErrMismatch rather than write a checkpoint over
+//     levels the journal does not explain. Entries reads a SKU's journal in
 //     pages (a cursor, a limit up to MaxPage), as wallet's Entries reads an
 //     account's; Consume hands it to consumer groups.
 //

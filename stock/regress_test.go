@@ -850,3 +850,49 @@ func TestBuckets_restocksStayWithin2p53(t *testing.T) {
 		require.LessOrEqual(t, level(t, inv, sku).Available, int64(maxAmount))
 	}
 }
+
+// On a SKU split into buckets, an order decided in the slot group before the
+// SKU existed (a Reserve refused as not found, a Cancel's tombstone) is
+// answered from that decision by Confirm, Refund and Cancel for a buyer of
+// any bucket, as on a SKU that is not split.
+func TestBuckets_holdActionsAnswerADecisionStoredBeforeTheSKU(t *testing.T) {
+	away := func(b int) string { // a buyer whose home bucket is not 0
+		for i := 0; ; i++ {
+			if u := fmt.Sprintf("u%d", i); stock.HomeForTest(u, b) != 0 {
+				return u
+			}
+		}
+	}
+	t.Run("refused", func(t *testing.T) {
+		inv, _, _ := newInventory(t)
+		ctx := t.Context()
+		o := order("o1", away(4), "g/s", 1)
+		_, err := inv.Reserve(ctx, o, time.Minute)
+		require.ErrorIs(t, err, stock.ErrSKUNotFound)
+		require.NoError(t, inv.Create(ctx, "g/s", 10, stock.WithBuckets(4)))
+		_, err = inv.Confirm(ctx, o)
+		require.ErrorIs(t, err, stock.ErrSKUNotFound)
+		_, err = inv.Refund(ctx, o)
+		require.ErrorIs(t, err, stock.ErrSKUNotFound)
+		audited(t, inv, "g/s")
+	})
+	t.Run("tombstone", func(t *testing.T) {
+		inv, _, _ := newInventory(t)
+		ctx := t.Context()
+		o := order("o1", away(4), "g/s", 1)
+		_, err := inv.Cancel(ctx, o)
+		require.NoError(t, err)
+		require.NoError(t, inv.Create(ctx, "g/s", 10, stock.WithBuckets(4)))
+		_, err = inv.Reserve(ctx, o, time.Minute)
+		require.ErrorIs(t, err, stock.ErrCancelled)
+		_, err = inv.Confirm(ctx, o)
+		require.ErrorIs(t, err, stock.ErrCancelled)
+		res, err := inv.Cancel(ctx, o)
+		require.NoError(t, err)
+		require.True(t, res.Replayed)
+		audited(t, inv, "g/s")
+		lv, err := inv.Level(ctx, "g/s")
+		require.NoError(t, err)
+		require.Equal(t, stock.Levels{Available: 10}, lv)
+	})
+}

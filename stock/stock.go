@@ -453,10 +453,11 @@ func (inv *Inventory) runOrder(ctx context.Context, op string, s *script.Script,
 				return Result{}, fmt.Errorf("stock: %s %s: %w", op, o.ID, err)
 			}
 			earlyAck, claimed = errors.Join(earlyAck, claimAck), b
-			if decided && s == deductScript {
+			if decided && (s == deductScript || s == holdScript) {
 				// {g} holds this order's decision (a refusal stored
 				// before the SKU existed, a Cancel's tombstone): its
-				// home bucket never saw it, deduct.lua in {g} replays it.
+				// home bucket never saw it; deduct.lua or hold.lua in
+				// {g} answers from it.
 				c = inv.prepareAt(op, s, o, mode, extra, opts, true)
 			}
 		}

@@ -67,6 +67,9 @@ func TestAudit_catchesTamperingOfEachKind(t *testing.T) {
 			m := b.rdb.ZRange(ctx, b.holds, 0, 0).Val()
 			require.NoError(t, b.rdb.ZRem(ctx, b.holds, m[0]).Err())
 		}, "holds add up to"},
+		{"a level that is not a number (scripts would fail on it)", func(ctx context.Context, t *testing.T, b books) {
+			require.NoError(t, b.rdb.HSet(ctx, b.sku, "refunded", "").Err())
+		}, `refunded is "", not a whole number`},
 		{"a hold added", func(ctx context.Context, t *testing.T, b books) {
 			require.NoError(t, b.rdb.ZAdd(ctx, b.holds, redis.Z{Score: 1, Member: "4 u9 forged"}).Err())
 		}, "holds add up to"},
@@ -109,4 +112,18 @@ func bump(v any) string {
 	var n int64
 	_, _ = fmt.Sscan(fmt.Sprint(v), &n)
 	return fmt.Sprint(n + 1)
+}
+
+// On a SKU split into buckets, a bucket whose hash is gone is a finding of
+// the audit (ErrMismatch from Verify), not a SKU never created.
+func TestAudit_bucketHashGone(t *testing.T) {
+	inv, rdb, prefix := newInventory(t)
+	ctx := t.Context()
+	require.NoError(t, inv.Create(ctx, "g/s", 12, stock.WithBuckets(3)))
+	require.NoError(t, inv.Verify(ctx, "g/s"))
+	require.NoError(t, rdb.Del(ctx, prefix+":stock:v1:{g#1}:sku:g/s").Err())
+	rep, err := inv.Audit(ctx, "g/s")
+	require.NoError(t, err)
+	require.Contains(t, rep.Problems, "bucket 1: the bucket's hash is missing")
+	require.ErrorIs(t, inv.Verify(ctx, "g/s"), stock.ErrMismatch)
 }

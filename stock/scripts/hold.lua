@@ -18,7 +18,8 @@
 --             its marker expired) | "refused" (the order itself was refused;
 --             detail = its code) | "state" (the action does not fit: detail =
 --             the order's state) | "conflict" | "invalid" | "buckets" (KEYS
---             are not the buyer's home bucket, see deduct.lua)
+--             are not the buyer's home bucket and hold no decided order,
+--             see deduct.lua)
 --   replayed  1 when an earlier call (another nonce) had done this action
 --   deadline  the hold's deadline (Unix ms, server clock); 0 for Deduct orders
 --   levels    on "ok": per item, right after the action was first applied
@@ -62,7 +63,11 @@ if buckets > 1 then
   if n > 1 then return {'invalid', 0, 'a SKU split into buckets must be alone in its order', 0} end
   local hash = 0
   for c = 1, #buyer do hash = (hash * 31 + string.byte(buyer, c)) % 4294967296 end
-  if hash % buckets ~= tonumber(route[8]) then return {'buckets', 0, tostring(buckets), 0} end
+  -- Not the home bucket: only an order decided here before the SKU existed
+  -- (a refusal, a Cancel's tombstone) is answered here, where it is stored.
+  if hash % buckets ~= tonumber(route[8]) and redis.call('HEXISTS', KEYS[1], 'k') == 0 then
+    return {'buckets', 0, tostring(buckets), 0}
+  end
 end
 
 local skus, qtys, desc = {}, {}, {}
