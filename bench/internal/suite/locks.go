@@ -258,7 +258,7 @@ type handoffs struct {
 	reacquired  int
 	handoffs    int             // acquisitions that followed another goroutine's hold
 	gaps, waits []time.Duration // of the handoffs only
-	winners     map[int]bool // workers that acquired at least once
+	winners     map[int]bool    // workers that acquired at least once
 }
 
 // got is called by worker w right after it obtained the lock.

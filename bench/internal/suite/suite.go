@@ -99,22 +99,22 @@ func (s Sample) Rate() float64 {
 
 // Result aggregates the runs of one case.
 type Result struct {
-	Case       string    `json:"case"`
-	What       string    `json:"what,omitempty"`
-	Runs       int       `json:"runs"`
-	Median     float64   `json:"median_ops_per_s"`
-	Min        float64   `json:"min_ops_per_s"`
-	Max        float64   `json:"max_ops_per_s"`
-	Rates      []float64 `json:"rates"`
-	Yardstick  string    `json:"yardstick,omitempty"`
+	Case      string    `json:"case"`
+	What      string    `json:"what,omitempty"`
+	Runs      int       `json:"runs"`
+	Median    float64   `json:"median_ops_per_s"`
+	Min       float64   `json:"min_ops_per_s"`
+	Max       float64   `json:"max_ops_per_s"`
+	Rates     []float64 `json:"rates"`
+	Yardstick string    `json:"yardstick,omitempty"`
 	// Ratio is the median of the per-run ratios to the yardstick (runs taken
 	// side by side), or Median over a fixed YardstickRate; 0 when unknown.
 	// RatioMin and RatioMax are the extremes of the per-run ratios.
-	Ratio      float64   `json:"ratio,omitempty"`
-	RatioMin   float64   `json:"ratio_min,omitempty"`
-	RatioMax   float64   `json:"ratio_max,omitempty"`
-	TripsPerOp float64   `json:"round_trips_per_op"`
-	CmdsPerOp  float64   `json:"commands_per_op"`
+	Ratio      float64 `json:"ratio,omitempty"`
+	RatioMin   float64 `json:"ratio_min,omitempty"`
+	RatioMax   float64 `json:"ratio_max,omitempty"`
+	TripsPerOp float64 `json:"round_trips_per_op"`
+	CmdsPerOp  float64 `json:"commands_per_op"`
 	// ClientCPU is the CPU time of the client side per operation, µs (this
 	// process, or redis-benchmark for the server/* rows).
 	ClientCPU float64 `json:"client_cpu_us_per_op"`
