@@ -45,6 +45,7 @@ const (
 	outcomeExpired     = otelx.OutcomeExpired
 	outcomeTaken       = otelx.OutcomeTaken
 	outcomeRenewFailed = otelx.OutcomeRenewFailed
+	outcomeUnknown     = otelx.OutcomeUnknownOutcome
 	outcomeError       = otelx.OutcomeError
 )
 
@@ -75,7 +76,7 @@ func newTelemetry(cfg config) *telemetry {
 	}
 	t.attrs = metric.WithAttributes(attrs...)
 	t.outcomes = make(map[string]metric.MeasurementOption)
-	for _, o := range []string{outcomeOK, outcomeNotAcquired, outcomeExpired, outcomeTaken, outcomeRenewFailed, outcomeError} {
+	for _, o := range []string{outcomeOK, outcomeNotAcquired, outcomeExpired, outcomeTaken, outcomeRenewFailed, outcomeUnknown, outcomeError} {
 		t.outcomes[o] = metric.WithAttributes(append([]attribute.KeyValue{attribute.String(otelx.AttrOutcome, o)}, attrs...)...)
 	}
 	m := cfg.providers.MeterFor(ScopeName, Version)
@@ -134,6 +135,8 @@ func acquireOutcome(err error) string {
 	switch {
 	case err == nil:
 		return outcomeOK
+	case errors.Is(err, ErrUnknownOutcome):
+		return outcomeUnknown
 	case errors.Is(err, ErrNotAcquired):
 		return outcomeNotAcquired
 	default:
@@ -172,6 +175,8 @@ func releaseOutcome(err error) string {
 		return outcomeExpired
 	case errors.Is(err, ErrLeaseTaken):
 		return outcomeTaken
+	case errors.Is(err, ErrUnknownOutcome):
+		return outcomeUnknown
 	default:
 		return outcomeError
 	}

@@ -239,7 +239,7 @@ func TestSpanTree_everyRenewalIsALinkedRoot(t *testing.T) {
 		"rwmutex":   locks.RWMutex("walk-rw", ttl),
 		"semaphore": locks.Semaphore("walk-sem", 2, ttl),
 		// A Redlock master gets a twentieth of the TTL to answer.
-		"redlock": rl.Mutex("walk-redlock", lock.WithTTL(2*time.Second)),
+		"redlock": rl.Mutex("walk-redlock", lock.WithTTL(6*time.Second)),
 	}
 	read := locks.RWMutex("walk-rw-read", ttl)
 	tracer := rec.TracerProvider.Tracer("caller")

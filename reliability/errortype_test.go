@@ -84,7 +84,7 @@ var errorPaths = []errorPath{
 		}
 		return l.Release(ctx)
 	}},
-	{"lock", "unknown outcome", otelx.OutcomeError, lock.ErrUnknownOutcome, 1, func(ctx context.Context, c *pathClients, id func(int) string) error {
+	{"lock", "unknown outcome", otelx.OutcomeUnknownOutcome, lock.ErrUnknownOutcome, 1, func(ctx context.Context, c *pathClients, id func(int) string) error {
 		locks, err := lock.New(c.lost, c.lockOpts...)
 		if err != nil {
 			return err

@@ -121,7 +121,7 @@ func TestTelemetry_backgroundWorkIsALinkedRootOfEveryKind(t *testing.T) {
 		"rwmutex":   locks.RWMutex("bg-rw", ttl).Acquire,
 		"read":      locks.RWMutex("bg-rw-read", ttl).AcquireRead,
 		"semaphore": locks.Semaphore("bg-sem", 2, ttl).Acquire,
-		"redlock":   rl.Mutex("bg-redlock", lock.WithTTL(2*time.Second)).Acquire,
+		"redlock":   rl.Mutex("bg-redlock", lock.WithTTL(6*time.Second)).Acquire,
 	} {
 		causes["lock.renew "+kind] = request(kind, func(ctx context.Context) {
 			l, err := acquire(ctx)
