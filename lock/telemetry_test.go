@@ -2,6 +2,7 @@ package lock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -231,7 +232,7 @@ func TestSpanTree_everyRenewalIsALinkedRoot(t *testing.T) {
 	for _, m := range masters {
 		require.NoError(t, m.Ping(t.Context()).Err())
 	}
-	ttl := lock.WithTTL(100 * time.Millisecond)
+	ttl := lock.WithTTL(300 * time.Millisecond)
 	kinds := map[string]interface {
 		Acquire(context.Context) (*lock.Lease, error)
 	}{
@@ -294,7 +295,11 @@ func TestSpanTree_everyRenewalIsALinkedRoot(t *testing.T) {
 		return true
 	}, "a renewal of every kind of lease")
 	for _, l := range leases {
-		require.NoError(t, l.Release(t.Context()))
+		// A lease the watchdog could not renew in time (a loaded machine)
+		// ends expired; the renewals it had are what this test is about.
+		if err := l.Release(t.Context()); !errors.Is(err, lock.ErrLeaseExpired) {
+			require.NoError(t, err)
+		}
 	}
 	_, renewals := linked()
 	for _, s := range renewals {
