@@ -32,7 +32,8 @@
 //     needs).
 //   - fence: fencing tokens, once: the redkit_fence Lua chunk, the fence
 //     key, the bounds of a caller's fence and the check outside Lua, which
-//     lock publishes and stock and wallet build WithFence on.
+//     lock publishes and stock and wallet build stock.WithFence and
+//     wallet.WithFence on.
 //   - worker: the owner of a component's background goroutines (lock's
 //     watchdog and release hub, idgen's lease heartbeat and segment
 //     prefetch, stock's reservation reclaimer, wallet's hold reclaimer and
