@@ -48,7 +48,8 @@
 //     fails because a server hides its configuration: that is reported as
 //     unknown.
 //
-// Dependencies run one way: server uses script, fence uses script, keys,
-// retry and valid, script and stream use valid and retry; keys, valid, retry and
-// worker stand alone.
+// Dependencies run one way: server uses script; fence uses keys, retry,
+// script and valid; script and stream use retry and valid; retry uses
+// valid; keys, valid and worker import no other package of internal
+// (TestLayers checks this).
 package internal
