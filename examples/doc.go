@@ -31,7 +31,8 @@
 // outcome (ErrUnknownOutcome of stock or wallet) is a 503 with Retry-After
 // telling the client to repeat the request with the same Idempotency-Key.
 // The README's "Before you expose a template" lists scopes, flags and
-// defaults.
+// defaults. Each template's redis.acl is the least-privilege Redis ACL
+// user it runs as (SECURITY.md explains it).
 //
 // The embedded Redis does not use miniredis's ClockTTL, which walks every
 // key on every command, so a sale slowed down more with every order marker
