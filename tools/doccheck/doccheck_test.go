@@ -43,11 +43,15 @@ func TestHello(t *testing.T) {
 //	s := m.Hello()
 //	fmt.Println(s, ctx.Err())
 //
-// See README.md.
+// See README.md. Its keys (a code block that is no Go):
+//
+//	<p>:m:v1:{g}:key:<id>   hash: what m keeps
+//	go run ./m/
 package m
 `,
 	"README.md": "# m\n\n" +
 		"`m.Hello` and `T.M`: run `make test`, read [the doc](m/doc.go) and [below](#more).\n\n" +
+		"```sh\ngo test ./m/\n```\n\n" +
 		"`TestHello/sub_case` checks `m/m.go`.\n\n" +
 		"## More\n\n" +
 		"```go\nfmt.Println(m.Hello())\n```\n",
@@ -96,7 +100,8 @@ func TestCheck_plantedDisagreements(t *testing.T) {
 		"`TestGoodbye` and `TestHello/other_case` check `m/missing.go`.\n" + // line 5
 		"\n## More\n\n" +
 		"```go\nfmt.Println(m.Hello(1))\n```\n" + // snippet at line 10
-		"\n```go\nx := \n```\n" // line 14: does not parse
+		"\n```go\nx := \n```\n" + // line 14: does not parse
+		"\n```sh\ngo test ./m/ && go run ./m/cmd/nope\n```\n" // line 18
 	files["m/doc.go"] = `// Package m says hello, and Goodbye returns it, and T.M does nothing
 // (TestHello/sub_case shows it; make tests runs it).
 //
@@ -125,6 +130,7 @@ package m
 		"README.md:5: cites m/missing.go, which does not exist",
 		"README.md:10: Go snippet does not compile: too many arguments in call to m.Hello",
 		"README.md:14: Go snippet does not parse",
+		"README.md:18: runs go on ./m/cmd/nope, which does not exist",
 		"m/README.md:5: Go snippet does not compile: t.N undefined",
 		"m/README.md:8: links to ../README.md#most: README.md has no heading #most",
 		"m/doc.go:1: names Goodbye, which is declared in none of the packages of module m",

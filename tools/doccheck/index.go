@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,14 +35,17 @@ type pkg struct {
 }
 
 type workspace struct {
-	root    string
-	pkgs    []*pkg          // of the workspace
-	ext     map[string]*pkg // imported by the workspace, by import path
-	byName  map[string][]*pkg
-	tests   map[string]bool // Test, Fuzz, Benchmark and Example functions
-	strs    string          // every string literal of the workspace's Go files, one a line
-	modules []string        // module directories, absolute
-	goroot  string          // of the go command, once asked
+	root   string
+	pkgs   []*pkg          // of the workspace
+	ext    map[string]*pkg // imported by the workspace, by import path
+	byName map[string][]*pkg
+	tests  map[string]bool // Test, Fuzz, Benchmark and Example functions
+	strs   string          // every string literal of the workspace's Go files, one a line
+	// strsUnderscored is strs with spaces as underscores, as go test
+	// names subtests.
+	strsUnderscored string
+	modules         []string // module directories, absolute
+	goroot          string   // of the go command, once asked
 }
 
 // goList runs go list in dir with args and returns its output.
@@ -62,17 +66,11 @@ func goList(dir string, args ...string) ([]byte, error) {
 
 func loadWorkspace(root string) (*workspace, error) {
 	ws := &workspace{root: root, ext: map[string]*pkg{}, byName: map[string][]*pkg{}, tests: map[string]bool{}}
-	mods, err := goList(root, "-m", "-f", "{{.Dir}}")
-	if err != nil {
-		return nil, err
-	}
-	ws.modules = strings.Fields(string(mods))
-	// Longest first, so that moduleOf finds examples/kit before examples.
-	sort.Slice(ws.modules, func(i, j int) bool { return len(ws.modules[i]) > len(ws.modules[j]) })
 	const sep = "\x1f"
 	format := strings.Join([]string{"{{.ImportPath}}", "{{.Name}}", "{{.Dir}}",
 		`{{join .GoFiles ","}}`, `{{join .TestGoFiles ","}},{{join .XTestGoFiles ","}}`,
-		`{{join .Imports ","}},{{join .TestImports ","}},{{join .XTestImports ","}}`}, sep)
+		`{{join .Imports ","}},{{join .TestImports ","}},{{join .XTestImports ","}}`,
+		"{{with .Module}}{{.Dir}}{{end}}"}, sep)
 	out, err := goList(root, "-e", "-f", format, "work")
 	if err != nil {
 		return nil, err
@@ -80,17 +78,21 @@ func loadWorkspace(root string) (*workspace, error) {
 	imported := map[string]bool{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		f := strings.Split(line, sep)
-		if len(f) != 6 {
+		if len(f) != 7 {
 			continue
 		}
-		p := &pkg{Path: f[0], Name: f[1], Dir: f[2], GoFiles: split(f[3]), TestFiles: split(f[4]), Imports: split(f[5])}
-		p.Module = ws.moduleOf(p.Dir)
+		p := &pkg{Path: f[0], Name: f[1], Dir: f[2], GoFiles: split(f[3]), TestFiles: split(f[4]), Imports: split(f[5]), Module: f[6]}
+		if !slices.Contains(ws.modules, p.Module) {
+			ws.modules = append(ws.modules, p.Module)
+		}
 		ws.pkgs = append(ws.pkgs, p)
 		ws.byName[p.Name] = append(ws.byName[p.Name], p)
 		for _, i := range p.Imports {
 			imported[i] = true
 		}
 	}
+	// Longest first, so that moduleOf finds examples/kit before examples.
+	sort.Slice(ws.modules, func(i, j int) bool { return len(ws.modules[i]) > len(ws.modules[j]) })
 	for _, p := range ws.pkgs {
 		delete(imported, p.Path)
 	}
@@ -174,6 +176,7 @@ func (ws *workspace) indexTests() error {
 		}
 	}
 	ws.strs = strs.String()
+	ws.strsUnderscored = strings.ReplaceAll(ws.strs, " ", "_")
 	return nil
 }
 

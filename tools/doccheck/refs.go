@@ -52,7 +52,8 @@ func (c *checker) checkTests(d *doc, l line) {
 			if sub == "" {
 				continue
 			}
-			if !strings.Contains(c.ws.strs, sub) && !strings.Contains(strings.ReplaceAll(c.ws.strs, " ", "_"), sub) {
+			// go test names a subtest by its t.Run name, spaces as _.
+			if !strings.Contains(c.ws.strs, sub) && !strings.Contains(c.ws.strsUnderscored, sub) {
 				c.report(d.path, l.n, "names subtest %s/%s: no string literal of the workspace spells %q", name, sub, sub)
 			}
 		}
@@ -105,14 +106,11 @@ func (c *checker) checkCommandPaths(d *doc, l line) {
 			inGo = true
 		case f == "&&" || f == ";" || f == "|":
 			inGo = false
-		case inGo && (strings.HasPrefix(f, "./") || strings.HasPrefix(f, "../")):
+		case inGo && (strings.HasPrefix(f, "./") || strings.HasPrefix(f, "../")) && !strings.ContainsAny(f, "<>{}$*"):
 			p := strings.TrimSuffix(strings.TrimSuffix(f, "..."), "/")
-			rel := filepath.ToSlash(filepath.Join(dir, p))
-			if d.godoc != nil || !c.files.exists(rel) {
-				// A package comment's command may run in its module.
-				if c.files.exists(rel) || c.files.exists(c.rel(filepath.Join(d.dir, dir, p))) {
-					continue
-				}
+			// From the root, or from the document's directory (a module's
+			// README or package comment may mean a command run there).
+			if !c.files.exists(filepath.ToSlash(filepath.Join(dir, p))) && !c.files.exists(c.rel(filepath.Join(d.dir, dir, p))) {
 				c.report(d.path, l.n, "runs go on %s, which does not exist", f)
 			}
 		}
@@ -189,7 +187,7 @@ func (c *checker) checkProsePaths(d *doc, l line) {
 		if end < len(text) && strings.ContainsRune(":@=<{$", rune(text[end])) {
 			continue // a key, a URL, an address
 		}
-		c.checkPath(d, l.n, strings.TrimRight(p, ".,"), false)
+		c.checkPath(d, l.n, strings.TrimRight(p, ".,"))
 	}
 }
 
@@ -201,9 +199,8 @@ var (
 	pkgIdent = regexp.MustCompile(`^([a-z0-9_./-]+)\.([A-Z][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?)$`)
 )
 
-// checkPath checks p when it looks like a path; span says p was all of a
-// code span.
-func (c *checker) checkPath(d *doc, n int, p string, span bool) {
+// checkPath checks p when it looks like a path.
+func (c *checker) checkPath(d *doc, n int, p string) {
 	if p == "" || strings.Contains(p, "://") {
 		return
 	}
@@ -254,7 +251,7 @@ var (
 func (c *checker) checkSpan(d *doc, s line) {
 	t := s.text
 	if fileExt.MatchString(t) && !strings.ContainsAny(t, " ") {
-		c.checkPath(d, s.n, t, true)
+		c.checkPath(d, s.n, t)
 		return
 	}
 	if m := pkgIdent.FindStringSubmatch(t); m != nil && strings.Contains(m[1], "/") {
@@ -276,8 +273,10 @@ func (c *checker) checkSpan(d *doc, s line) {
 		return
 	}
 	if !strings.ContainsAny(t, " \t") {
-		c.checkPath(d, s.n, t, true)
+		c.checkPath(d, s.n, t)
+		return
 	}
+	c.checkCommandPaths(d, s)
 }
 
 // checkIdent checks an identifier chain named by d on line n; owner is
