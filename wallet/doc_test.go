@@ -1,5 +1,7 @@
 package wallet_test
 
+//lint:file-ignore SA4006 docExample is doc.go's example as shown there, which overwrites err and res
+
 import (
 	"context"
 	"errors"
