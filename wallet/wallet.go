@@ -97,12 +97,13 @@ type Tx struct {
 	Memo string
 }
 
-// Transfer moves an amount from one account to another of the same slot
-// group and currency.
+// Transfer moves an amount from one account to another of the same
+// currency, in the same slot group (one script) or in another (in steps:
+// see Ledger.Transfer).
 type Transfer struct {
 	ID     string // transaction ID, as in Tx
 	From   string // source account
-	To     string // destination account, in From's slot group
+	To     string // destination account, in any slot group
 	Amount int64  // minor units, 1..2^53-1
 	Memo   string // as in Tx, stored on both journal entries
 }
