@@ -48,7 +48,7 @@ func (j *journal) contentCols() []string {
 // rec is one journal entry on its way to the book.
 type rec struct {
 	id       string
-	ms, seq  int64
+	ms, seq  int64 // -1 when id is not a stream ID
 	kind, op string
 	scope    string // with kind and op, the operation's identity (see journal.scope)
 	extra    []any
@@ -195,16 +195,22 @@ func (b *Book) readState(ctx context.Context, tx pgx.Tx, j *journal, key []any, 
 	if len(recs) > 0 {
 		// The entries come in journal order from one journal: the booked
 		// ones among them lie in one range of the primary key.
-		lo, hi := 0, 0
-		ops, scopes := make([]string, len(recs)), make([]string, len(recs))
+		lo, hi := -1, -1
+		ops := make([]string, len(recs))
 		for i, r := range recs {
-			if idLess(r.ms, r.seq, recs[lo].ms, recs[lo].seq) {
+			ops[i] = r.op
+			if r.ms < 0 {
+				continue // no stream ID to look up
+			}
+			if lo < 0 || idLess(r.ms, r.seq, recs[lo].ms, recs[lo].seq) {
 				lo = i
 			}
-			if idLess(recs[hi].ms, recs[hi].seq, r.ms, r.seq) {
+			if hi < 0 || idLess(recs[hi].ms, recs[hi].seq, r.ms, r.seq) {
 				hi = i
 			}
-			ops[i], scopes[i] = r.op, r.scope
+		}
+		if lo < 0 {
+			lo, hi = 0, 0 // an empty range
 		}
 		cols := j.contentCols()
 		batch.Queue(fmt.Sprintf("SELECT ms, seq, %s FROM %s WHERE %s AND (ms, seq) BETWEEN ($%d, $%d) AND ($%d, $%d)",
@@ -261,8 +267,12 @@ type outcome struct {
 // the position to the last entry instead of the newest seen.
 func decide(j *journal, key []any, st *bookState, recs []rec, rewind bool) outcome {
 	out := outcome{cur: append([]int64{}, st.cur...), lastMs: st.lastMs, lastSeq: st.lastSeq}
-	if rewind && len(recs) > 0 {
-		out.lastMs, out.lastSeq = recs[len(recs)-1].ms, recs[len(recs)-1].seq
+	if rewind {
+		for _, r := range recs {
+			if r.ms >= 0 {
+				out.lastMs, out.lastSeq = r.ms, r.seq
+			}
+		}
 	}
 	booked := map[opKey]string{}
 	for k, v := range st.bookedOp {

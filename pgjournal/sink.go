@@ -102,7 +102,7 @@ func stockRecs(sku string, es []stock.Entry) []rec {
 		r.ms, r.seq, ok = parseID(e.ID)
 		switch {
 		case !ok:
-			r.bad = fmt.Sprintf("stream ID %q", e.ID)
+			r.ms, r.seq, r.bad = -1, -1, fmt.Sprintf("stream ID %q", e.ID)
 		case e.Kind == "" && e.SKU == "":
 			// XREADGROUP hands out a pending entry the stream no longer
 			// holds with no fields.
@@ -294,7 +294,7 @@ func walletRecs(es []wallet.Entry) []rec {
 		r.ms, r.seq, ok = parseID(e.ID)
 		switch {
 		case !ok:
-			r.bad = fmt.Sprintf("stream ID %q", e.ID)
+			r.ms, r.seq, r.bad = -1, -1, fmt.Sprintf("stream ID %q", e.ID)
 		case !walletKinds[e.Kind]:
 			r.bad = fmt.Sprintf("unknown kind %q", e.Kind)
 		case !storable(e.TxID, e.Peer, e.Currency) || !utf8.ValidString(e.Memo):
