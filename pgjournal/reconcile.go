@@ -289,13 +289,6 @@ func (b *Book) compare(ctx context.Context, tx pgx.Tx, k reconcileKey) (*Drift, 
 		position: [2]int64{st.lastMs, st.lastSeq}}, gone, nil
 }
 
-func cursorAfter(ms, seq int64) string {
-	if ms == 0 && seq == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%d-%d", ms, seq)
-}
-
 // readJournal reads a journal from after cursor to its end, a page at a
 // time; a key Redis does not hold (notFound) has an empty journal.
 func readJournal[E any](cursor string, notFound error, page func(cursor string) ([]E, string, error)) ([]E, error) {
