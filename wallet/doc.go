@@ -65,8 +65,9 @@
 // false when only the Ledger's own retry found the first attempt's work.
 //
 // Every balance change appends an immutable entry (transaction ID, kind,
-// deltas, balances after, peer account, memo) to the account's journal in
-// the same script. Verify replays the journal from the last checkpoint (or
+// deltas, balances after, peer account, memo, and the currency a Credit or
+// Debit named) to the account's journal in the same script, so a posting
+// can be sent again from its entry alone and be answered from its marker. Verify replays the journal from the last checkpoint (or
 // the opening entry) and compares: each entry's recorded balances with the
 // sum of the deltas before it; the result with the stored Posted and Held;
 // the sums of credits, of debits and captures, of transfers in and of

@@ -78,6 +78,11 @@ func (l *Ledger) Close() error {
 	return nil
 }
 
+// IdempotencyWindow returns how long this Ledger's scripts keep a
+// transaction's marker (WithIdempotencyWindow): a call with the same ID
+// within it is answered from the marker; after it, it is a new transaction.
+func (l *Ledger) IdempotencyWindow() time.Duration { return l.cfg.window }
+
 // Tx is a credit or a debit of one account.
 type Tx struct {
 	// ID identifies the transaction (1–128 bytes of A-Z a-z 0-9 . _ - :
