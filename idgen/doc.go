@@ -206,22 +206,33 @@
 // Spans only around range fetches and lease operations, never per ID. A
 // range fetch runs in the background, ahead of need: idgen.fetch is a root
 // span of its own, one per range, linked to the span of the Next that
-// asked for it. Lease operations are idgen.lease.acquire, .renew (one per
-// renewal, in the background: a root span linked to the acquire that
-// leased the node) and .release. Metrics, per fetch or lease event:
+// asked for it. Lease operations are idgen.lease.acquire, .renew and
+// .release; the acquire of NewLeasedSnowflake is a child of the caller's
+// span, and every lease operation without a caller's span (each renewal,
+// a re-lease after a loss, the release at Close) is background work: a
+// root span linked to the acquire that leased the node. Metrics, per fetch
+// or lease event:
 //
 //	redkit.idgen.range.fetches              {fetch}     counter    redkit.outcome: ok, error
 //	redkit.idgen.range.fetch.duration       s           histogram  redkit.outcome
 //	redkit.idgen.range.size                 {id}        gauge      size of the last range
-//	redkit.idgen.runway                     {id}        gauge      values a Segment hands out without Redis
+//	redkit.idgen.runway                     {id}        gauge      values a Segment hands out without Redis; redkit.idgen.segment
 //	redkit.idgen.lease.operations           {operation} counter    redkit.idgen.operation, redkit.outcome: ok, error, lost
 //	redkit.idgen.lease.operation.duration   s           histogram  redkit.operation (acquire, renew, release), redkit.outcome
 //	redkit.idgen.lease.renew_failures       {failure}   counter
 //	redkit.idgen.clock_behind               {event}     counter    redkit.outcome: waited, failed
 //
 // Every attribute set may also hold redkit.label (WithLabel); never names,
-// keys or IDs. Sequence records nothing of its own: instrument the client
-// with otelx.InstrumentRedis.
+// keys or IDs. The runway gauge has one series per attribute set: a
+// Segment given WithSegmentLabel has redkit.idgen.segment, a label the
+// program chose (bounded by its number of Segments), and Segments that
+// share their attributes (the same labels, or none) report the lowest
+// runway among them, so a Segment running dry is never hidden behind
+// another; a closed Segment leaves the gauge. The outcomes are words of
+// the vocabulary every redkit module shares (otelx.Outcomes), and
+// error.type is a sentinel's text ("idgen: unavailable") or a Go type.
+// Sequence records nothing of its own: instrument the client with
+// otelx.InstrumentRedis.
 // Every duration histogram is in seconds (unit "s") with
 // otelx.DurationBuckets as bucket advice: 50µs, 75µs, 100µs, 150µs, 200µs,
 // 300µs, 400µs, 500µs, 750µs, 1ms, 1.5ms, 2ms, 3ms, 4ms, 5ms, 7.5ms, 10ms,

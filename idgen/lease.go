@@ -120,7 +120,7 @@ func newOwner() string {
 
 // acquire leases a node and waits until the clock has passed its high-water mark.
 func (l *nodeLease) acquire(ctx context.Context) (*tenure, error) {
-	ctx, span := l.tel.start(ctx, "idgen.lease.acquire")
+	ctx, span := l.tel.start(ctx, "idgen.lease.acquire", l.cause)
 	l.cause = span.SpanContext()
 	t, err := l.acquireNode(ctx)
 	l.tel.end(ctx, span, "acquire", false, err)
@@ -179,10 +179,10 @@ func (l *nodeLease) acquireNode(ctx context.Context) (*tenure, error) {
 // most the max clock wait.
 func (l *nodeLease) waitClock(ctx context.Context, ms int64, behind time.Duration) error {
 	if behind > l.cfg.maxClockWait {
-		l.tel.clockBehind(ctx, "failed")
+		l.tel.clockBehind(ctx, outcomeFailed)
 		return fmt.Errorf("%w by %v (max wait %v)", ErrClockBehind, behind, l.cfg.maxClockWait)
 	}
-	l.tel.clockBehind(ctx, "waited")
+	l.tel.clockBehind(ctx, outcomeWaited)
 	timer := time.NewTimer(behind)
 	defer timer.Stop()
 	for l.s.nowMs() < ms {
@@ -249,7 +249,7 @@ func nodePick() int64 {
 func (l *nodeLease) release(lastMs int64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
-	ctx, span := l.tel.start(ctx, "idgen.lease.release")
+	ctx, span := l.tel.start(ctx, "idgen.lease.release", l.cause)
 	_, err := l.renew(ctx, 0, max(lastMs, 0), 0)
 	l.tel.end(ctx, span, "release", false, err)
 	if err != nil {
@@ -283,10 +283,7 @@ func (l *nodeLease) step(life context.Context, interval, retry time.Duration) ti
 	}
 	ctx, cancel := context.WithTimeout(life, interval)
 	defer cancel()
-	ctx, span := l.tel.start(ctx, "idgen.lease.renew")
-	if l.cause.IsValid() {
-		span.AddLink(trace.Link{SpanContext: l.cause}) // background work: linked to the lease's acquire
-	}
+	ctx, span := l.tel.start(ctx, "idgen.lease.renew", l.cause)
 	sent := l.s.nowMs()
 	ok, err := l.renew(ctx, l.ttl, sent, t.until.Load())
 	switch {

@@ -353,15 +353,21 @@
 // Spans lock.acquire (one per Acquire or TryAcquire, however long it
 // waits), lock.release and lock.renew (one per watchdog round, for all the
 // leases it renews: background work, a root span linked to each lease's
-// lock.acquire). Metrics:
+// lock.acquire; a Redlock lease, renewed on its own, gets a root of its own
+// linked the same way; an Extend is a child of the caller's span, or such a
+// linked root when ctx holds none). Metrics:
 //
 //	redkit.lock.operation.duration  s          histogram  redkit.operation (acquire, release, renew), redkit.outcome
-//	redkit.lock.wait.duration       s          histogram  redkit.outcome: ok, not_acquired, error
+//	redkit.lock.wait.duration       s          histogram  redkit.outcome: ok, not_acquired, unknown_outcome, error
 //	redkit.lock.hold.duration       s          histogram  from acquire to release or loss
 //	redkit.lock.lost                {lease}    counter    redkit.outcome: expired, taken, renew_failed
 //	redkit.lock.contention          {attempt}  counter    attempts that found the lock held
 //
-// Outcomes of release: ok, expired, taken, error; of renew: ok, error.
+// Outcomes of release: ok, expired, taken, unknown_outcome, error; of
+// renew: ok, error
+// (words of the vocabulary every redkit module shares, otelx.Outcomes).
+// error.type is a sentinel's text (ErrNotAcquired's "lock: not acquired")
+// or a Go type, never an error's text that could hold a lock name.
 // Every attribute set may also hold redkit.label (WithLabel); names, owner
 // IDs and tokens never appear. The global providers are used unless
 // WithTracerProvider/WithMeterProvider say otherwise.

@@ -123,7 +123,7 @@ func (l *Lease) renew(ctx context.Context, ttl time.Duration) error {
 	l.mu.Unlock()
 	rctx, cancel := context.WithDeadline(ctx, until)
 	defer cancel()
-	rctx, span := l.r.c.tel.start(rctx, "lock.renew")
+	rctx, span := l.r.c.tel.startRenew(rctx, l.cause)
 	start := time.Now()
 	status, err := l.r.extend(rctx, l.owner, ttl)
 	otelx.End(span, renewOutcome(err), err)
