@@ -102,7 +102,10 @@
 // *redis.Client) unless it implements ClientWrapper, whose Unwrap returns
 // the client the counter then uses. Counting such a client as having no
 // replicas would skip the acknowledgement
-// (TestCounter_wrappedClient_failover_noDuplicates).
+// (TestCounter_wrappedClient_failover_noDuplicates). Random processes on
+// every accepted client type, with calls given up early, a replica cut off
+// and healed, and failovers, never hand out a value twice
+// (TestModel_failover; large in TestChaos_Model_failover).
 //
 // "Has replicas" means a replica was connected to the primary
 // (connected_slaves of INFO replication) at some probe since the generator

@@ -338,6 +338,15 @@
 //     increase, and once every lease is released the lock is free at once
 //     (or as soon as lost replies come again) (TestModel_lock; large in
 //     TestChaos_Model_lock under RUN_CHAOS=1).
+//   - Random lives of one lease of every kind (TTL, watchdog, WithMaxHold,
+//     go-redis's defaults or send-once, one pooled connection or several)
+//     through Extend, time passing, a slow link, Redis paused, the pool's
+//     only connection held and a rival trying the lock, ending in a Release
+//     during one of those faults: Until is never after the lock's expiry as
+//     Redis has it, no rival acquires while the lease is believed held, and
+//     Release returns nil exactly when Redis's keyspace events say it
+//     deleted the lock, not when it expired (TestModel_leaseLifecycle;
+//     large in TestChaos_Model_leaseLifecycle).
 //
 // # Keys and retention
 //
