@@ -89,9 +89,10 @@
 //     (Redis lost the acquisition: a restart without persistence, a
 //     failover), or a permit or read lease is still there, expired. So nil
 //     means this release ended the hold, on go-redis's defaults and on a
-//     client that sends once; the other way round, a release whose deleting
-//     send's reply was lost and whose answer came after Until reports
-//     ErrLeaseExpired although it did. The scripts compare only state that
+//     client that sends once (barring a loss by Redis that leaves no trace:
+//     see below); the other way round, a release whose deleting send's
+//     reply was lost and whose answer came after Until reports
+//     ErrLeaseExpired or ErrLeaseTaken although it did. The scripts compare only state that
 //     exists anyway (the lock's value, the fence counter, a permit's
 //     expiry); nothing is written per release. When an acquire's
 //     outcome stays unknown (the caller's context ended mid-call, the reply
