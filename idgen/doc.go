@@ -50,9 +50,16 @@
 // -1. Each Redis call runs in a goroutine of its own, and the caller gives it
 // up when its ctx ends. The call goes on until Redis answers or go-redis
 // gives up; what it reserves is then skipped (never handed out, so a lost
-// call only skips values, never repeats one), a node it leased is released
-// at once, and a renewal is simply tried again. Close (Segment's, Snowflake's)
-// cancels what it waits for and does not wait for such a call.
+// call only skips values, never repeats one), and it costs nothing else: a
+// Sequence keeps no record of it, so a reply lost for good (ReadTimeout -1)
+// leaves one goroutine waiting however many calls follow
+// (TestSequence_Next_replyLostForGood_memoryFlat). A node it leased is
+// released at once, on every path that gives up (the lease answered late,
+// the clock wait refused, the renewal after the clock wait unanswered), and
+// the release is retried until Redis answers it, for up to two lease TTLs
+// (TestNewLeasedSnowflake_clockWaitThenRenewalGivenUp_releasesNode). A
+// renewal is simply tried again. Close (Segment's, Snowflake's) cancels
+// what it waits for and does not wait for such a call.
 //
 // Counters going backwards. Every fetch (and every Sequence call) passes the
 // highest value that generator has reserved; a counter found below it (the
@@ -86,6 +93,19 @@
 // (see above), but another process may then be given a range that overlaps
 // one already handed out. Run with a replica (or AOF with appendfsync always
 // and no failover) when that matters.
+//
+// Acknowledgement needs the connection to the counter's primary, which
+// only a *redis.Client (also from redis.NewFailoverClient) or a
+// *redis.ClusterClient names. NewSequence and NewSegment refuse any other
+// client (ErrInvalid): a *redis.Ring, which also moves a key to another
+// shard when it marks one down, and a wrapper (a struct embedding
+// *redis.Client) unless it implements ClientWrapper, whose Unwrap returns
+// the client the counter then uses. Counting such a client as having no
+// replicas would skip the acknowledgement
+// (TestCounter_wrappedClient_failover_noDuplicates). Random processes on
+// every accepted client type, with calls given up early, a replica cut off
+// and healed, and failovers, never hand out a value twice
+// (TestModel_failover; large in TestChaos_Model_failover).
 //
 // "Has replicas" means a replica was connected to the primary
 // (connected_slaves of INFO replication) at some probe since the generator
