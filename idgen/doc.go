@@ -237,7 +237,7 @@
 //	redkit.idgen.range.fetch.duration       s           histogram  redkit.outcome
 //	redkit.idgen.range.size                 {id}        gauge      size of the last range
 //	redkit.idgen.runway                     {id}        gauge      values a Segment hands out without Redis; redkit.idgen.segment
-//	redkit.idgen.lease.operations           {operation} counter    redkit.idgen.operation, redkit.outcome: ok, error, lost
+//	redkit.idgen.lease.operations           {operation} counter    redkit.operation, redkit.outcome: ok, error, lost
 //	redkit.idgen.lease.operation.duration   s           histogram  redkit.operation (acquire, renew, release), redkit.outcome
 //	redkit.idgen.lease.renew_failures       {failure}   counter
 //	redkit.idgen.clock_behind               {event}     counter    redkit.outcome: waited, failed

@@ -268,7 +268,7 @@ func (t *leaseTelemetry) end(ctx context.Context, span trace.Span, op string, lo
 		outcome = otelx.OutcomeLost
 	}
 	otelx.End(span, outcome, err)
-	attrs := append(labelAttrs(t.label), attribute.String("redkit.idgen.operation", op),
+	attrs := append(labelAttrs(t.label), attribute.String(otelx.AttrOperation, op),
 		attribute.String(otelx.AttrOutcome, outcome))
 	t.ops.Add(ctx, 1, metric.WithAttributes(attrs...))
 }

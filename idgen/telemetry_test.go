@@ -37,7 +37,7 @@ func leaseOps(t *testing.T, r *sdkmetric.ManualReader) map[string]int64 {
 	ops := collect(t, r)["redkit.idgen.lease.operations"].(metricdata.Sum[int64])
 	got := map[string]int64{}
 	for _, dp := range ops.DataPoints {
-		op, _ := dp.Attributes.Value("redkit.idgen.operation")
+		op, _ := dp.Attributes.Value(otelx.AttrOperation)
 		outcome, _ := dp.Attributes.Value(otelx.AttrOutcome)
 		got[op.AsString()+"/"+outcome.AsString()] += dp.Value
 	}

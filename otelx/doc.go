@@ -38,15 +38,15 @@
 //
 // # Outcomes
 //
-// redkit.outcome takes its values from one vocabulary (Outcomes, the
-// Outcome* constants), shared by every module: the same result has the
+// redkit.outcome takes its values from one vocabulary (Outcomes and the
+// constants it lists), shared by every module: the same result has the
 // same word in stock, wallet, lock and idgen (unknown_outcome,
 // replica_ack_missing, conflict, invalid, ...).
 //
 // # Background work
 //
-// Work a module does in the background (a lease watchdog's renewals, a
-// Segment's range prefetch, a reclaimer's round, a recovery run) outlives
+// Work a module does in the background (a lease watchdog's renewals, an
+// ID segment's range prefetch, a reclaimer's round, a recovery run) outlives
 // the call that caused it. StartBackground and StartBackgroundTimed start
 // its span as the root of a trace of its own, linked to the span of that
 // call, so a trace never hangs off a request that ended long ago and a
