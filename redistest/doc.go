@@ -164,7 +164,10 @@
 // recorded in a pidfile (under $TMPDIR/redistest-pids) with its owner's PID
 // and start time; leftovers are reaped at the next Start only when their
 // owner is dead, so several test binaries can run at once without killing
-// each other's servers.
+// each other's servers. A temporary data directory names its owner too
+// ($TMPDIR/redistest-<pid>-<start>-<n>), so one whose server has no pidfile
+// left (killed for good with Kill) is removed as well once a test binary
+// died without Close (a panic, -timeout, SIGINT, SIGKILL).
 //
 // # Example
 //
