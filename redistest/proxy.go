@@ -38,9 +38,9 @@ import (
 //     and EXECABORT.
 //
 // On a connection whose replies cannot be matched to commands (one that
-// subscribed, ran MONITOR or CLIENT REPLY, or sent bytes that are not
-// RESP) every reply, pub/sub messages included, is held or dropped, and
-// Dropped does not count them. Pushes (RESP3 out-of-band replies) are
+// subscribed, ran MONITOR or CLIENT REPLY, or whose traffic is not RESP,
+// such as a proxy in front of PostgreSQL) every reply, pub/sub messages
+// included, is held or dropped, and Dropped does not count them. Pushes (RESP3 out-of-band replies) are
 // treated the same way on every connection.
 //
 // Its methods are safe for concurrent use; settings apply to replies that

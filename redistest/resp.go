@@ -86,6 +86,9 @@ func respValue(b []byte, i int) (int, error) {
 		return 0, errIncomplete
 	}
 	t := b[i]
+	if !bytes.ContainsRune([]byte("+-:_,#($!=*~>%|"), rune(t)) {
+		return 0, errProtocol // at once: bytes of another protocol pass undelayed
+	}
 	l, next, err := line(b, i+1)
 	if err != nil {
 		return 0, err

@@ -30,7 +30,7 @@ func TestRespValue(t *testing.T) {
 			require.ErrorIs(t, err, errIncomplete, "%q cut at %d", v, cut)
 		}
 	}
-	for _, v := range []string{"?x\r\n", "$x\r\n", "$1\r\nab\r\n"} {
+	for _, v := range []string{"?x\r\n", "$x\r\n", "$1\r\nab\r\n", "N", "R\x00\x00"} {
 		_, err := respValue([]byte(v), 0)
 		require.ErrorIs(t, err, errProtocol, "%q", v)
 	}
@@ -112,6 +112,7 @@ func TestTracker(t *testing.T) {
 			[]replyKind{u}},
 		{"a reply to no command", "", "+OK\r\n", []replyKind{u}},
 		{"not RESP", "GET k\r\n", "?what\r\n", []replyKind{u}},
+		{"another protocol", "\x00\x00\x00\x08\x04\xd2\x16\x2f", "N", []replyKind{u}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, kinds(t, tc.requests, tc.replies, false))
