@@ -36,10 +36,9 @@
 // HELLO, carrying AUTH and SETNAME, then as its options ask SELECT,
 // READONLY, CLIENT SETNAME, CLIENT MAINT_NOTIFICATIONS and CLIENT SETINFO)
 // and only then its command: when a fault leaves the handshake unanswered,
-// the command is never sent. Each
-// fault below says what it does to a new connection's handshake and to a
-// command on a connection already open (TestFaults_handshake checks each,
-// for a client that sends once).
+// the command is never sent. Each fault below says what it does to a new
+// connection's handshake and to a command on a connection already open
+// (TestFaults_handshake checks each, for a client that sends once).
 //
 // On a Server:
 //

@@ -40,8 +40,9 @@ import (
 // On a connection whose replies cannot be matched to commands (one that
 // subscribed, ran MONITOR or CLIENT REPLY, or whose traffic is not RESP,
 // such as a proxy in front of PostgreSQL) every reply, pub/sub messages
-// included, is held or dropped, and Dropped does not count them. Pushes (RESP3 out-of-band replies) are
-// treated the same way on every connection.
+// included, is held or dropped, and Dropped does not count them. Pushes
+// (RESP3 out-of-band replies) are treated the same way on every
+// connection.
 //
 // Its methods are safe for concurrent use; settings apply to replies that
 // arrive from the server after the call.
@@ -146,6 +147,14 @@ func (p *Proxy) Dropped() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.dropped
+}
+
+// droppedUnmatched returns how many reads DropReplies has discarded on
+// connections whose replies cannot be matched to commands.
+func (p *Proxy) droppedUnmatched() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.unmatched
 }
 
 // ResetConnections aborts every open connection with a TCP RST (linger 0),
@@ -401,12 +410,4 @@ func (l *link) close(reset bool) {
 		_ = l.client.Close()
 		_ = l.server.Close()
 	})
-}
-
-// droppedUnmatched returns how many reads DropReplies has discarded on
-// connections whose replies cannot be matched to commands.
-func (p *Proxy) droppedUnmatched() int64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.unmatched
 }
