@@ -55,13 +55,13 @@ func TestFaults_handshake(t *testing.T) {
 		{name: "Busy", opts: redistest.Options{Config: []string{"busy-reply-threshold 20"}},
 			inject: func(t *testing.T, s *redistest.Server, _ *redistest.Proxy) {
 				var err error
-				busy, err = s.Busy(t.Context(), 2*time.Second)
+				busy, err = s.Busy(t.Context(), 4*time.Second)
 				require.NoError(t, err)
 			},
 			heal:  func(t *testing.T, _ *redistest.Server, _ *redistest.Proxy) { require.NoError(t, <-busy) },
 			fresh: notRun, warm: notRun, freshErr: "BUSY"},
 		{name: "SlowLoading", opts: redistest.Options{AOF: true, AppendFsync: "always"},
-			setup: func(t *testing.T, s *redistest.Server) { require.NoError(t, s.SlowLoading(t.Context(), 3*time.Second)) },
+			setup: func(t *testing.T, s *redistest.Server) { require.NoError(t, s.SlowLoading(t.Context(), 6*time.Second)) },
 			inject: func(t *testing.T, s *redistest.Server, _ *redistest.Proxy) {
 				require.NoError(t, s.Kill())
 				restarted = make(chan error, 1)
@@ -109,7 +109,9 @@ func TestFaults_handshake(t *testing.T) {
 				addr = px.Addr()
 			}
 			client := func() *redis.Client {
-				c := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: 200 * time.Millisecond, MaxRetries: -1, DialerRetries: 1})
+				// A read timeout that a loaded machine's replies meet, far
+				// below the faults' minute of latency or holding.
+				c := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: time.Second, MaxRetries: -1, DialerRetries: 1})
 				t.Cleanup(func() { _ = c.Close() })
 				return c
 			}

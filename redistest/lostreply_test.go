@@ -43,7 +43,7 @@ func handshakeServer(t *testing.T) *redistest.Server {
 
 func (k clientKind) client(t *testing.T, px *redistest.Proxy) *redis.Client {
 	t.Helper()
-	o := &redis.Options{Addr: px.Addr(), ReadTimeout: 200 * time.Millisecond}
+	o := &redis.Options{Addr: px.Addr(), ReadTimeout: 500 * time.Millisecond}
 	if k.sendsOnce {
 		o.MaxRetries = -1
 	}
@@ -175,7 +175,7 @@ func TestProxy_DropRepliesAfter_countsCommandsThatRan(t *testing.T) {
 	s := redistest.New(t, redistest.Options{})
 	px := redistest.NewProxy(t, s.Addr())
 	ctx := t.Context()
-	c := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 500 * time.Millisecond, MaxRetries: -1})
 	defer c.Close()
 	px.DropRepliesAfter(1)
 	require.NoError(t, c.Set(ctx, "a", "1", 0).Err(), "a fresh client's first command is the first reply")

@@ -162,7 +162,7 @@ func TestLostReply_failsWhenNoCommandRan(t *testing.T) {
 	require.NoError(t, err)
 	defer px.Close()
 	ctx := t.Context()
-	c := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 2 * time.Second, MaxRetries: -1})
 	defer c.Close()
 
 	msg, thenRan := lostReply(px, func() error { return nil })
