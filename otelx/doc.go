@@ -14,8 +14,9 @@
 // when the tracer or meter is created, so a program that calls
 // otel.SetTracerProvider before building redkit values needs no options:
 //
-//	tracer := cfg.providers.TracerFor(ScopeName, Version) // import path, module version
-//	ctx, span := otelx.Start(ctx, tracer, "stock.deduct", cfg.label)
+//	var providers otelx.Providers // set by the module's With*Provider options; zero: the global ones
+//	tracer := providers.TracerFor(stock.ScopeName, stock.Version) // import path, module version
+//	ctx, span := otelx.Start(ctx, tracer, "stock.deduct", "") // "": no WithLabel given
 //	...
 //	otelx.End(span, "sold_out", nil) // a refusal is an outcome, not an error
 //

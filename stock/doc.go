@@ -124,7 +124,7 @@
 // 2^53-1, about 2^53/b, so the SKU's total never passes 2^53-1 (a restock
 // beyond its bucket's share is refused with ErrInvalid); Level, Audit,
 // Checkpoint, Trim, Reclaim, CloseSKU and Consume cover every bucket, and
-// Journal reads bucket 0.
+// Entries reads bucket 0's journal.
 //
 // # Fences, replicas, batches, telemetry
 //

@@ -4,11 +4,12 @@
 //
 //	led, err := wallet.New(rdb) // an invalid option is an error here
 //	err = led.Open(ctx, "shop-7/alice", wallet.WithCurrency("CNY"))
+//	err = led.Open(ctx, "shop-7/till", wallet.WithCurrency("CNY"))
 //	res, err := led.Credit(ctx, wallet.Tx{ID: "topup-1", Account: "shop-7/alice", Amount: 5000})
 //	res, err = led.Debit(ctx, wallet.Tx{ID: "order-9", Account: "shop-7/alice", Amount: 1999})
 //	if errors.Is(err, wallet.ErrInsufficientFunds) { ... }
 //	res, err = led.Transfer(ctx, wallet.Transfer{ID: "pay-3", From: "shop-7/alice", To: "shop-7/till", Amount: 500})
-//	bal, err := led.Balance(ctx, "shop-7/alice") // Posted, Held, Available
+//	bal, err := led.Balance(ctx, "shop-7/alice") // Posted, Held, Available: 2501, 0, 2501
 //
 // # Accounts and amounts
 //
@@ -64,8 +65,9 @@
 // false when only the Ledger's own retry found the first attempt's work.
 //
 // Every balance change appends an immutable entry (transaction ID, kind,
-// deltas, balances after, peer account, memo) to the account's journal in
-// the same script. Verify replays the journal from the last checkpoint (or
+// deltas, balances after, peer account, memo, and the currency a Credit or
+// Debit named) to the account's journal in the same script, so a posting
+// can be sent again from its entry alone and be answered from its marker. Verify replays the journal from the last checkpoint (or
 // the opening entry) and compares: each entry's recorded balances with the
 // sum of the deltas before it; the result with the stored Posted and Held;
 // the sums of credits, of debits and captures, of transfers in and of

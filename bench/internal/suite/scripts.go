@@ -413,6 +413,11 @@ func walletScriptCases() ([]scriptCase, func()) {
 				_, err := led.Credit(ctx, wallet.Tx{ID: tx("c", i), Account: "g/a", Amount: 1})
 				return err
 			}},
+		{group: "wallet", name: "Credit (currency, memo)", baseline: "baseline credit (INCRBY)", setup: keep,
+			op: func(ctx context.Context, i int) error {
+				_, err := led.Credit(ctx, wallet.Tx{ID: tx("cm", i), Account: "g/a", Amount: 1, Currency: "EUR", Memo: "top-up"})
+				return err
+			}},
 		{group: "wallet", name: "Debit", baseline: "baseline check-and-debit", setup: keep,
 			op: func(ctx context.Context, i int) error {
 				_, err := led.Debit(ctx, wallet.Tx{ID: tx("d", i), Account: "g/a", Amount: 1})
