@@ -20,7 +20,7 @@ import (
 func TestLedger_telemetry(t *testing.T) {
 	ctx := t.Context()
 	rec := otelxtest.New(t)
-	led, px, _, _ := proxied(t, 100*time.Millisecond, wallet.WithTracerProvider(rec.TracerProvider),
+	led, px, direct, prefix := proxied(t, 100*time.Millisecond, wallet.WithTracerProvider(rec.TracerProvider),
 		wallet.WithMeterProvider(rec.MeterProvider), wallet.WithLabel("payouts"))
 	defer led.Close()
 
@@ -29,6 +29,8 @@ func TestLedger_telemetry(t *testing.T) {
 	_, err := led.Debit(ctx, wallet.Tx{ID: "secret-tx3", Account: "secret-account", Amount: 1})
 	require.ErrorIs(t, err, wallet.ErrUnknownOutcome)
 	px.DropReplies(false)
+	require.EqualValues(t, 1, direct.Exists(ctx, prefix+":wallet:v2:{secret-account}:tx:secret-tx3").Val(),
+		"the debit whose reply was lost ran")
 
 	type seen struct {
 		name, outcome string

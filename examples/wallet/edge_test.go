@@ -89,6 +89,9 @@ func TestRun_serve_unknownOutcome(t *testing.T) {
 	again := exampletest.LoseReply(t, px, func() exampletest.Reply {
 		return checkout.Do("POST", acct(alice)+"/debits", "d-1", `{"amount":300}`)
 	}).Want(t, http.StatusCreated, "")
+	if !again.Replayed() {
+		t.Fatal("the debit ran before its reply was lost, but the repeat is not marked replayed")
+	}
 	if b := exampletest.Decode[txResponse](t, again).Balance; b.Posted != 698 {
 		t.Fatalf("posted %d after the repeat, want 999-1-300 = 698 (the debit applied once)", b.Posted)
 	}

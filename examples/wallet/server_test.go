@@ -293,6 +293,9 @@ func TestAPI_unknownOutcome(t *testing.T) {
 		t.Error("503 without Retry-After")
 	}
 	r = c.Do("POST", acct(alice)+"/credits", "c-1", `{"amount":100}`).Want(t, 201, "")
+	if !r.Replayed() {
+		t.Fatal("the credit ran before its reply was held back, but the repeat is not marked replayed")
+	}
 	if got := exampletest.Decode[txResponse](t, r).Balance.Posted; got != 101 {
 		t.Fatalf("posted %d after the outage, want 101: %s", got, r.Body)
 	}
