@@ -80,9 +80,11 @@
 //     move in progress is finished); stop reports moves and keys migrated.
 //   - FaultRound(ctx, key, pause) and FaultRounds: every failover kind
 //     (CLUSTER FAILOVER plain, FORCE, TAKEOVER), a master killed with
-//     SIGKILL and its replica promoted, and a slot move, in turn, on the
-//     shard of key; NewFailoverCluster starts a Cluster fit for them (a
-//     replica per master, a 1 s cluster-node-timeout) with a client.
+//     SIGKILL and its replica promoted three ways (rejoining on its
+//     address, rejoining on another port, staying down for good), and a
+//     slot move while that node is down, in turn, on the shard of key;
+//     NewFailoverCluster starts a Cluster fit for them (a replica per
+//     master, a 1 s cluster-node-timeout) with a client.
 //   - WhileResharding(tb, ctx, keys, o, workers, work) and
 //     WhileFailingOver(tb, ctx, rounds, pause, keys, workers, work): a
 //     module's workers run while slots move (Reshard) or shards fail over
@@ -102,8 +104,15 @@
 //     or FailoverTakeover, on the first replica of the shard serving key
 //     now. KillMaster(ctx, key): kill -9 of that shard's master, returning
 //     once the cluster promoted its replica (after cluster-node-timeout:
-//     set it low in Options.Config); Rejoin restarts the killed node as a
-//     replica. Clients made elsewhere than c.Client are not told.
+//     set it low in Options.Config); the node stays down, a failed member,
+//     and its address refuses connections. Then Rejoin restarts it on its
+//     address (where it answers MOVED), RejoinElsewhere on another port
+//     from its data (a host back under a new address: the old one keeps
+//     refusing), and Replace puts a new empty replica in its place once
+//     every node forgot it (a dead host replaced). KillShard(ctx, key)
+//     kills a shard's master and replicas: every node answers CLUSTERDOWN
+//     until they rejoin. Clients made elsewhere than c.Client are not
+//     told.
 //
 // On a Proxy (requests always pass through, so commands run; the faults act
 // on replies and connections):
