@@ -25,16 +25,43 @@ const ReloadInterval = 100 * time.Millisecond
 // go-redis's ReloadState only schedules a reload in the background, and an
 // asked reload that comes while one runs or cools down (200 ms) is merged
 // into a later one: the next command may well run on the old map. Reload
-// uses ForEachMaster instead, which loads the map in the calling goroutine
+// uses ForEachShard instead, which loads the map in the calling goroutine
 // (CLUSTER SLOTS from the first node of the map's that answers) before it
-// visits the masters, here with nothing to do on each.
+// visits the nodes, here only to note their addresses (see Node).
 // TestReload_freshMapAtOnce fails if a go-redis upgrade changes that.
 func Reload(ctx context.Context, rdb any) {
 	cc, ok := rdb.(*redis.ClusterClient)
-	if !ok || ctx.Err() != nil {
+	if !ok {
 		return
 	}
+	reloaderOf(cc).reload(ctx, cc)
+}
+
+// Node returns the client cc holds for the node at addr (host:port), master
+// or replica, as the last Reload found it; when that did not list addr
+// (a node a MOVED or ASK reply names that the map does not hold yet), it
+// reloads first, as Reload does. It returns nil when cc knows no such node.
+func Node(ctx context.Context, cc *redis.ClusterClient, addr string) *redis.Client {
 	r := reloaderOf(cc)
+	if n := r.node(addr); n != nil {
+		return n
+	}
+	r.reload(ctx, cc)
+	return r.node(addr)
+}
+
+// reloader is Reload's state for one Cluster client.
+type reloader struct {
+	mu      sync.Mutex
+	running chan struct{}            // closed when the reload in progress ends; nil when none
+	last    time.Time                // when the last finished reload started
+	nodes   map[string]*redis.Client // by address, as the last reload found them
+}
+
+func (r *reloader) reload(ctx context.Context, cc *redis.ClusterClient) {
+	if ctx.Err() != nil {
+		return
+	}
 	r.mu.Lock()
 	if done := r.running; done != nil {
 		r.mu.Unlock()
@@ -53,21 +80,28 @@ func Reload(ctx context.Context, rdb any) {
 	r.mu.Unlock()
 
 	start := time.Now()
-	_ = cc.ForEachMaster(ctx, func(context.Context, *redis.Client) error { return nil })
+	var mu sync.Mutex
+	nodes := map[string]*redis.Client{}
+	_ = cc.ForEachShard(ctx, func(_ context.Context, n *redis.Client) error {
+		mu.Lock()
+		nodes[n.Options().Addr] = n
+		mu.Unlock()
+		return nil
+	})
 	r.mu.Lock()
 	r.running = nil
 	if ctx.Err() == nil {
 		r.last = start // a reload cut short by ctx leaves the way open
+		r.nodes = nodes
 	}
 	r.mu.Unlock()
 	close(done)
 }
 
-// reloader is Reload's state for one Cluster client.
-type reloader struct {
-	mu      sync.Mutex
-	running chan struct{} // closed when the reload in progress ends; nil when none
-	last    time.Time     // when the last finished reload started
+func (r *reloader) node(addr string) *redis.Client {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.nodes[addr]
 }
 
 // reloaders maps a Cluster client, held weakly, to its reloader; the entry
