@@ -37,10 +37,11 @@ type Cluster struct {
 	// retired are processes the cluster no longer counts (a node that came
 	// back on another port, a node replaced): Close stops them last, as a
 	// node restarted on another port shares its predecessor's directory.
-	retired []*Server
-	shards  []*shard
-	clients []*redis.ClusterClient
-	closed  bool
+	retired    []*Server
+	shards     []*shard
+	clients    []*redis.ClusterClient // made by Client, refreshed by Failover
+	appClients []*redis.ClusterClient // made by AppClient, never refreshed
+	closed     bool
 }
 
 // shard is one master and its replicas; FailoverShard swaps them.
@@ -353,8 +354,8 @@ func (c *Cluster) Close() error {
 		return nil
 	}
 	c.closed = true
-	clients := c.clients
-	c.clients = nil
+	clients := append(c.clients, c.appClients...)
+	c.clients, c.appClients = nil, nil
 	nodes := append(slices.Clone(c.nodes), c.retired...)
 	c.mu.Unlock()
 	var errs []error

@@ -176,3 +176,46 @@ func TestCluster_mastersThatDie(t *testing.T) {
 	}
 	eventuallyServed("served after the shard came back, with its data (AOF)")
 }
+
+// MeasureRecovery warms the callers, injects the fault, and reports the
+// calls made and how long after the cluster's agreement every caller had
+// an answer again; a fault that cannot be injected fails the test.
+func TestCluster_MeasureRecovery(t *testing.T) {
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3, Replicas: 1})
+	ctx := t.Context()
+	rdb := c.AppClient()
+	const key = "{rec}:k"
+	var moved redistest.RecoveryFault
+	for _, f := range redistest.RecoveryFaults() {
+		if f.Name == "slot migrated" {
+			moved = f
+		}
+	}
+	require.NotNil(t, moved.Inject)
+	rec := c.MeasureRecovery(t, ctx, key, moved, redistest.RecoveryRun{Callers: 2,
+		Call: func(ctx context.Context, w, i int) error { return rdb.Incr(ctx, key).Err() }})
+	t.Log(rec)
+	require.Equal(t, "slot migrated", rec.Fault)
+	require.Positive(t, rec.Outage)
+	require.Positive(t, rec.Next)
+	require.Zero(t, rec.ErrorsAfter, "go-redis follows MOVED: %v", rec)
+	n, err := rdb.Get(ctx, key).Int()
+	require.NoError(t, err)
+	failed := 0
+	for _, k := range rec.Errors {
+		failed += k
+	}
+	require.GreaterOrEqual(t, n, rec.Calls-failed, "every answered INCR counted")
+
+	ftb := &fatalTB{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.MeasureRecovery(ftb, ctx, key, redistest.RecoveryFault{Name: "broken",
+			Inject: func(context.Context, *redistest.Cluster, string) (func(context.Context) error, error) {
+				return nil, errors.New("cannot")
+			}}, redistest.RecoveryRun{Callers: 1, Call: func(ctx context.Context, _, _ int) error { return rdb.Ping(ctx).Err() }})
+	}()
+	<-done
+	require.Contains(t, ftb.msg, "broken: cannot")
+}

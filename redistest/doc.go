@@ -92,6 +92,15 @@
 //     worker, on a failed move, or when no slot moved. Fill(tb, ctx, tags,
 //     n) puts keys in a slot first so that each move lasts.
 //
+// MeasureRecovery(tb, ctx, key, fault, run) measures what callers see
+// when one of RecoveryFaults (a clean failover, a master killed and left
+// down, a master killed and back on another port, a slot migrated, a whole
+// shard down and back) hits the shard of key: how long the fault lasted
+// until the cluster agreed, how long after that every caller's next call
+// was answered, the slowest call and the errors. AppClient makes the
+// ClusterClient an application would (the cluster never refreshes it), in
+// one of ClientShapes (go-redis defaults, send-once).
+//
 // Chaos(tb) skips a test unless RUN_CHAOS is set (make chaos) and returns
 // CHAOS_SCALE. Contract is the error-contract fault matrix a module runs
 // over its writes (Run, and RunChaos for every write under every fault).
