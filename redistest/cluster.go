@@ -37,7 +37,10 @@ type Cluster struct {
 	// retired are processes the cluster no longer counts (a node that came
 	// back on another port, a node replaced): Close stops them last, as a
 	// node restarted on another port shares its predecessor's directory.
-	retired    []*Server
+	retired []*Server
+	// votedAbout is when a failover of each master last asked the other
+	// masters' votes (CLUSTER FAILOVER plain or FORCE).
+	votedAbout map[*Server]time.Time
 	shards     []*shard
 	clients    []*redis.ClusterClient // made by Client, refreshed by Failover
 	appClients []*redis.ClusterClient // made by AppClient, never refreshed
@@ -72,7 +75,7 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 		return nil, errors.New("redistest: StartCluster: Options.Port and Options.Dir must be zero")
 	}
 	n := opts.Masters * (1 + opts.Replicas)
-	c := &Cluster{opts: opts.Options, nodes: make([]*Server, n), dead: map[*Server]bool{}}
+	c := &Cluster{opts: opts.Options, nodes: make([]*Server, n), dead: map[*Server]bool{}, votedAbout: map[*Server]time.Time{}}
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,11 +30,17 @@ const (
 )
 
 // Failover fails over the shard that now serves key's slot with CLUSTER
-// FAILOVER [mode] on its first replica; the old master becomes its
+// FAILOVER [mode] on its first running replica; the old master becomes its
 // replica. It returns once every node agrees (and, like FailoverShard,
 // every client made by c.Client routes key to the new master). A client
-// made any other way is not told: its next command meets MOVED.
+// made any other way is not told: its next command meets MOVED. The
+// masters vote about one master's replicas at most once per twice
+// cluster-node-timeout, so a plain or FORCE failover of a master that was
+// failed away from sooner than that waits first.
 func (c *Cluster) Failover(ctx context.Context, key string, mode FailoverMode) error {
+	if err := c.waitStable(ctx); err != nil {
+		return err
+	}
 	sh, err := c.shardOf(ctx, key)
 	if err != nil {
 		return err
@@ -44,10 +51,30 @@ func (c *Cluster) Failover(ctx context.Context, key string, mode FailoverMode) e
 	if promoted == nil {
 		return errors.New("redistest: Failover needs a running replica (ClusterOptions.Replicas ≥ 1)")
 	}
+	if mode != FailoverTakeover {
+		// The masters vote about one master's replicas at most once per
+		// twice cluster-node-timeout: a failover sooner would be won by
+		// the replica and then undone by the cluster.
+		c.mu.Lock()
+		wait := time.Until(c.votedAbout[old].Add(2*c.nodeTimeout() + 100*time.Millisecond))
+		c.mu.Unlock()
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+		}
+	}
 	args := []any{"CLUSTER", "FAILOVER"}
 	if mode != FailoverPlain {
 		args = append(args, string(mode))
 	}
+	c.mu.Lock()
+	c.votedAbout[old] = time.Now()
+	c.mu.Unlock()
 	if _, err := promoted.do(ctx, args...); err != nil {
 		return fmt.Errorf("redistest: CLUSTER FAILOVER %s on %s: %w", mode, promoted.Addr(), err)
 	}
@@ -60,6 +87,19 @@ func (c *Cluster) Failover(ctx context.Context, key string, mode FailoverMode) e
 	return c.refreshClients(ctx, key, promoted)
 }
 
+// nodeTimeout is the cluster-node-timeout the nodes run with.
+func (c *Cluster) nodeTimeout() time.Duration {
+	ms := 5000 // configLines' default
+	for _, line := range c.opts.Config {
+		if v, ok := strings.CutPrefix(line, "cluster-node-timeout "); ok {
+			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+				ms = n
+			}
+		}
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
 // swap makes replica r the master of sh and the old master m a replica in
 // its place. Called with c.mu.
 func (sh *shard) swap(r, m *Server) {
@@ -68,35 +108,46 @@ func (sh *shard) swap(r, m *Server) {
 }
 
 // KillMaster kills (SIGKILL, as kill -9) the master that serves key's slot
-// and returns once its first running replica has been promoted by the
+// and returns once one of its running replicas has been promoted by the
 // cluster (after cluster-node-timeout: lower it in Options.Config for short
 // tests) and every live node reports cluster_state:ok with the new master
-// serving the slot. It returns the killed node, which stays down: Rejoin
+// serving the slot (other replicas may still be switching to it: the next
+// Failover or KillMaster waits for them). It returns the killed node, which stays down: Rejoin
 // brings it back on its address, RejoinElsewhere on another port, Replace
 // puts a new node in its place. Until then the cluster counts it as a
 // failed member, and clients are not told: a client whose slot map still
 // names it meets "connection refused" there.
 func (c *Cluster) KillMaster(ctx context.Context, key string) (killed *Server, err error) {
+	if err := c.waitStable(ctx); err != nil {
+		return nil, err
+	}
 	sh, err := c.shardOf(ctx, key)
 	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
-	promoted, old := c.liveReplica(sh), sh.master
+	old := sh.master
+	var candidates []*Server // the cluster promotes any of them
+	for _, r := range sh.replicas {
+		if !c.dead[r] {
+			candidates = append(candidates, r)
+		}
+	}
 	c.mu.Unlock()
-	if promoted == nil {
+	if len(candidates) == 0 {
 		return nil, errors.New("redistest: KillMaster needs a running replica (ClusterOptions.Replicas ≥ 1)")
 	}
 	if err := old.Kill(); err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
-	sh.swap(promoted, old)
 	c.dead[old] = true
 	c.mu.Unlock()
 	slot := KeySlot(key)
+	var promoted *Server
 	err = poll(ctx, 60*time.Second, func() (bool, error) {
 		_, live := c.members()
+		var seen *Server
 		for _, s := range live {
 			info, err := s.do(ctx, "CLUSTER", "INFO")
 			if str, _ := info.(string); err != nil || infoField(str, "cluster_state") != "ok" {
@@ -106,19 +157,29 @@ func (c *Cluster) KillMaster(ctx context.Context, key string) (killed *Server, e
 			if err != nil {
 				return false, nil
 			}
-			ok := false
+			var master *Server
 			for _, n := range nodes {
-				if n.addr == promoted.Addr() && strings.Contains(n.flags, "master") && servesSlot(n.slots, slot) {
-					ok = true
+				for _, r := range candidates {
+					if n.addr == r.Addr() && strings.Contains(n.flags, "master") && servesSlot(n.slots, slot) {
+						master = r
+					}
 				}
 			}
-			if !ok {
+			if master == nil || seen != nil && master != seen {
 				return false, nil
 			}
+			seen = master
 		}
+		promoted = seen
 		return true, nil
-	}, "the replica to be promoted")
-	return old, err
+	}, "a replica to be promoted")
+	if err != nil {
+		return old, err
+	}
+	c.mu.Lock()
+	sh.swap(promoted, old)
+	c.mu.Unlock()
+	return old, nil
 }
 
 // Rejoin restarts a node killed by KillMaster on its address and data; it
