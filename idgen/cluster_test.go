@@ -483,3 +483,30 @@ func TestCluster_masterKilledForGood(t *testing.T) {
 		})
 	}
 }
+
+// TestChaos_Cluster_recovery measures, per Cluster fault and client shape,
+// what callers of Sequence.Next see (replica acknowledgement, as by
+// default with replicas): how long the fault lasted until the cluster
+// agreed, how long after that every caller's next call was answered, the
+// slowest call and the errors. It prints a "recovery table" line per
+// fault; the README's Cluster table quotes them.
+func TestChaos_Cluster_recovery(t *testing.T) {
+	redistest.Chaos(t)
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3, Replicas: 2,
+		Options: redistest.Options{AOF: true, AppendFsync: "always", Config: []string{"cluster-node-timeout 1000"}}})
+	ctx := t.Context()
+	for _, shape := range redistest.ClientShapes {
+		seq, err := idgen.NewSequence(c.AppClient(shape.Adjust), "rc/"+shape.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range redistest.RecoveryFaults() {
+			rec := c.MeasureRecovery(t, ctx, "{rc}", f, redistest.RecoveryRun{Callers: 4,
+				Call: func(ctx context.Context, _, _ int) error {
+					_, err := seq.Next(ctx)
+					return err
+				}})
+			t.Logf("recovery table | idgen Sequence.Next | %s | %v", shape.Name, rec)
+		}
+	}
+}

@@ -242,3 +242,10 @@ func (c *Cluster) MeasureRecovery(tb testing.TB, ctx context.Context, key string
 	}
 	return rec
 }
+
+// DialProber is the function of go-redis's goroutine that probes a node
+// whose dials kept failing, once a second, until its client is closed
+// (ConnPool.tryDial). It sees the Close only after the next second's
+// sleep, longer than goleak looks again for goroutines to end, so packages
+// whose tests kill nodes for good pass it to goleak.IgnoreAnyFunction.
+const DialProber = "github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"
