@@ -55,17 +55,8 @@ func (c *Cluster) Failover(ctx context.Context, key string, mode FailoverMode) e
 		// The masters vote about one master's replicas at most once per
 		// twice cluster-node-timeout: a failover sooner would be won by
 		// the replica and then undone by the cluster.
-		c.mu.Lock()
-		wait := time.Until(c.votedAbout[old].Add(2*c.nodeTimeout() + 100*time.Millisecond))
-		c.mu.Unlock()
-		if wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			case <-t.C:
-			}
+		if err := c.settle(ctx, key); err != nil {
+			return err
 		}
 	}
 	args := []any{"CLUSTER", "FAILOVER"}
@@ -118,7 +109,8 @@ func (sh *shard) swap(r, m *Server) {
 // failed member, and clients are not told: a client whose slot map still
 // names it meets "connection refused" there.
 func (c *Cluster) KillMaster(ctx context.Context, key string) (killed *Server, err error) {
-	if err := c.waitStable(ctx); err != nil {
+	// The replica's election needs the masters' votes about this master.
+	if err := c.settle(ctx, key); err != nil {
 		return nil, err
 	}
 	sh, err := c.shardOf(ctx, key)

@@ -219,6 +219,11 @@ func (c *Cluster) MeasureRecovery(tb testing.TB, ctx context.Context, key string
 	case <-time.After(time.Minute):
 		fail("%s: the callers were never answered before the fault", f.Name)
 	}
+	// The last fault's aftermath (replicas still syncing, the masters'
+	// vote window) is not this fault's outage.
+	if err := c.settle(ctx, key); err != nil {
+		fail("%s: %v", f.Name, err)
+	}
 	start := time.Now()
 	restore, err := f.Inject(ctx, c, key)
 	if err != nil {
@@ -249,3 +254,29 @@ func (c *Cluster) MeasureRecovery(tb testing.TB, ctx context.Context, key string
 // sleep, longer than goleak looks again for goroutines to end, so packages
 // whose tests kill nodes for good pass it to goleak.IgnoreAnyFunction.
 const DialProber = "github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"
+
+// settle waits until every node agrees and the masters would vote about
+// the master serving key's slot again (see Failover).
+func (c *Cluster) settle(ctx context.Context, key string) error {
+	if err := c.waitStable(ctx); err != nil {
+		return err
+	}
+	sh, err := c.shardOf(ctx, key)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	wait := time.Until(c.votedAbout[sh.master].Add(2*c.nodeTimeout() + 100*time.Millisecond))
+	c.mu.Unlock()
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
