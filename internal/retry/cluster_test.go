@@ -119,6 +119,13 @@ func TestReload_freshMapAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, killed.Addr(), after.Options().Addr, "the map names the promoted master")
 	require.NoError(t, after.Incr(ctx, key).Err())
+	// Node finds a node's client by address from the reload, and no dead
+	// or unknown one.
+	n := retry.Node(ctx, rdb, after.Options().Addr)
+	require.NotNil(t, n)
+	require.Equal(t, after.Options().Addr, n.Options().Addr)
+	require.Nil(t, retry.Node(ctx, rdb, killed.Addr()), "the dead master is not in the map")
+	require.Nil(t, retry.Node(ctx, rdb, "127.0.0.1:1"))
 }
 
 // Reload asks the cluster for its slot map at most once per

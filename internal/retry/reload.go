@@ -38,9 +38,10 @@ func Reload(ctx context.Context, rdb any) {
 }
 
 // Node returns the client cc holds for the node at addr (host:port), master
-// or replica, as the last Reload found it; when that did not list addr
-// (a node a MOVED or ASK reply names that the map does not hold yet), it
-// reloads first, as Reload does. It returns nil when cc knows no such node.
+// or replica, as a recent Reload found it; when that did not list addr (a
+// node a MOVED or ASK reply names that the map does not hold yet), or it
+// is older than nodesFresh, it reloads first, as Reload does. It returns
+// nil when cc knows no such node.
 func Node(ctx context.Context, cc *redis.ClusterClient, addr string) *redis.Client {
 	r := reloaderOf(cc)
 	if n := r.node(addr); n != nil {
@@ -49,6 +50,11 @@ func Node(ctx context.Context, cc *redis.ClusterClient, addr string) *redis.Clie
 	r.reload(ctx, cc)
 	return r.node(addr)
 }
+
+// nodesFresh is how long Node trusts the node clients a reload found:
+// go-redis closes the client of a node a minute after a map without it
+// was loaded.
+const nodesFresh = 30 * time.Second
 
 // reloader is Reload's state for one Cluster client.
 type reloader struct {
@@ -101,6 +107,9 @@ func (r *reloader) reload(ctx context.Context, cc *redis.ClusterClient) {
 func (r *reloader) node(addr string) *redis.Client {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if time.Since(r.last) > nodesFresh {
+		return nil
+	}
 	return r.nodes[addr]
 }
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
 	"time"
 
 	"github.com/redis/go-redis/v9"
