@@ -30,6 +30,10 @@ type counter struct {
 	rdb     redis.UniversalClient // a *redis.Client or *redis.ClusterClient (counterClient)
 	key     string
 	ackWait time.Duration
+	// cluster retries a reservation on a Cluster client whose slot map is
+	// out of date (retry.StaleMap) on a reloaded map, within
+	// retry.DefaultClusterBudget; on other clients it sends once.
+	cluster retry.Policy
 
 	mu       sync.Mutex
 	replicas int
@@ -62,25 +66,37 @@ func newCounter(rdb redis.UniversalClient, name string, opts []Option) (*counter
 	if err != nil {
 		return nil, cfg, err
 	}
-	return &counter{rdb: rdb, key: counterKey(cfg.prefix, name), ackWait: cfg.replicaAckWait}, cfg, nil
+	once := retry.DefaultPolicy()
+	once.SetAttempts(1, 10*time.Millisecond, 200*time.Millisecond)
+	return &counter{rdb: rdb, key: counterKey(cfg.prefix, name), ackWait: cfg.replicaAckWait,
+		cluster: once.For(rdb)}, cfg, nil
 }
 
-// reserve reserves step values above floor and returns the last one.
+// reserve reserves step values above floor and returns the last one. On a
+// Cluster client, a reservation that met a moving slot (MOVED, ASK,
+// TRYAGAIN...) or a node that is gone (a master killed for good, which a
+// stale slot map still names) is sent again on a reloaded map, within
+// retry.DefaultClusterBudget and ctx: a send that may have run only skips
+// values. Its errors are returned as they came (retry.Read).
 func (c *counter) reserve(ctx context.Context, step, floor int64) (int64, error) {
-	replicas, err := c.replicaCount(ctx)
-	if err != nil {
-		return 0, err
-	}
-	ack := script.Ack{}
-	if replicas > 0 {
-		ack = script.Ack{Replicas: 1, Timeout: c.ackWait, Required: true}
-	}
-	cmd, _, err := script.RunAck(ctx, c.rdb, ack, reserveScript, []string{c.key}, step, floor)
-	if err != nil {
-		c.forgetReplicas()
-		return 0, scriptError(err)
-	}
-	last, err := cmd.Int64()
+	var last int64
+	err := retry.Read(ctx, c.cluster, func(ctx context.Context, _ int) error {
+		replicas, err := c.replicaCount(ctx)
+		if err != nil {
+			return err
+		}
+		ack := script.Ack{}
+		if replicas > 0 {
+			ack = script.Ack{Replicas: 1, Timeout: c.ackWait, Required: true}
+		}
+		cmd, _, err := script.RunAck(ctx, c.rdb, ack, reserveScript, []string{c.key}, step, floor)
+		if err != nil {
+			c.forgetReplicas()
+			return scriptError(err)
+		}
+		last, err = cmd.Int64()
+		return err
+	})
 	if err != nil {
 		return 0, err
 	}

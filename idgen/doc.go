@@ -128,9 +128,18 @@
 // within the call's deadline: after a slot migration or a failover the next
 // call succeeds (TestCluster_slotMigrated_withReplicas_recovers), and while
 // the counter's slot moves again and again no error reaches the caller
-// (TestCluster_underResharding); leased Snowflakes keep their nodes and
-// renew them while the node table's slot moves
-// (TestLease_Cluster_underResharding).
+// (TestCluster_underResharding), on a send-once client too (MaxRetries and
+// MaxRedirects -1: a reservation that met MOVED, ASK or TRYAGAIN is sent
+// again on a reloaded map for up to 5 s, within ctx;
+// TestCluster_underResharding_sendOnce); leased Snowflakes keep their
+// nodes and renew them while the node table's slot moves
+// (TestLease_Cluster_underResharding). A master killed for good, which
+// the client's map still names (its address refuses connections): the
+// replica probe and the reservation reload the map and ask the master it
+// names, so the first Sequence.Next after every live node agreed on the
+// new master succeeds, and a Segment fetches its next range
+// (TestCluster_masterKilledForGood). TestChaos_Cluster_recovery measures
+// each Cluster fault (README).
 //
 // Snowflake. The wall clock is read once, when the generator starts; elapsed
 // time comes from Go's monotonic clock, so wall-clock steps in a running

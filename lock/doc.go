@@ -300,6 +300,18 @@
 //     PUBSUB SHARDNUMSUB counts every waiter's channel again and a release
 //     wakes its waiter (TestMutex_Cluster_notifyAfterFaults); WithReplicaAck
 //     acquires follow the redirection to the new master at once.
+//   - A master killed for good (left down, or back on another port) while
+//     the client's slot map still names its address: a refused dial, EOF,
+//     reset or i/o timeout there is sent again, with the same owner ID, on
+//     a map reloaded at once (at most once per 100 ms per client), within
+//     WithClusterBudget; the first acquire, extend and release after every
+//     live node agreed on the new master succeed, on go-redis defaults and
+//     send-once, with and without WithRequiredReplicaAck
+//     (TestMutex_Cluster_masterKilledForGood). The subscriber connection
+//     that died with it reconnects on a reloaded map, so the promoted
+//     master counts the waiters' channels and a release wakes them
+//     (TestMutex_Cluster_notifyAfterMasterKilledForGood).
+//     TestChaos_Cluster_recovery measures each Cluster fault (README).
 //   - Redlock with one master of three silent (its replies dropped): with
 //     the defaults an acquire and a renewal return at once, decided by the
 //     two that answer, and the lease keeps 99% of its TTL; the lock stays

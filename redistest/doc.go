@@ -100,15 +100,26 @@
 //     move in progress is finished); stop reports moves and keys migrated.
 //   - FaultRound(ctx, key, pause) and FaultRounds: every failover kind
 //     (CLUSTER FAILOVER plain, FORCE, TAKEOVER), a master killed with
-//     SIGKILL and its replica promoted, and a slot move, in turn, on the
-//     shard of key; NewFailoverCluster starts a Cluster fit for them (a
-//     replica per master, a 1 s cluster-node-timeout) with a client.
+//     SIGKILL and its replica promoted three ways (rejoining on its
+//     address, rejoining on another port, staying down for good), and a
+//     slot move while that node is down, in turn, on the shard of key;
+//     NewFailoverCluster starts a Cluster fit for them (a replica per
+//     master, a 1 s cluster-node-timeout) with a client.
 //   - WhileResharding(tb, ctx, keys, o, workers, work) and
 //     WhileFailingOver(tb, ctx, rounds, pause, keys, workers, work): a
 //     module's workers run while slots move (Reshard) or shards fail over
 //     (FaultRounds); the first fails the test on any error that reaches a
 //     worker, on a failed move, or when no slot moved. Fill(tb, ctx, tags,
 //     n) puts keys in a slot first so that each move lasts.
+//
+// MeasureRecovery(tb, ctx, key, fault, run) measures what callers see
+// when one of RecoveryFaults (a clean failover, a master killed and left
+// down, a master killed and back on another port, a slot migrated, a whole
+// shard down and back) hits the shard of key: how long the fault lasted
+// until the cluster agreed, how long after that every caller's next call
+// was answered, the slowest call and the errors. AppClient makes the
+// ClusterClient an application would (the cluster never refreshes it), in
+// one of ClientShapes (go-redis defaults, send-once).
 //
 // Chaos(tb) skips a test unless RUN_CHAOS is set (make chaos) and returns
 // CHAOS_SCALE. Contract is the error-contract fault matrix a module runs
@@ -122,8 +133,15 @@
 //     or FailoverTakeover, on the first replica of the shard serving key
 //     now. KillMaster(ctx, key): kill -9 of that shard's master, returning
 //     once the cluster promoted its replica (after cluster-node-timeout:
-//     set it low in Options.Config); Rejoin restarts the killed node as a
-//     replica. Clients made elsewhere than c.Client are not told.
+//     set it low in Options.Config); the node stays down, a failed member,
+//     and its address refuses connections. Then Rejoin restarts it on its
+//     address (where it answers MOVED), RejoinElsewhere on another port
+//     from its data (a host back under a new address: the old one keeps
+//     refusing), and Replace puts a new empty replica in its place once
+//     every node forgot it (a dead host replaced). KillShard(ctx, key)
+//     kills a shard's master and replicas: every node answers CLUSTERDOWN
+//     until they rejoin. Clients made elsewhere than c.Client are not
+//     told.
 //
 // On a Proxy (requests always pass through, so commands run; the faults act
 // on replies and connections). The proxy matches each reply to the command

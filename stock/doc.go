@@ -279,6 +279,17 @@
 //     once; an error returned meanwhile (ErrReplicaAck, ErrUnknownOutcome)
 //     is resolved by calling again with the same ID, and each order is
 //     applied once (TestChaos_Cluster_failover, under make chaos).
+//   - A master killed for good (left down, or back on another port) while
+//     the client's slot map still names its address: a refused dial, EOF,
+//     reset or i/o timeout there is sent again, on a map reloaded at once
+//     (at most once per 100 ms per client), within WithClusterBudget. A
+//     call made while the cluster fails over waits for it within the
+//     budget; the first call after every live node agreed on the new
+//     master succeeds, on go-redis defaults and send-once, with and
+//     without WithReplicaAck, Level too (TestDeduct_Cluster_masterKilledForGood),
+//     and a refill after a failover of another bucket's shard reads the
+//     buckets on a reloaded map (TestDeduct_Cluster_bucketRefillAfterFailover).
+//     TestChaos_Cluster_recovery measures each Cluster fault (README).
 //   - maxmemory-policy other than noeviction: Redis may evict SKUs, markers
 //     or journals. Check reports it as critical.
 //

@@ -36,3 +36,6 @@ func (inv *Inventory) TransferInOnlyForTest(ctx context.Context, sku string, fro
 // SetJournalHoldbackForTest sets the journal holdback below the minimum
 // WithJournalHoldback allows.
 func (inv *Inventory) SetJournalHoldbackForTest(d time.Duration) { inv.cfg.holdback = d }
+
+// BucketTagForTest is the hash tag of bucket k of a SKU in group g.
+func BucketTagForTest(g string, k int) string { return bucketTag(g, k) }

@@ -87,9 +87,12 @@ func WithRetry(attempts int, minBackoff, maxBackoff time.Duration) Option {
 
 // WithClusterBudget sets how long, from a call's first attempt, a write is
 // sent again past WithRetry's attempts while a Redis Cluster client meets
-// replies that say the key's slot is moving (MOVED, ASK, TRYAGAIN,
-// CLUSTERDOWN: the command did not run where it was sent), never past the
-// call's context (default 5s, allowed up to 1m; 0 turns it off).
+// errors that say its slot map is out of date: replies that say the key's
+// slot is moving (MOVED, ASK, TRYAGAIN, CLUSTERDOWN: the command did not
+// run where it was sent), or a node the map names that is gone (a refused
+// dial, EOF, a reset, an i/o timeout: a master killed, not yet replaced in
+// the map). Each attempt runs on a map reloaded after the error. Never past
+// the call's context (default 5s, allowed up to 1m; 0 turns it off).
 func WithClusterBudget(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.retry.SetClusterBudget(d) })
 }

@@ -361,7 +361,11 @@ func (inv *Inventory) Level(ctx context.Context, sku string) (_ Levels, err erro
 		return Levels{}, err
 	}
 	fields := []string{"available", "reserved", "sold", "refunded", "buckets"}
-	v, err := inv.rdb.HMGet(ctx, inv.skuKey(g, sku), fields...).Result()
+	var v []any
+	err = retry.Read(ctx, inv.cfg.retry, func(ctx context.Context, _ int) (err error) {
+		v, err = inv.rdb.HMGet(ctx, inv.skuKey(g, sku), fields...).Result()
+		return err
+	})
 	if err != nil {
 		return Levels{}, fmt.Errorf("stock: level %s: %w", sku, err)
 	}
@@ -375,11 +379,14 @@ func (inv *Inventory) Level(ctx context.Context, sku string) (_ Levels, err erro
 	}
 	inv.buckets.Store(sku, b)
 	cmds := make([]*redis.SliceCmd, b)
-	_, err = inv.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for k := 1; k < b; k++ {
-			cmds[k] = p.HMGet(ctx, inv.skuKey(bucketTag(g, k), sku), fields...)
-		}
-		return nil
+	err = retry.Read(ctx, inv.cfg.retry, func(ctx context.Context, _ int) error {
+		_, err := inv.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for k := 1; k < b; k++ {
+				cmds[k] = p.HMGet(ctx, inv.skuKey(bucketTag(g, k), sku), fields...)
+			}
+			return nil
+		})
+		return err
 	})
 	if err != nil {
 		return Levels{}, fmt.Errorf("stock: level %s: %w", sku, err)

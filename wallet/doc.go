@@ -278,6 +278,15 @@
 //     follow the redirection to the new master at once (internal/script's
 //     TestRunAck_cluster_followsNewOwner); without acknowledgement, as
 //     "Failover to a replica" above.
+//   - A master killed for good (left down, or back on another port) while
+//     the client's slot map still names its address: a refused dial, EOF,
+//     reset or i/o timeout there is sent again, with the same ID, on a map
+//     reloaded at once (at most once per 100 ms per client), within
+//     WithClusterBudget. A call made while the cluster fails over waits for
+//     it within the budget; the first posting after every live node agreed
+//     on the new master succeeds, on go-redis defaults and send-once, with
+//     and without WithReplicaAck (TestLedger_Cluster_masterKilledForGood).
+//     TestChaos_Cluster_recovery measures each Cluster fault (README).
 //   - Eviction: with a maxmemory-policy other than noeviction Redis may
 //     drop markers (a retry then applies twice) or accounts. Never run a
 //     ledger on an evicting instance.

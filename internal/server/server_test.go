@@ -227,3 +227,33 @@ func TestReplicas_cluster(t *testing.T) {
 		require.Equal(t, 1, n, key)
 	}
 }
+
+// A master killed for good stays in an ordinary ClusterClient's slot map,
+// and INFO to its address is refused: Replicas reloads the map and asks
+// the promoted master, on both client shapes, and answers at once after
+// every live node agreed on it (its replica is gone with the old master,
+// so it has none). Before, it failed with "connection refused".
+func TestReplicas_cluster_masterKilledForGood(t *testing.T) {
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3, Replicas: 1,
+		Options: redistest.Options{Config: []string{"cluster-node-timeout 1000"}}})
+	ctx := t.Context()
+	for _, shape := range []struct {
+		name, key string
+		opt       func(*redis.ClusterOptions)
+	}{
+		{"defaults", "{a}", func(*redis.ClusterOptions) {}},
+		{"send-once", "{c}", func(o *redis.ClusterOptions) { o.MaxRetries, o.MaxRedirects = -1, -1 }},
+	} {
+		t.Run(shape.name, func(t *testing.T) {
+			rdb := c.Client(shape.opt)
+			n, err := server.Replicas(ctx, rdb, shape.key)
+			require.NoError(t, err)
+			require.Equal(t, 1, n)
+			_, err = c.KillMaster(ctx, shape.key)
+			require.NoError(t, err)
+			n, err = server.Replicas(ctx, rdb, shape.key)
+			require.NoError(t, err, "the first probe after the cluster agreed on the new master")
+			require.Equal(t, 0, n)
+		})
+	}
+}
