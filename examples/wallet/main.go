@@ -109,7 +109,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if !a.Redis.Embedded {
 			app.WarnRiskySettings(ctx, a, led.Check, health.Warning)
 		}
-		return a.Serve(ctx, app.Server{Addr: *serve, Handler: newServer(led, edge), Config: srvCfg,
+		return a.Serve(ctx, app.Server{Addr: *serve, Handler: newServer(led, a.Redis.Client, edge), Config: srvCfg, Auth: edge.Auth,
 			Ready: app.Readiness(led.Check, health.Critical)})
 	}
 	if cfg.book, err = book.OpenEnv(ctx, "wallet_book", a.Log); err != nil {

@@ -275,17 +275,35 @@ func LoseReply(t *testing.T, px *redistest.Proxy, send func() Reply) Reply {
 // Client calls a service the way the services' clients do: an API key
 // (Authorization: Bearer), JSON bodies, the operation ID in the
 // Idempotency-Key header, errors as httpx.Problem.
+//
+// Every body it receives is searched for what no body of a service may
+// tell (Leak): a match fails the test. So every test of the templates
+// checks, on every route it calls and every failure it provokes, that no
+// host, port, file path or Redis error text reaches a client.
 type Client struct {
-	t    *testing.T
-	base string
-	key  string // API key; none when empty
-	hc   *http.Client
+	t      *testing.T
+	base   string
+	key    string // API key; none when empty
+	header http.Header
+	hc     *http.Client
 }
 
 // As returns a client that sends key as its API key ("" for none).
 func (c *Client) As(key string) *Client {
 	cc := *c
 	cc.key = key
+	return &cc
+}
+
+// With returns a client that also sends the header name with value; "Host"
+// sets the request's Host.
+func (c *Client) With(name, value string) *Client {
+	cc := *c
+	cc.header = c.header.Clone()
+	if cc.header == nil {
+		cc.header = http.Header{}
+	}
+	cc.header.Set(name, value)
 	return &cc
 }
 
@@ -328,6 +346,13 @@ func (c *Client) Try(method, path, key, body string) (Reply, error) {
 		return Reply{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	for name, vs := range c.header {
+		if name == "Host" {
+			req.Host = vs[0]
+			continue
+		}
+		req.Header[name] = vs
+	}
 	if c.key != "" {
 		req.Header.Set("Authorization", "Bearer "+c.key)
 	}
@@ -344,6 +369,9 @@ func (c *Client) Try(method, path, key, body string) (Reply, error) {
 		return Reply{}, err
 	}
 	r := Reply{Status: resp.StatusCode, Header: resp.Header, Body: string(data)}
+	if leak := Leak(r.Body); leak != "" {
+		c.t.Errorf("%s %s: %d: the body tells %q: %.500s", method, path, r.Status, leak, r.Body)
+	}
 	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); r.Status >= 400 && ct == "application/json" {
 		if err := json.Unmarshal(data, &r.Problem); err != nil {
 			return r, fmt.Errorf("%s %s: %d with a body that is no problem: %s", method, path, r.Status, data)
@@ -399,3 +427,17 @@ func Decode[T any](t *testing.T, r Reply) T {
 	}
 	return v
 }
+
+// leaks are what no response body may contain: a host or port (an IP
+// literal, localhost, a dial), a file path (under the usual roots), a Go
+// source position, or the text of a Redis or connection error.
+var leaks = regexp.MustCompile(`\b\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}\b|\[[0-9A-Fa-f]*:[0-9A-Fa-f:]*\]|(?i:localhost)|` +
+	`/(?:tmp|home|root|usr|var|etc|opt|proc|run|srv|mnt|work|Users|private)/|\.go:\d+|` +
+	`\b(?:ERR|WRONGTYPE|NOSCRIPT|LOADING|BUSY|BUSYGROUP|READONLY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|NOREPLICAS|OOM|MOVED|ASK|NOAUTH|NOPERM|EXECABORT)\b|` +
+	`redis: |dial tcp|dial unix|read tcp|write tcp|connection refused|connection reset|broken pipe|i/o timeout|` +
+	`closed network connection|context deadline exceeded|context canceled|user_script`)
+
+// Leak returns the first thing in body that no response body of a service
+// may tell (a host or port, a file path, a Redis or connection error), or
+// "" when there is none.
+func Leak(body string) string { return leaks.FindString(body) }
