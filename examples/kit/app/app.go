@@ -3,9 +3,11 @@
 // (Launch: -new-key, API keys), the Redis connection (REDIS_URL or
 // the embedded default), OpenTelemetry from the standard OTEL_* variables,
 // go-redis command tracing, a warning about risky Redis settings, and an
-// HTTP server fit to expose (serve.go): API keys with scopes, timeouts, a
-// bound on requests in flight, a per-principal rate limit in Redis,
-// /healthz and /readyz, and a graceful shutdown.
+// HTTP server fit to expose (serve.go): API keys with scopes, timeouts
+// within which every request is answered, an exact header limit, a bound
+// on requests in flight, a per-principal rate limit in Redis, /healthz,
+// /readyz and /metrics, HTTP telemetry whose series no client can add to
+// (telemetry.go), and a graceful shutdown.
 package app
 
 import (

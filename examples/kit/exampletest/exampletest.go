@@ -441,3 +441,104 @@ var leaks = regexp.MustCompile(`\b\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}\b|\[[0-9A-F
 // may tell (a host or port, a file path, a Redis or connection error), or
 // "" when there is none.
 func Leak(body string) string { return leaks.FindString(body) }
+
+// MetricSeries returns the series GET /metrics shows c (whose key needs
+// metrics:read), each as its name and labels, and the body.
+func (c *Client) MetricSeries() (series map[string]bool, body string) {
+	c.t.Helper()
+	r := c.Get("/metrics").Want(c.t, http.StatusOK, "")
+	series = map[string]bool{}
+	for line := range strings.Lines(r.Body) {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if i := strings.LastIndexByte(line, ' '); i > 0 {
+			series[line[:i]] = true
+		}
+	}
+	return series, r.Body
+}
+
+// Distinct is what RequireBoundedSeries varies from request to request:
+// i's Host, User-Agent, X-Forwarded-For, traceparent and Referer, each seen
+// once.
+func Distinct(c *Client, i int) *Client {
+	return c.With("Host", fmt.Sprintf("h%d.client.example:%d", i, 1024+i)).
+		With("User-Agent", fmt.Sprintf("agent-%d/1.0", i)).
+		With("X-Forwarded-For", fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)).
+		With("Traceparent", fmt.Sprintf("00-%032x-%016x-01", i+1, i+1)).
+		With("Referer", fmt.Sprintf("https://r%d.client.example/p/%d?q=%d", i, i, i))
+}
+
+// RequireBoundedSeries checks that what clients send cannot grow a
+// service's telemetry: it sends 100 requests to warm up, then 1,000, the
+// i-th made by send(Distinct(c, i), i) (one request of the service, with
+// IDs and paths of its own for i), and every fifth i one more, to an
+// unknown path with a query or with an unknown method. The series that
+// metrics (a client with metrics:read) reads on GET /metrics must be the
+// same after the 1,000 as before them, and tell none of the hosts or
+// agents sent. Requests run 8 at a time.
+func RequireBoundedSeries(t *testing.T, c, metrics *Client, send func(c *Client, i int) error) {
+	t.Helper()
+	batch := func(from, to int) {
+		t.Helper()
+		next := make(chan int)
+		errs := make(chan error, to-from)
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for i := range next {
+					d := Distinct(c, i)
+					err := send(d, i)
+					switch {
+					case err != nil:
+					case i%10 == 0:
+						_, err = d.Try(http.MethodGet, fmt.Sprintf("/nowhere-%d/x?q=%d&id=%d", i, i, i), "", "")
+					case i%10 == 5:
+						_, err = d.Try(fmt.Sprintf("M%d", i), fmt.Sprintf("/m-%d", i), "", "")
+					}
+					if err != nil {
+						errs <- err
+					}
+				}
+			})
+		}
+		for i := from; i < to; i++ {
+			next <- i
+		}
+		close(next)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	metrics.MetricSeries() // a scrape is a request too: its series now exist
+	batch(0, 100)
+	before, _ := metrics.MetricSeries()
+	batch(100, 1100)
+	after, body := metrics.MetricSeries()
+	var grown, gone []string
+	for s := range after {
+		if !before[s] {
+			grown = append(grown, s)
+		}
+	}
+	for s := range before {
+		if !after[s] {
+			gone = append(gone, s)
+		}
+	}
+	if len(grown) == 0 && len(gone) == 0 {
+		t.Logf("%d series before and after 1,000 requests with distinct hosts, paths and IDs", len(before))
+	} else {
+		t.Errorf("%d series before 1,000 requests, %d after: %d new, %d gone; new: %.3000s",
+			len(before), len(after), len(grown), len(gone), strings.Join(grown, "\n"))
+	}
+	for _, sent := range []string{"client.example", "agent-"} {
+		if strings.Contains(body, sent) {
+			t.Errorf("GET /metrics tells %q, which clients sent", sent)
+		}
+	}
+}

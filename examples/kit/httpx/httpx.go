@@ -465,10 +465,16 @@ func ProblemOf(err error) Problem {
 }
 
 // fail answers err, resolved (Resolve) with the service's status function.
-// Every 5xx is logged with its cause, which its body does not show.
+// A read (GET, HEAD) whose library call ended in an unknown outcome (a
+// balance releases expired holds as it reads) is answered 503 unavailable:
+// the client asked for nothing to be done. Every 5xx is logged with its
+// cause, which its body does not show.
 func (m *Mux) fail(w http.ResponseWriter, r *http.Request, route string, err error) {
 	var se *StatusError
 	err = Resolve(r.Context(), err, m.status)
+	if errors.As(err, &se) && se.Code == "unknown_outcome" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		err = Unavailable(se.Err)
+	}
 	switch {
 	case !errors.As(err, &se):
 		m.edge.Log.Error(m.name+": request failed", "route", route, "err", err)
