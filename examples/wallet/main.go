@@ -30,8 +30,10 @@
 //
 // To serve on another address, give keys: -new-key checkout:payments,read
 // prints a key and the hashed line that stores it; put such lines in a file
-// (-keys FILE, $API_KEYS_FILE) or in $API_KEYS. The README's "Before you
-// expose a template" lists the scopes, limits and flags.
+// (-keys FILE, $API_KEYS_FILE) or in $API_KEYS. Such a key moves money only
+// out of accounts opened for its principal ({"owner":"checkout"}) or that an
+// admin granted it. The README's "Before you expose a template" lists the
+// scopes, limits and flags.
 //
 // REDIS_URL names a server ("redis://", "rediss://", "unix://" or host:port;
 // a Cluster node is recognised) or, as a comma list, a Cluster's nodes; with
