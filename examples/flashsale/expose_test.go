@@ -25,11 +25,12 @@ import (
 // each order is applied once.
 func TestRun_serve_pausedRedis(t *testing.T) {
 	s := redistest.New(t, redistest.Options{})
-	// A read timeout far past the write timeout: a client that waited for
-	// it would leave the requests without an answer.
+	// Default flags (a write timeout of 15 s, so a request deadline of
+	// 12 s), and a read timeout far past them: a client that waited for it
+	// would leave the requests without an answer.
 	t.Setenv(redisconn.Env, "redis://"+s.Addr()+"/?read_timeout=30s")
 	keys := exampletest.WithKeys(t, "shop:sale:admin,read", "alice:buy")
-	svc := exampletest.Serve(t, run, "-serve", "127.0.0.1:0", "-write-timeout", "5s", "-rate-limit", "0")
+	svc := exampletest.Serve(t, run, "-serve", "127.0.0.1:0", "-rate-limit", "0")
 	c := exampletest.NewClient(t, svc.URL)
 	shop, alice := c.As(keys["shop"]), c.As(keys["alice"])
 	shop.Do("POST", "/skus", "", `{"sku":"phone","stock":10}`).Want(t, http.StatusCreated, "")

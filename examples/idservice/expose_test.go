@@ -19,11 +19,12 @@ import (
 // says what is wrong without saying where Redis is.
 func TestRun_serve_pausedRedis(t *testing.T) {
 	s := redistest.New(t, redistest.Options{})
-	// A read timeout far past the write timeout: a client that waited for
-	// it would leave the requests without an answer.
+	// Default flags (a write timeout of 15 s, so a request deadline of
+	// 12 s), and a read timeout far past them: a client that waited for it
+	// would leave the requests without an answer.
 	t.Setenv(redisconn.Env, "redis://"+s.Addr()+"/?read_timeout=30s")
 	keys := exampletest.WithKeys(t, "billing:ids")
-	svc := exampletest.Serve(t, run, "-addr", "127.0.0.1:0", "-write-timeout", "5s", "-service", "paused")
+	svc := exampletest.Serve(t, run, "-addr", "127.0.0.1:0", "-service", "paused")
 	c := exampletest.NewClient(t, svc.URL).As(keys["billing"])
 	c.Get("/id/sequence/invoices").Want(t, http.StatusOK, "")
 
@@ -64,8 +65,9 @@ func TestRun_serve_pausedRedis(t *testing.T) {
 }
 
 // What clients send (Host, paths, names, headers, methods) never becomes a
-// series: 1,000 requests with distinct ones leave /metrics as it was, and
-// /metrics, which needs metrics:read, names no Redis address.
+// series: 1,000 requests with distinct ones, a few hundred new segment and
+// sequence names among them, leave /metrics as it was, and /metrics, which
+// needs metrics:read, names no Redis address.
 func TestRun_serve_boundedSeries(t *testing.T) {
 	s := redistest.New(t, redistest.Options{})
 	t.Setenv(redisconn.Env, "redis://"+s.Addr())
@@ -77,7 +79,9 @@ func TestRun_serve_boundedSeries(t *testing.T) {
 	// The node lease is renewed in the background every third of its TTL,
 	// which adds its series once: the first renewal comes before the
 	// requests.
-	svc := exampletest.Serve(t, run, "-addr", "127.0.0.1:0", "-max-names", "20", "-service", "bounded", "-lease-ttl", "1s")
+	// With the default -max-names (1,000), the requests below make a few
+	// hundred names: no series may come with them.
+	svc := exampletest.Serve(t, run, "-addr", "127.0.0.1:0", "-service", "bounded", "-lease-ttl", "1s")
 	c := exampletest.NewClient(t, svc.URL)
 	billing, scraper := c.As(keys["billing"]), c.As(keys["scraper"])
 	billing.Get("/metrics").Want(t, http.StatusForbidden, "forbidden")

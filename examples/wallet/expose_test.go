@@ -23,11 +23,12 @@ import (
 // back, the writes are applied once.
 func TestRun_serve_pausedRedis(t *testing.T) {
 	s := redistest.New(t, redistest.Options{})
-	// A read timeout far past the write timeout: a client that waited for
-	// it would leave the requests without an answer.
+	// Default flags (a write timeout of 15 s, so a request deadline of
+	// 12 s), and a read timeout far past them: a client that waited for it
+	// would leave the requests without an answer.
 	t.Setenv(redisconn.Env, "redis://"+s.Addr()+"/?read_timeout=30s")
 	keys := exampletest.WithKeys(t, "treasury:accounts:admin,read", "checkout:payments,read")
-	svc := exampletest.Serve(t, run, "-serve", "127.0.0.1:0", "-write-timeout", "5s", "-rate-limit", "0")
+	svc := exampletest.Serve(t, run, "-serve", "127.0.0.1:0", "-rate-limit", "0")
 	c := exampletest.NewClient(t, svc.URL)
 	treasury, checkout := c.As(keys["treasury"]), c.As(keys["checkout"])
 	treasury.Do("POST", "/accounts", "", `{"id":"shop-7/alice","currency":"EUR","owner":"checkout"}`).Want(t, http.StatusCreated, "")
@@ -96,7 +97,7 @@ func TestRun_serve_redisDownTellsNothing(t *testing.T) {
 	s := redistest.New(t, redistest.Options{})
 	t.Setenv(redisconn.Env, "redis://"+s.Addr())
 	keys := exampletest.WithKeys(t, "treasury:accounts:admin,payments,read", "checkout:payments,read")
-	svc := exampletest.Serve(t, run, "-serve", "127.0.0.1:0", "-write-timeout", "5s")
+	svc := exampletest.Serve(t, run, "-serve", "127.0.0.1:0")
 	c := exampletest.NewClient(t, svc.URL)
 	treasury, checkout := c.As(keys["treasury"]), c.As(keys["checkout"])
 	treasury.Do("POST", "/accounts", "", `{"id":"shop-7/alice","currency":"EUR","owner":"checkout"}`).Want(t, http.StatusCreated, "")

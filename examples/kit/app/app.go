@@ -55,7 +55,7 @@ func Start(ctx context.Context, name, redisURL string, log *slog.Logger) (*App, 
 		return nil, err
 	}
 	if err := otelx.InstrumentRedis(conn.Client, otelx.Providers{Tracer: tel.TracerProvider,
-		Meter: poolNameMeterProvider{MeterProvider: tel.MeterProvider}}); err != nil {
+		Meter: newPoolNameMeterProvider(tel.MeterProvider)}); err != nil {
 		_ = tel.Shutdown(ctx)
 		_ = conn.Close()
 		return nil, err

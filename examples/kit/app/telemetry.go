@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -156,63 +157,80 @@ const poolName = "redis"
 // names a pool after the server's address, which /metrics would then show
 // to everyone who may read it. The pool metrics are a histogram of each
 // command's time and gauges observed in a callback; other instruments pass
-// through unchanged.
+// through unchanged. A command's histogram sample costs a lookup of its
+// renamed attribute set, made once per distinct set (a handful: status,
+// error type, command or pipeline).
 type poolNameMeterProvider struct {
 	metric.MeterProvider
+	renamed *sync.Map // attribute.Distinct -> attribute.Set
+}
+
+func newPoolNameMeterProvider(mp metric.MeterProvider) poolNameMeterProvider {
+	return poolNameMeterProvider{MeterProvider: mp, renamed: new(sync.Map)}
 }
 
 func (p poolNameMeterProvider) Meter(name string, opts ...metric.MeterOption) metric.Meter {
-	return poolNameMeter{Meter: p.MeterProvider.Meter(name, opts...)}
+	return poolNameMeter{Meter: p.MeterProvider.Meter(name, opts...), renamed: p.renamed}
 }
 
 type poolNameMeter struct {
 	metric.Meter
+	renamed *sync.Map
 }
 
 func (m poolNameMeter) Float64Histogram(name string, opts ...metric.Float64HistogramOption) (metric.Float64Histogram, error) {
 	h, err := m.Meter.Float64Histogram(name, opts...)
-	return poolNameHistogram{Float64Histogram: h}, err
+	return poolNameHistogram{Float64Histogram: h, renamed: m.renamed}, err
 }
 
 func (m poolNameMeter) RegisterCallback(f metric.Callback, insts ...metric.Observable) (metric.Registration, error) {
 	return m.Meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
-		return f(ctx, poolNameObserver{Observer: o})
+		return f(ctx, poolNameObserver{Observer: o, renamed: m.renamed})
 	}, insts...)
 }
 
 type poolNameHistogram struct {
 	metric.Float64Histogram
+	renamed *sync.Map
 }
 
 func (h poolNameHistogram) Record(ctx context.Context, v float64, opts ...metric.RecordOption) {
 	set := metric.NewRecordConfig(opts).Attributes()
-	h.Float64Histogram.Record(ctx, v, metric.WithAttributeSet(renamePool(set)))
+	h.Float64Histogram.Record(ctx, v, metric.WithAttributeSet(renamePool(h.renamed, set)))
 }
 
 type poolNameObserver struct {
 	metric.Observer
+	renamed *sync.Map
 }
 
 func (o poolNameObserver) ObserveFloat64(inst metric.Float64Observable, v float64, opts ...metric.ObserveOption) {
 	set := metric.NewObserveConfig(opts).Attributes()
-	o.Observer.ObserveFloat64(inst, v, metric.WithAttributeSet(renamePool(set)))
+	o.Observer.ObserveFloat64(inst, v, metric.WithAttributeSet(renamePool(o.renamed, set)))
 }
 
 func (o poolNameObserver) ObserveInt64(inst metric.Int64Observable, v int64, opts ...metric.ObserveOption) {
 	set := metric.NewObserveConfig(opts).Attributes()
-	o.Observer.ObserveInt64(inst, v, metric.WithAttributeSet(renamePool(set)))
+	o.Observer.ObserveInt64(inst, v, metric.WithAttributeSet(renamePool(o.renamed, set)))
 }
 
-// renamePool returns set with pool.name, when present, set to poolName.
-func renamePool(set attribute.Set) attribute.Set {
-	if _, ok := set.Value("pool.name"); !ok {
-		return set
+// renamePool returns set with pool.name, when present, set to poolName,
+// remembered in renamed.
+func renamePool(renamed *sync.Map, set attribute.Set) attribute.Set {
+	key := set.Equivalent()
+	if r, ok := renamed.Load(key); ok {
+		return r.(attribute.Set)
 	}
-	kvs := set.ToSlice()
-	for i := range kvs {
-		if kvs[i].Key == "pool.name" {
-			kvs[i] = attribute.String("pool.name", poolName)
+	out := set
+	if _, ok := set.Value("pool.name"); ok {
+		kvs := set.ToSlice()
+		for i := range kvs {
+			if kvs[i].Key == "pool.name" {
+				kvs[i] = attribute.String("pool.name", poolName)
+			}
 		}
+		out = attribute.NewSet(kvs...)
 	}
-	return attribute.NewSet(kvs...)
+	renamed.Store(key, out)
+	return out
 }

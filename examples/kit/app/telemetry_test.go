@@ -139,7 +139,7 @@ func TestPoolName_notTheAddress(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(t.Context()) })
-	if err := otelx.InstrumentRedis(rdb, otelx.Providers{Meter: poolNameMeterProvider{MeterProvider: mp}}); err != nil {
+	if err := otelx.InstrumentRedis(rdb, otelx.Providers{Meter: newPoolNameMeterProvider(mp)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := rdb.Ping(t.Context()).Err(); err != nil {
