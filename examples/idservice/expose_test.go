@@ -81,7 +81,7 @@ func TestRun_serve_boundedSeries(t *testing.T) {
 	// requests.
 	// With the default -max-names (1,000), the requests below make a few
 	// hundred names: no series may come with them.
-	svc := exampletest.Serve(t, run, "-addr", "127.0.0.1:0", "-service", "bounded", "-lease-ttl", "1s")
+	svc := exampletest.Serve(t, run, "-addr", "127.0.0.1:0", "-service", "bounded", "-lease-ttl", "6s")
 	c := exampletest.NewClient(t, svc.URL)
 	billing, scraper := c.As(keys["billing"]), c.As(keys["scraper"])
 	billing.Get("/metrics").Want(t, http.StatusForbidden, "forbidden")

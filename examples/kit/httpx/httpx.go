@@ -124,8 +124,9 @@ func WriteResult(w http.ResponseWriter, status int, replayed bool, v any) {
 	WriteJSON(w, status, v)
 }
 
-// ErrorStatus gives the errors that match Err (errors.Is) an HTTP status
-// and a problem code, and, for a 5xx, the Message the client is told.
+// ErrorStatus gives the errors that match Err (errors.Is) an HTTP status,
+// a problem code and the Message the client is told (StatusError.Message:
+// empty, a 4xx tells the error's text, a 5xx only its status's name).
 type ErrorStatus struct {
 	Err     error
 	Status  int
