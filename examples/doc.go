@@ -42,13 +42,14 @@
 // never meet), and a wallet account to its owner: payments move money only
 // out of the caller's own accounts (or those it was granted). The README's
 // "Before you expose a template" lists each of these with its scopes,
-// flags and defaults.
+// flags and defaults. Each template's redis.acl is the least-privilege
+// Redis ACL user it runs as (SECURITY.md explains it).
 //
-// One departure from the design notes: the embedded Redis does not use
-// miniredis's ClockTTL. ClockTTL walks every key on every command, so a
-// sale slowed down more with every order marker it stored. Instead a ticker advances TTLs by the wall-clock time
-// that has passed every 50 ms (redisconn.TTLTick): keys expire at most that
-// late, never early, and TIME stays the wall clock.
+// The embedded Redis does not use miniredis's ClockTTL, which walks every
+// key on every command, so a sale slowed down more with every order marker
+// it stored. Instead a ticker advances TTLs by the wall-clock time that has
+// passed every 50 ms (redisconn.TTLTick): keys expire at most that late,
+// never early, and TIME stays the wall clock.
 //
 // With DATABASE_URL set, the flashsale simulation and the wallet load test
 // keep a book of record in that PostgreSQL database (pgjournal; package

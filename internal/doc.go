@@ -32,7 +32,8 @@
 //     needs).
 //   - fence: fencing tokens, once: the redkit_fence Lua chunk, the fence
 //     key, the bounds of a caller's fence and the check outside Lua, which
-//     lock publishes and stock and wallet build WithFence on.
+//     lock publishes and stock and wallet build stock.WithFence and
+//     wallet.WithFence on.
 //   - worker: the owner of a component's background goroutines (lock's
 //     watchdog and release hub, idgen's lease heartbeat and segment
 //     prefetch, stock's reservation reclaimer, wallet's hold reclaimer and
@@ -47,7 +48,8 @@
 //     fails because a server hides its configuration: that is reported as
 //     unknown.
 //
-// Dependencies run one way: server uses script, fence uses script, keys,
-// retry and valid, script and stream use valid and retry; keys, valid, retry and
-// worker stand alone.
+// Dependencies run one way: server uses script; fence uses keys, retry,
+// script and valid; script and stream use retry and valid; retry uses
+// valid; keys, valid and worker import no other package of internal
+// (TestLayers checks this).
 package internal

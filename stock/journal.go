@@ -48,7 +48,11 @@ type Entry struct {
 	// Bucket is the bucket whose journal holds the entry (0 unless the SKU is
 	// split into buckets; set by Consume, IDs are unique per bucket).
 	Bucket int
-	Time   time.Time // server time of the entry (from its ID)
+	// Journal is the SKU whose journal holds the entry (set by Consume). It
+	// differs from SKU only in an entry written there by other means than
+	// stock's scripts (a damaged entry).
+	Journal string
+	Time    time.Time // server time of the entry (from its ID)
 }
 
 func parseEntry(m redis.XMessage) Entry {
@@ -276,7 +280,8 @@ func (inv *Inventory) Consume(ctx context.Context, c Consumer, handle func(ctx c
 		}
 	}
 	var streams, cursors []string
-	bucketOf := map[string]int{} // stream -> bucket
+	bucketOf := map[string]int{}     // stream -> bucket
+	journalOf := map[string]string{} // stream -> SKU
 	// waiting holds the SKUs not created yet when Consume started: only
 	// bucket 0's journal is known for them, so they are looked up again at
 	// every idle round until they exist, and then every bucket is read.
@@ -297,7 +302,7 @@ func (inv *Inventory) Consume(ctx context.Context, c Consumer, handle func(ctx c
 			if _, ok := bucketOf[s]; ok {
 				continue
 			}
-			streams, cursors, bucketOf[s] = append(streams, s), append(cursors, "0-0"), k
+			streams, cursors, bucketOf[s], journalOf[s] = append(streams, s), append(cursors, "0-0"), k, sku
 			// From "0": a bucket's journal created after Consume started is
 			// read from its first entry.
 			err = inv.rdb.XGroupCreateMkStream(ctx, s, c.Group, "0").Err()
@@ -330,7 +335,7 @@ func (inv *Inventory) Consume(ctx context.Context, c Consumer, handle func(ctx c
 				continue
 			}
 			e := parseEntry(m)
-			e.Bucket = bucketOf[stream]
+			e.Bucket, e.Journal = bucketOf[stream], journalOf[stream]
 			entries = append(entries, e)
 		}
 		if len(entries) == 0 {

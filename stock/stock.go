@@ -60,6 +60,11 @@ func (inv *Inventory) Close() error {
 	return nil
 }
 
+// IdempotencyWindow returns how long this Inventory's scripts keep an
+// operation's marker (WithIdempotencyWindow): an operation ID used again
+// within it is answered from the marker; after it, it is a new operation.
+func (inv *Inventory) IdempotencyWindow() time.Duration { return inv.cfg.window }
+
 // Levels are the unit counts of a SKU. Available units can be sold; reserved
 // units are held for a pending order; sold counts every unit ever sold;
 // refunded counts sold units that came back (they are available again). So

@@ -4,11 +4,12 @@
 //
 //	led, err := wallet.New(rdb) // an invalid option is an error here
 //	err = led.Open(ctx, "shop-7/alice", wallet.WithCurrency("CNY"))
+//	err = led.Open(ctx, "shop-7/till", wallet.WithCurrency("CNY"))
 //	res, err := led.Credit(ctx, wallet.Tx{ID: "topup-1", Account: "shop-7/alice", Amount: 5000})
 //	res, err = led.Debit(ctx, wallet.Tx{ID: "order-9", Account: "shop-7/alice", Amount: 1999})
 //	if errors.Is(err, wallet.ErrInsufficientFunds) { ... }
 //	res, err = led.Transfer(ctx, wallet.Transfer{ID: "pay-3", From: "shop-7/alice", To: "shop-7/till", Amount: 500})
-//	bal, err := led.Balance(ctx, "shop-7/alice") // Posted, Held, Available
+//	bal, err := led.Balance(ctx, "shop-7/alice") // Posted, Held, Available: 2501, 0, 2501
 //
 // # Accounts and amounts
 //
@@ -64,8 +65,9 @@
 // false when only the Ledger's own retry found the first attempt's work.
 //
 // Every balance change appends an immutable entry (transaction ID, kind,
-// deltas, balances after, peer account, memo) to the account's journal in
-// the same script. Verify replays the journal from the last checkpoint (or
+// deltas, balances after, peer account, memo, and the currency a Credit or
+// Debit named) to the account's journal in the same script, so a posting
+// can be sent again from its entry alone and be answered from its marker. Verify replays the journal from the last checkpoint (or
 // the opening entry) and compares: each entry's recorded balances with the
 // sum of the deltas before it; the result with the stored Posted and Held;
 // the sums of credits, of debits and captures, of transfers in and of
@@ -321,7 +323,12 @@
 // wallet.checkpoint, wallet.verify, wallet.balance, wallet.entries,
 // wallet.trial_balance; wallet.recover, also one per round of the
 // background recovery), a child of the caller's span, with redkit.outcome
-// and redkit.replayed; refusals are outcomes, not span errors. Metrics:
+// and redkit.replayed; refusals are outcomes, not span errors. Background
+// work is a root span of its own, linked to what caused it: a Recover
+// without a caller's span (each round of WithRecovery's worker) to the
+// transfers across groups this Ledger left in flight since the last one
+// (ErrUnknownOutcome), and each sweep of the hold reclaimer
+// (wallet.reclaim) to the Hold whose expiry it waits for. Metrics:
 //
 //	redkit.wallet.operation.duration  s           histogram  redkit.operation, redkit.outcome
 //	redkit.wallet.operations          {operation} counter    redkit.operation, redkit.outcome
@@ -330,8 +337,11 @@
 // redkit.outcome is ok (applied), replayed (answered from the idempotency
 // record), a refusal (insufficient_funds, account_not_found,
 // currency_mismatch, closed, conflict, hold_not_found, hold_expired,
-// stale_fence, transfer_expired, destination_full), unknown, invalid,
-// cross_group, replica_ack, mismatch or error. A TransferBatch counts each
+// stale_fence, transfer_expired, destination_full), unknown_outcome,
+// invalid, cross_group, replica_ack_missing, mismatch or error: the words
+// every redkit module uses (otelx.Outcomes). A failed span's error.type is
+// a sentinel's text ("wallet: insufficient funds") or a Go type, never an
+// error text that could hold an account or transaction ID. A TransferBatch counts each
 // transfer as a transfer. They go to the global OpenTelemetry providers unless
 // WithTracerProvider or WithMeterProvider say otherwise. Account IDs,
 // transaction IDs and amounts are never recorded; WithLabel adds

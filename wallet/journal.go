@@ -41,6 +41,7 @@ type Entry struct {
 	Held      int64     // Held after the entry
 	Peer      string    // the other account of a transfer
 	Memo      string    // the transaction's memo
+	Currency  string    // the currency a Credit or Debit named (Tx.Currency); "" when it named none
 	Time      time.Time // server time of the entry (from its ID)
 }
 
@@ -76,7 +77,7 @@ func decodeEntry(m redis.XMessage) Entry {
 	s := func(k string) string { v, _ := m.Values[k].(string); return v }
 	n := func(k string) int64 { v, _ := strconv.ParseInt(s(k), 10, 64); return v }
 	e := Entry{ID: m.ID, TxID: s("tx"), Kind: s("kind"), Delta: n("delta"), HeldDelta: n("hdelta"),
-		Posted: n("posted"), Held: n("held"), Peer: s("peer"), Memo: s("memo")}
+		Posted: n("posted"), Held: n("held"), Peer: s("peer"), Memo: s("memo"), Currency: s("cur")}
 	if i := indexByte(m.ID, '-'); i > 0 {
 		ms, _ := strconv.ParseInt(m.ID[:i], 10, 64)
 		e.Time = time.UnixMilli(ms)

@@ -78,6 +78,11 @@ func (l *Ledger) Close() error {
 	return nil
 }
 
+// IdempotencyWindow returns how long this Ledger's scripts keep a
+// transaction's marker (WithIdempotencyWindow): a call with the same ID
+// within it is answered from the marker; after it, it is a new transaction.
+func (l *Ledger) IdempotencyWindow() time.Duration { return l.cfg.window }
+
 // Tx is a credit or a debit of one account.
 type Tx struct {
 	// ID identifies the transaction (1–128 bytes of A-Z a-z 0-9 . _ - :
@@ -97,12 +102,13 @@ type Tx struct {
 	Memo string
 }
 
-// Transfer moves an amount from one account to another of the same slot
-// group and currency.
+// Transfer moves an amount from one account to another of the same
+// currency, in the same slot group (one script) or in another (in steps:
+// see Ledger.Transfer).
 type Transfer struct {
 	ID     string // transaction ID, as in Tx
 	From   string // source account
-	To     string // destination account, in From's slot group
+	To     string // destination account, in any slot group
 	Amount int64  // minor units, 1..2^53-1
 	Memo   string // as in Tx, stored on both journal entries
 }
@@ -296,6 +302,7 @@ func (l *Ledger) Transfer(ctx context.Context, t Transfer, opts ...CallOption) (
 	res.TxID = t.ID
 	call, err := l.transferCall(t, opts)
 	if errors.Is(err, ErrCrossGroup) {
+		op.acrossGroups = true
 		return l.crossTransfer(ctx, t, opts, allSteps)
 	}
 	if err != nil {

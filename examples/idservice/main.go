@@ -62,6 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.MaxNames, "max-names", cfg.MaxNames, "most segment and sequence names served")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "Snowflake node lease TTL, renewed every third of it (1s..1h)")
 	srvCfg := app.DefaultServerConfig(app.Rate{})
+	srvCfg.Metered = "ID requests (/id/...)"
 	srvCfg.Flags(fs)
 	if err := app.ParseFlags(fs, args); err != nil {
 		return err

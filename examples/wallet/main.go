@@ -83,9 +83,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Groups, "groups", cfg.Groups, "slot groups the accounts are spread over (transfers between groups take the two-phase path)")
 	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "concurrent clients of the load test")
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the load test sends new operations")
-	serve := fs.String("serve", "", "serve HTTP on this address (\":8080\") instead of running the load test")
+	serve := fs.String("serve", "", "serve HTTP on this address (\"127.0.0.1:8080\"; another than loopback needs -keys) instead of running the load test")
 	recoverEvery := fs.Duration("recover-every", time.Minute, "how often to finish transfers across slot groups left in flight (wallet.WithRecovery; 0: never)")
 	srvCfg := app.DefaultServerConfig(defaultRateLimit)
+	srvCfg.Metered = "payments (debits, transfers, holds, captures, voids)"
 	srvCfg.Flags(fs)
 	if err := app.ParseFlags(fs, args); err != nil {
 		return err

@@ -51,6 +51,10 @@ type ServerConfig struct {
 	MaxHeaderBytes int
 	MaxInFlight    int  // requests being served at once; past it, 503 at once
 	RateLimit      Rate // metered requests per principal; the zero Rate: none
+	// Metered says what RateLimit counts, for the help of -rate-limit: the
+	// requests of the service's metered routes ("buys and reservations").
+	// Empty: "metered requests".
+	Metered string
 }
 
 // Rate is a rate limit: N requests per Per, in bursts of up to N. As a flag
@@ -96,7 +100,11 @@ func (cfg *ServerConfig) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", cfg.WriteTimeout, "longest time to answer a request once read")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "how long a keep-alive connection may wait for its next request")
 	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", cfg.MaxInFlight, "requests served at once; more are answered 503 with Retry-After")
-	fs.Var(&cfg.RateLimit, "rate-limit", "metered requests (buys, payments) per principal, as `N/s`, N/m or N/h, kept in Redis (0: no limit)")
+	metered := cfg.Metered
+	if metered == "" {
+		metered = "metered requests"
+	}
+	fs.Var(&cfg.RateLimit, "rate-limit", metered+" per principal, as `N/s`, N/m or N/h, kept in Redis (0: no limit)")
 }
 
 // DefaultServerConfig returns the limits the services start with;

@@ -8,11 +8,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -231,6 +236,101 @@ func (s *Service) RequireNoKeyLogged(t *testing.T, keys map[string]string) {
 	for who, key := range keys {
 		if strings.Contains(s.Log.String(), key) {
 			t.Errorf("%s's key is in the log:\n%s", who, s.Log)
+		}
+	}
+}
+
+// ACLUser starts a redis-server that loads the ACL file aclFile (a
+// template's redis.acl, one user), with its ">CHANGE-ME" password replaced,
+// and points a service run as main does at it, as that user ($REDIS_URL
+// until the test ends). It returns the server (whose own Client is an
+// administrator) and a client logged in as the user.
+func ACLUser(t *testing.T, aclFile string) (*redistest.Server, *redis.Client) {
+	t.Helper()
+	src, err := os.ReadFile(aclFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Fields(string(src))
+	if len(fields) < 2 || fields[0] != "user" || strings.Count(string(src), "\nuser ") > 0 {
+		t.Fatalf("%s: want one ACL user line, got %q", aclFile, src)
+	}
+	user := fields[1]
+	s, password := redistest.NewWithACL(t, aclFile)
+	t.Setenv(redisconn.Env, "redis://"+url.UserPassword(user, password).String()+"@"+s.Addr())
+	return s, s.Client(func(o *redis.Options) { o.Username, o.Password = user, password })
+}
+
+// RequireQuoted fails the test unless the document doc holds the contents
+// of file (trimmed): SECURITY.md quotes each template's redis.acl. A copy of
+// a template outside the repository has no such document; then it only
+// logs that.
+func RequireQuoted(t *testing.T, doc, file string) {
+	t.Helper()
+	d, err := os.ReadFile(doc)
+	if errors.Is(err, os.ErrNotExist) {
+		t.Logf("%s: not in this copy, not checked", doc)
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(d), strings.TrimSpace(string(f))) {
+		t.Errorf("%s does not quote %s as it is:\n%s", doc, file, f)
+	}
+}
+
+// Help returns what run prints for -h, and fails the test unless run
+// returns flag.ErrHelp.
+func Help(t *testing.T, run RunFunc) string {
+	t.Helper()
+	var errs bytes.Buffer
+	if err := run(t.Context(), []string{"-h"}, io.Discard, &errs); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("run -h: %v, want flag.ErrHelp\n%s", err, &errs)
+	}
+	return errs.String()
+}
+
+// FlagHelp returns the part of help (Help's output) about the flag name
+// ("serve" for -serve): its line and its description.
+func FlagHelp(t *testing.T, help, name string) string {
+	t.Helper()
+	lines := strings.Split(help, "\n")
+	for i, l := range lines {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == "-"+name {
+			out := l
+			for _, d := range lines[i+1:] {
+				if !strings.HasPrefix(d, "    \t") {
+					break
+				}
+				out += "\n" + d
+			}
+			return out
+		}
+	}
+	t.Fatalf("-h does not list -%s:\n%s", name, help)
+	return ""
+}
+
+// RequireLoopbackAddrs fails the test unless the flag's help (FlagHelp)
+// names an address ("127.0.0.1:8080", quoted) and every address it names
+// is a loopback one: one a service accepts without API keys.
+func RequireLoopbackAddrs(t *testing.T, help, name string) {
+	t.Helper()
+	fh := FlagHelp(t, help, name)
+	addrs := regexp.MustCompile(`"([^"\s]*:\d+)"`).FindAllStringSubmatch(fh, -1)
+	if len(addrs) == 0 {
+		t.Fatalf("-%s's help names no address: %s", name, fh)
+	}
+	for _, a := range addrs {
+		host, _, err := net.SplitHostPort(a[1])
+		ip := net.ParseIP(host)
+		if err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+			t.Errorf("-%s's help names %s, which a service refuses without API keys: %s", name, a[1], fh)
 		}
 	}
 }
