@@ -250,10 +250,14 @@
 //     sent: the client sends each command once (MaxRetries -1; MaxRedirects
 //     -1 on a Cluster) and none reached Redis, or the failing command was a
 //     read before the write (TestContract/nothingSent). Retry it freely.
-//   - A Redis crash with appendonly yes and appendfsync always: every
-//     acknowledged operation survives the restart. With appendfsync everysec
-//     about the last second of acknowledged operations can be lost; with AOF
-//     off, everything since the last snapshot. Check reports these settings.
+//   - A Redis crash with appendonly yes, appendfsync always and
+//     no-appendfsync-on-rewrite no: every acknowledged operation survives
+//     the restart. With appendfsync everysec about the last second of
+//     acknowledged operations can be lost (with no-appendfsync-on-rewrite
+//     yes, up to ~30 s while an AOF rewrite or RDB save runs, even with
+//     always); with AOF off, everything since the last snapshot (or the
+//     last one that worked, with stop-writes-on-bgsave-error no). Check
+//     reports these settings.
 //   - Failover to a replica: writes not yet replicated are lost, including
 //     their markers, so a retry of such an operation is applied again on the
 //     new primary (it is then applied once there). WithReplicaAck narrows

@@ -256,10 +256,12 @@
 //     command was a read before the first write, such as a cross-group
 //     transfer's look at its destination (TestContract/nothingSent).
 //   - Redis crash or kill -9: postings acknowledged before it survive only
-//     as far as the server's persistence allows. With appendonly yes and
-//     appendfsync always none is lost; with everysec up to about a second
-//     of acknowledged postings may be lost; without AOF everything since the
-//     last snapshot. A posting is never half applied either way (AOF holds
+//     as far as the server's persistence allows. With appendonly yes,
+//     appendfsync always and no-appendfsync-on-rewrite no none is lost;
+//     with everysec up to about a second of acknowledged postings may be
+//     lost (and with no-appendfsync-on-rewrite yes, up to ~30 s while an
+//     AOF rewrite or RDB save runs); without AOF everything since the last
+//     snapshot. Check reports these settings. A posting is never half applied either way (AOF holds
 //     a script's writes as one MULTI/EXEC block).
 //   - Failover to a replica: replication is asynchronous, so the last
 //     postings the old primary acknowledged may be missing on the new one.
