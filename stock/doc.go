@@ -143,12 +143,23 @@
 // replay, refuses the call (ErrStaleFence). Every token accepted in the
 // group went through {g}, so a lower token is stale through every bucket
 // of every SKU of the group.
-// WithReplicaAck(n, timeout) pipelines WAIT with every write (CloseSKU, the
-// claim of an ID in {g} and the fence records of a SKU split into buckets
-// included) on the connection to the primary that owns its key (the right
-// node on a Cluster); fewer acknowledgements return ErrReplicaAck alongside a valid
-// Result, because the write did happen. DeductBatch sends many orders in one
-// pipeline with the same guarantees per order.
+// WithReplicaAck(n, timeout) pipelines WAIT with every write (CloseSKU,
+// Checkpoint, the claim of an ID in {g} and the fence records of a SKU
+// split into buckets included) on the connection to the primary that owns
+// its key (the right node on a Cluster); fewer acknowledgements return
+// ErrReplicaAck alongside a valid Result, because the write did happen.
+// Reclaim and Trim learn from their script whether they changed anything:
+// when they did (units returned, entries deleted), WAIT follows the script,
+// with the same result (the background reclaimer runs Reclaim, so it
+// waits too); the reclaim a refill makes in the bucket it takes units from
+// is covered by the transfer step that follows in that bucket. Not waited
+// for is Consume's consumer-group bookkeeping (creating a group, handing
+// entries out, acknowledging them, removing idle consumers, Trim giving
+// every bucket's journal the groups of bucket 0's): it changes no level,
+// entry or decision, and a failover that loses some of it hands the
+// entries concerned out again, as at-least-once delivery allows.
+// DeductBatch sends many orders in one pipeline with the same guarantees
+// per order.
 //
 // # Telemetry
 //

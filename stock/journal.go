@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redkit-go/redkit/internal/keys"
+	"github.com/redkit-go/redkit/internal/script"
 	"github.com/redkit-go/redkit/internal/stream"
 	"github.com/redkit-go/redkit/internal/valid"
 )
@@ -117,6 +118,10 @@ var ErrMismatch = errors.New("stock: the levels differ from what the journal exp
 // ErrMismatch (writing nothing to that bucket) when the audit found a problem,
 // and the script that writes it refuses too when the levels differ from the
 // journal's last entry (changed since the audit).
+//
+// With WithReplicaAck each bucket's checkpoint waits for the replicas (WAIT
+// pipelined with the script); a shortfall returns the ID with an error
+// wrapping ErrReplicaAck, after every bucket got its checkpoint.
 func (inv *Inventory) Checkpoint(ctx context.Context, sku string) (_ string, err error) {
 	ctx, done := inv.tel.begin(ctx, "checkpoint")
 	defer func() { done(err) }()
@@ -129,26 +134,38 @@ func (inv *Inventory) Checkpoint(ctx context.Context, sku string) (_ string, err
 		return "", fmt.Errorf("stock: checkpoint %s: %w", sku, err)
 	}
 	var first string
+	var ackErr error
 	for k := len(tags) - 1; k >= 0; k-- {
 		r, err := inv.auditBucket(ctx, tags[k], sku)
 		if err != nil {
-			return "", fmt.Errorf("stock: checkpoint %s: %w", sku, err)
+			return "", errors.Join(fmt.Errorf("stock: checkpoint %s: %w", sku, err), ackErr)
 		}
 		if err := r.Err(); err != nil {
-			return "", fmt.Errorf("stock: checkpoint %s bucket %d: %w", sku, k, err)
+			return "", errors.Join(fmt.Errorf("stock: checkpoint %s bucket %d: %w", sku, k, err), ackErr)
 		}
-		id, err := checkpointScript.Run(ctx, inv.rdb, []string{inv.skuKey(tags[k], sku), inv.journalKey(tags[k], sku)}, sku).Text()
+		cmd, _, err := script.RunAck(ctx, inv.rdb, inv.cfg.ack, checkpointScript,
+			[]string{inv.skuKey(tags[k], sku), inv.journalKey(tags[k], sku)}, sku)
+		if errors.Is(err, ErrReplicaAck) {
+			if ackErr == nil {
+				ackErr = fmt.Errorf("stock: checkpoint %s: %w", sku, err)
+			}
+			err = nil
+		}
+		var id string
+		if err == nil {
+			id, err = cmd.Text()
+		}
 		switch {
 		case errors.Is(err, redis.Nil):
-			return "", fmt.Errorf("stock: checkpoint %s: %w", sku, ErrSKUNotFound)
+			return "", errors.Join(fmt.Errorf("stock: checkpoint %s: %w", sku, ErrSKUNotFound), ackErr)
 		case err != nil && strings.HasPrefix(err.Error(), "DRIFT"):
-			return "", fmt.Errorf("stock: checkpoint %s bucket %d: %w: %w", sku, k, ErrMismatch, err)
+			return "", errors.Join(fmt.Errorf("stock: checkpoint %s bucket %d: %w: %w", sku, k, ErrMismatch, err), ackErr)
 		case err != nil:
-			return "", fmt.Errorf("stock: checkpoint %s: %w", sku, err)
+			return "", errors.Join(fmt.Errorf("stock: checkpoint %s: %w", sku, err), ackErr)
 		}
 		first = id
 	}
-	return first, nil
+	return first, ackErr
 }
 
 // Trim deletes the journal entries of sku (of every bucket) that are older
@@ -157,7 +174,9 @@ func (inv *Inventory) Checkpoint(ctx context.Context, sku string) (_ string, err
 // (WithJournalHoldback, default 7 days): an abandoned group holds back the
 // trim for that long at most. It returns how many entries it deleted; a
 // group that lost entries it had not acknowledged is counted in the
-// redkit.stock.journal.overrun counter.
+// redkit.stock.journal.overrun counter. With WithReplicaAck, a journal it
+// deleted entries from waits for the replicas (WAIT after the script); a
+// shortfall returns the count with an error wrapping ErrReplicaAck.
 func (inv *Inventory) Trim(ctx context.Context, sku string) (_ int64, err error) {
 	ctx, done := inv.tel.begin(ctx, "trim")
 	defer func() { done(err) }()
@@ -173,18 +192,24 @@ func (inv *Inventory) Trim(ctx context.Context, sku string) (_ int64, err error)
 		return 0, fmt.Errorf("stock: trim %s: %w", sku, err)
 	}
 	var total int64
+	var ackErr error
 	for _, t := range tags {
 		v, err := trimScript.Run(ctx, inv.rdb, []string{inv.skuKey(t, sku), inv.journalKey(t, sku)},
 			sku, strconv.FormatInt(inv.cfg.holdback.Milliseconds(), 10)).Slice()
 		if err != nil {
-			return total, fmt.Errorf("stock: trim %s: %w", sku, err)
+			return total, errors.Join(fmt.Errorf("stock: trim %s: %w", sku, err), ackErr)
 		}
 		total += num(v, 0)
 		if n := num(v, 1); n > 0 {
 			inv.tel.overrun.Add(ctx, n, inv.tel.attrs("trim", "overrun"))
 		}
+		if num(v, 0) > 0 {
+			if err := inv.acked(ctx, inv.journalKey(t, sku)); err != nil && ackErr == nil {
+				ackErr = fmt.Errorf("stock: trim %s: %w", sku, err)
+			}
+		}
 	}
-	return total, nil
+	return total, ackErr
 }
 
 // mirrorGroups gives every bucket's journal of sku the consumer groups of

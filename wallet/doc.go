@@ -112,7 +112,16 @@
 // at its first step). WithReplicaAck(n, timeout) waits (WAIT, pipelined with the
 // script on the primary owning the account) until n replicas have each
 // posting, and reports a shortfall with ErrReplicaAck next to the Result or
-// the refusal.
+// the refusal; so do Open, CloseAccount, Checkpoint, each step of a
+// transfer across groups, and the release of expired holds by the hold
+// reclaimer and by Recover (WAIT after the sweep, when it released or
+// forgot a hold). Two writes do not wait. Balance releases expired holds
+// before it reads, but it is a read: a failover that loses that release
+// leaves the holds expired on the new primary, where the next call on the
+// account releases them first, so no answer changes. And the bookkeeping
+// of finished transfers across groups (the source account's mark, the
+// in-flight index, the expiry of finished records): a failover that loses
+// it makes the next call on the account, or Recover, do it again.
 // TransferBatch sends many single-group transfers in one pipeline; each
 // stays its own atomic, idempotent transaction.
 //

@@ -2,6 +2,7 @@ package wallet
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"time"
@@ -188,11 +189,12 @@ func (r *reclaimer) loop(ctx context.Context, l *Ledger) {
 func (r *reclaimer) sweepOne(ctx context.Context, l *Ledger, account string) (stopped bool) {
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, next, err := l.sweep(sctx, account, sweepLimit)
+	next, err := l.sweepAcked(sctx, account, sweepLimit)
 	if ctx.Err() != nil {
 		return true
 	}
 	switch {
+	case errors.Is(err, ErrReplicaAck): // swept; the replicas were behind
 	case err != nil && err != ErrAccountNotFound:
 		next = time.Second // try again later
 	case err != nil:

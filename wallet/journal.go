@@ -102,7 +102,9 @@ func indexByte(s string, b byte) int {
 // the checkpoint's entry ID and how many entries were trimmed. Read (and
 // keep elsewhere) what you need with Entries before checkpointing: trimmed
 // entries are gone. Safe to call at any time and to repeat. Errors:
-// ErrInvalid, ErrAccountNotFound, a *MismatchError (nothing written).
+// ErrInvalid, ErrAccountNotFound, a *MismatchError (nothing written),
+// ErrReplicaAck with the ID (WithReplicaAck: too few replicas have the
+// checkpoint, which was written).
 func (l *Ledger) Checkpoint(ctx context.Context, account string) (id string, trimmed int64, err error) {
 	ctx, op := l.tel.start(ctx, "checkpoint")
 	defer func() { op.end(err, false) }()
@@ -115,10 +117,11 @@ func (l *Ledger) Checkpoint(ctx context.Context, account string) (id string, tri
 		if err != nil {
 			return "", 0, fmt.Errorf("checkpoint %s: %w", account, err)
 		}
-		v, err := l.run(ctx, checkpointScript, []string{l.accountKey(g, account), l.journalKey(g, account)}, last)
-		if err != nil {
+		v, err := l.write(ctx, checkpointScript, []string{l.accountKey(g, account), l.journalKey(g, account)}, last)
+		if v == nil {
 			return "", 0, fmt.Errorf("checkpoint %s: %w", account, err)
 		}
+		ackErr := err // WithReplicaAck: a checkpoint written all the same
 		r := strs(v)
 		switch status(r, 0) {
 		case "not_found":
@@ -130,6 +133,9 @@ func (l *Ledger) Checkpoint(ctx context.Context, account string) (id string, tri
 			return "", 0, fmt.Errorf("checkpoint %s: unexpected reply %q", account, r)
 		}
 		trimmed, _ = strconv.ParseInt(r[1], 10, 64)
+		if ackErr != nil {
+			return r[0], trimmed, fmt.Errorf("checkpoint %s: %w", account, ackErr)
+		}
 		return r[0], trimmed, nil
 	}
 	return "", 0, fmt.Errorf("checkpoint %s: the account changed during each of %d verifications; nothing written, call again",
