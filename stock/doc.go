@@ -71,7 +71,10 @@
 //     stock does not count its entries as wallet does), and compares
 //     reserved with the units of the holds in the deadline index. A level
 //     that is not a whole number, and a bucket whose hash is missing, are
-//     reported too. Verify gives the same check as a verdict: an error
+//     reported too. A Checkpoint or Trim running meanwhile is never
+//     reported: the audit reads each page with the SKU's last checkpoint
+//     and starts over (at most 5 times) when it moved.
+//     Verify gives the same check as a verdict: an error
 //     wrapping ErrMismatch, as wallet's Verify does. Checkpoint audits first
 //     and refuses with ErrMismatch rather than write a checkpoint over
 //     levels the journal does not explain. Entries reads a SKU's journal in

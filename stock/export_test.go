@@ -36,3 +36,12 @@ func (inv *Inventory) TransferInOnlyForTest(ctx context.Context, sku string, fro
 // SetJournalHoldbackForTest sets the journal holdback below the minimum
 // WithJournalHoldback allows.
 func (inv *Inventory) SetJournalHoldbackForTest(d time.Duration) { inv.cfg.holdback = d }
+
+// SetAuditPageForTest makes audits read n journal entries per round trip
+// until restore is called, so that a test sees many pages without
+// thousands of entries. Tests that call it must not run in parallel.
+func SetAuditPageForTest(n int64) (restore func()) {
+	old := auditPage
+	auditPage = n
+	return func() { auditPage = old }
+}
