@@ -201,10 +201,16 @@
 // Version as the scope version and otelx.SchemaURL.
 //
 // Consume hands the journal to a service (to persist it in a database, say)
-// through a Redis consumer group: at least once, in order per SKU (per
-// bucket), with entries a crashed consumer left unacknowledged taken over
-// after MinIdle; newer entries of that journal wait until then (or until
-// their holder acknowledges them), so a takeover keeps the order. A SKU
+// through a Redis consumer group: at least once, and in order per SKU (per
+// bucket) across every consumer of the group: no consumer is handed an
+// entry while an older entry of that journal is pending for another, one
+// script deciding and handing out in one step. Entries a crashed or stalled
+// consumer left unacknowledged are taken over after MinIdle, oldest first;
+// newer entries of that journal wait until then (or until their holder
+// acknowledges them). A consumer acknowledges only the entries it still
+// holds, so one that stalled past MinIdle and finishes late does not
+// release the batch another took over (its own late work is a duplicate,
+// which the handler must take: see Consume). A SKU
 // that does not exist yet when Consume starts is looked up again at every
 // idle round; once created, every bucket's journal is read from its first
 // entry. Meanwhile the group waits on bucket 0's journal (created empty for
@@ -330,7 +336,10 @@
 // other wrote. Until every instance runs this version, a Trim run by an
 // older instance lets consumer groups hold back the trim without the
 // holdback bound, and an older CloseSKU leaves per-buyer counters (a
-// CloseSKU of this version, even of a closed SKU, deletes them). The
+// CloseSKU of this version, even of a closed SKU, deletes them). Consumers
+// of one group keep each journal's order only once all of them run this
+// version: an older one reads new entries while older ones are pending,
+// and takes over idle entries in any order. The
 // scripts are loaded by their SHA, so both versions' scripts coexist in
 // the server's script cache.
 //

@@ -45,3 +45,28 @@ func SetAuditPageForTest(n int64) (restore func()) {
 	auditPage = n
 	return func() { auditPage = old }
 }
+
+// JournalKeyForTest is the key of sku's journal (of bucket 0).
+func (inv *Inventory) JournalKeyForTest(sku string) string {
+	g, _ := inv.checkSKU(sku)
+	return inv.journalKey(g, sku)
+}
+
+// NextEntriesForTest is one step of Consume on sku's journal (of bucket 0):
+// the IDs of the entries handed to consumer name of group, and how many
+// pending entries were dropped because the journal no longer holds them.
+func (inv *Inventory) NextEntriesForTest(ctx context.Context, sku, group, name string, batch int64, minIdle time.Duration) (
+	[]string, int64, error) {
+	msgs, dropped, err := inv.nextEntries(ctx, inv.JournalKeyForTest(sku), group, name, batch, minIdle)
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.ID
+	}
+	return ids, dropped, err
+}
+
+// ConsumedForTest is Consume's acknowledgement of ids (oldest first) by
+// consumer name of group on sku's journal (of bucket 0).
+func (inv *Inventory) ConsumedForTest(ctx context.Context, sku, group, name string, ids []string) (int64, error) {
+	return inv.consumed(ctx, inv.JournalKeyForTest(sku), group, name, ids)
+}
