@@ -73,7 +73,9 @@
 //     that is not a whole number, and a bucket whose hash is missing, are
 //     reported too. A Checkpoint or Trim running meanwhile is never
 //     reported: the audit reads each page with the SKU's last checkpoint
-//     and starts over (at most 5 times) when it moved.
+//     and starts over (at most 5 times) when it moved
+//     (TestAudit_checkpointAndTrimBetweenPages,
+//     TestAudit_besideCheckpointsConcurrentSafe).
 //     Verify gives the same check as a verdict: an error
 //     wrapping ErrMismatch, as wallet's Verify does. Checkpoint audits first
 //     and refuses with ErrMismatch rather than write a checkpoint over
@@ -161,8 +163,8 @@
 // every bucket's journal the groups of bucket 0's): it changes no level,
 // entry or decision, and a failover that loses some of it hands the
 // entries concerned out again, as at-least-once delivery allows.
-// DeductBatch sends many orders in one pipeline with the same guarantees
-// per order.
+// (TestReplicaAck_reclaimCheckpointTrimWait.) DeductBatch sends many
+// orders in one pipeline with the same guarantees per order.
 //
 // # Telemetry
 //
@@ -210,7 +212,10 @@
 // acknowledges them). A consumer acknowledges only the entries it still
 // holds, so one that stalled past MinIdle and finishes late does not
 // release the batch another took over (its own late work is a duplicate,
-// which the handler must take: see Consume). A SKU
+// which the handler must take: see Consume). TestConsume_orderAcrossConsumers,
+// TestConsume_lateAckLeavesTakenOverBatchHeld and the model-based
+// TestConsume_model (consumers that crash, stall, acknowledge late and
+// take over) check it. A SKU
 // that does not exist yet when Consume starts is looked up again at every
 // idle round; once created, every bucket's journal is read from its first
 // entry. Meanwhile the group waits on bucket 0's journal (created empty for

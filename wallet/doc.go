@@ -121,7 +121,8 @@
 // account releases them first, so no answer changes. And the bookkeeping
 // of finished transfers across groups (the source account's mark, the
 // in-flight index, the expiry of finished records): a failover that loses
-// it makes the next call on the account, or Recover, do it again.
+// it makes the next call on the account, or Recover, do it again
+// (TestLedger_WithReplicaAck_everyWrite).
 // TransferBatch sends many single-group transfers in one pipeline; each
 // stays its own atomic, idempotent transaction.
 //
