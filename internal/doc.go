@@ -43,9 +43,12 @@
 //     recovery): started with a context Stop cancels, and Stop waits.
 //   - stream: Page, one page of a stock or wallet journal (a Redis stream)
 //     with whether its record exists, read in one pipeline, so both
-//     modules' Entries page the same way.
+//     modules' Entries page the same way; Range, a page read with the
+//     record's last checkpoint, so both modules' audits tell a concurrent
+//     checkpoint and trim from drift the same way.
 //   - server: Check rates the settings that decide what a crash or restart
-//     loses (maxmemory-policy, appendonly, save, appendfsync) on every
+//     loses (maxmemory-policy, appendonly, save, stop-writes-on-bgsave-error,
+//     appendfsync, no-appendfsync-on-rewrite) on every
 //     primary; Probe reads the server version to detect optional features;
 //     Replicas counts the replicas behind a key's primary. None of them
 //     fails because a server hides its configuration: that is reported as

@@ -104,7 +104,10 @@ func WithClusterBudget(d time.Duration) Option {
 var ErrReplicaAck = script.ErrReplicaAck
 
 // WithReplicaAck makes every write wait until n replicas acknowledged it,
-// at most timeout (default: no waiting). WAIT is pipelined with the script on
+// at most timeout (default: no waiting): orders, restocks, write-offs,
+// Create, CloseSKU, Checkpoint, and Reclaim and Trim when they changed
+// something (the package documentation lists the consumer-group
+// bookkeeping of Consume, which does not wait, and why). WAIT is pipelined with the script on
 // the connection to the primary that owns the SKU's slot, so it counts this
 // write (and, for a replay, the first call's). timeout must be shorter than
 // the client's ReadTimeout. A refill between the buckets of a SKU split into

@@ -114,7 +114,17 @@
 // at its first step). WithReplicaAck(n, timeout) waits (WAIT, pipelined with the
 // script on the primary owning the account) until n replicas have each
 // posting, and reports a shortfall with ErrReplicaAck next to the Result or
-// the refusal.
+// the refusal; so do Open, CloseAccount, Checkpoint, each step of a
+// transfer across groups, and the release of expired holds by the hold
+// reclaimer and by Recover (WAIT after the sweep, when it released or
+// forgot a hold). Two writes do not wait. Balance releases expired holds
+// before it reads, but it is a read: a failover that loses that release
+// leaves the holds expired on the new primary, where the next call on the
+// account releases them first, so no answer changes. And the bookkeeping
+// of finished transfers across groups (the source account's mark, the
+// in-flight index, the expiry of finished records): a failover that loses
+// it makes the next call on the account, or Recover, do it again
+// (TestLedger_WithReplicaAck_everyWrite).
 // TransferBatch sends many single-group transfers in one pipeline; each
 // stays its own atomic, idempotent transaction.
 //
@@ -258,10 +268,12 @@
 //     command was a read before the first write, such as a cross-group
 //     transfer's look at its destination (TestContract/nothingSent).
 //   - Redis crash or kill -9: postings acknowledged before it survive only
-//     as far as the server's persistence allows. With appendonly yes and
-//     appendfsync always none is lost; with everysec up to about a second
-//     of acknowledged postings may be lost; without AOF everything since the
-//     last snapshot. A posting is never half applied either way (AOF holds
+//     as far as the server's persistence allows. With appendonly yes,
+//     appendfsync always and no-appendfsync-on-rewrite no none is lost;
+//     with everysec up to about a second of acknowledged postings may be
+//     lost (and with no-appendfsync-on-rewrite yes, up to ~30 s while an
+//     AOF rewrite or RDB save runs); without AOF everything since the last
+//     snapshot. Check reports these settings. A posting is never half applied either way (AOF holds
 //     a script's writes as one MULTI/EXEC block).
 //   - Failover to a replica: replication is asynchronous, so the last
 //     postings the old primary acknowledged may be missing on the new one.

@@ -2,6 +2,7 @@ package wallet
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"time"
@@ -197,12 +198,13 @@ func (r *reclaimer) sweepOne(ctx context.Context, l *Ledger, account string) (st
 	cause := r.causes[account]
 	r.mu.Unlock()
 	sctx, end := l.tel.reclaim(sctx, cause)
-	_, next, err := l.sweep(sctx, account, sweepLimit)
+	next, err := l.sweepAcked(sctx, account, sweepLimit)
 	end(err)
 	if ctx.Err() != nil {
 		return true
 	}
 	switch {
+	case errors.Is(err, ErrReplicaAck): // swept; the replicas were behind
 	case err != nil && err != ErrAccountNotFound:
 		next = time.Second // try again later
 	case err != nil:

@@ -107,10 +107,12 @@ func WithClusterBudget(d time.Duration) Option {
 }
 
 // WithReplicaAck makes every posting (Credit, Debit, Transfer, Hold,
-// Capture, Void) wait until n replicas have it, up to
-// timeout (default: no waiting). WAIT is sent in the same pipeline as the
-// script, on the connection to the primary that owns the account's slot,
-// so it covers exactly that write. The timeout must be shorter than the
+// Capture, Void), and Open, CloseAccount, Checkpoint and Recover, wait
+// until n replicas have it, up to timeout (default: no waiting); the
+// package documentation names the two writes that do not wait, and why.
+// WAIT is sent in the same pipeline as the script, on the connection to
+// the primary that owns the account's slot, so it covers exactly that
+// write. The timeout must be shorter than the
 // client's ReadTimeout. When fewer replicas acknowledge in time, the call
 // returns its Result together with an error wrapping ErrReplicaAck: the
 // transaction WAS applied on the primary, but a failover before the
