@@ -27,7 +27,7 @@ const replicaProbeTTL = time.Minute
 // ranges above a floor and, when the primary has replicas, waits for one of
 // them to acknowledge each reservation.
 type counter struct {
-	rdb     redis.UniversalClient
+	rdb     redis.UniversalClient // a *redis.Client or *redis.ClusterClient (counterClient)
 	key     string
 	ackWait time.Duration
 
@@ -56,6 +56,10 @@ func newCounter(rdb redis.UniversalClient, name string, opts []Option) (*counter
 		return nil, cfg, err
 	}
 	if err := cfg.validateCounter(); err != nil {
+		return nil, cfg, err
+	}
+	rdb, err := counterClient(rdb)
+	if err != nil {
 		return nil, cfg, err
 	}
 	return &counter{rdb: rdb, key: counterKey(cfg.prefix, name), ackWait: cfg.replicaAckWait}, cfg, nil
@@ -110,7 +114,9 @@ func (c *counter) replicaCount(ctx context.Context) (int, error) {
 		// A node that is not the primary (a stale Cluster map after a
 		// failover) says nothing about the primary's replicas: counting
 		// none would skip the acknowledgement.
-		if retry.Ambiguous(err) || retry.Retryable(err) || errors.Is(err, server.ErrNotPrimary) {
+		// Nor does a client that cannot reach the primary (newCounter
+		// refuses those; this keeps any that slips through closed).
+		if retry.Ambiguous(err) || retry.Retryable(err) || errors.Is(err, server.ErrNotPrimary) || errors.Is(err, ErrInvalid) {
 			return 0, fmt.Errorf("idgen: probe replicas: %w", err)
 		}
 		// The server hides its replication state (a managed service, an

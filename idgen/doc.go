@@ -50,9 +50,16 @@
 // -1. Each Redis call runs in a goroutine of its own, and the caller gives it
 // up when its ctx ends. The call goes on until Redis answers or go-redis
 // gives up; what it reserves is then skipped (never handed out, so a lost
-// call only skips values, never repeats one), a node it leased is released
-// at once, and a renewal is simply tried again. Close (Segment's, Snowflake's)
-// cancels what it waits for and does not wait for such a call.
+// call only skips values, never repeats one), and it costs nothing else: a
+// Sequence keeps no record of it, so a reply lost for good (ReadTimeout -1)
+// leaves one goroutine waiting however many calls follow
+// (TestSequence_Next_replyLostForGood_memoryFlat). A node it leased is
+// released at once, on every path that gives up (the lease answered late,
+// the clock wait refused, the renewal after the clock wait unanswered), and
+// the release is retried until Redis answers it, for up to two lease TTLs
+// (TestNewLeasedSnowflake_clockWaitThenRenewalGivenUp_releasesNode). A
+// renewal is simply tried again. Close (Segment's, Snowflake's) cancels
+// what it waits for and does not wait for such a call.
 //
 // Counters going backwards. Every fetch (and every Sequence call) passes the
 // highest value that generator has reserved; a counter found below it (the
@@ -86,6 +93,19 @@
 // (see above), but another process may then be given a range that overlaps
 // one already handed out. Run with a replica (or AOF with appendfsync always
 // and no failover) when that matters.
+//
+// Acknowledgement needs the connection to the counter's primary, which
+// only a *redis.Client (also from redis.NewFailoverClient) or a
+// *redis.ClusterClient names. NewSequence and NewSegment refuse any other
+// client (ErrInvalid): a *redis.Ring, which also moves a key to another
+// shard when it marks one down, and a wrapper (a struct embedding
+// *redis.Client) unless it implements ClientWrapper, whose Unwrap returns
+// the client the counter then uses. Counting such a client as having no
+// replicas would skip the acknowledgement
+// (TestCounter_wrappedClient_failover_noDuplicates). Random processes on
+// every accepted client type, with calls given up early, a replica cut off
+// and healed, and failovers, never hand out a value twice
+// (TestModel_failover; large in TestChaos_Model_failover).
 //
 // "Has replicas" means a replica was connected to the primary
 // (connected_slaves of INFO replication) at some probe since the generator
@@ -206,22 +226,33 @@
 // Spans only around range fetches and lease operations, never per ID. A
 // range fetch runs in the background, ahead of need: idgen.fetch is a root
 // span of its own, one per range, linked to the span of the Next that
-// asked for it. Lease operations are idgen.lease.acquire, .renew (one per
-// renewal, in the background: a root span linked to the acquire that
-// leased the node) and .release. Metrics, per fetch or lease event:
+// asked for it. Lease operations are idgen.lease.acquire, .renew and
+// .release; the acquire of NewLeasedSnowflake is a child of the caller's
+// span, and every lease operation without a caller's span (each renewal,
+// a re-lease after a loss, the release at Close) is background work: a
+// root span linked to the acquire that leased the node. Metrics, per fetch
+// or lease event:
 //
 //	redkit.idgen.range.fetches              {fetch}     counter    redkit.outcome: ok, error
 //	redkit.idgen.range.fetch.duration       s           histogram  redkit.outcome
 //	redkit.idgen.range.size                 {id}        gauge      size of the last range
-//	redkit.idgen.runway                     {id}        gauge      values a Segment hands out without Redis
+//	redkit.idgen.runway                     {id}        gauge      values a Segment hands out without Redis; redkit.idgen.segment
 //	redkit.idgen.lease.operations           {operation} counter    redkit.idgen.operation, redkit.outcome: ok, error, lost
 //	redkit.idgen.lease.operation.duration   s           histogram  redkit.operation (acquire, renew, release), redkit.outcome
 //	redkit.idgen.lease.renew_failures       {failure}   counter
 //	redkit.idgen.clock_behind               {event}     counter    redkit.outcome: waited, failed
 //
 // Every attribute set may also hold redkit.label (WithLabel); never names,
-// keys or IDs. Sequence records nothing of its own: instrument the client
-// with otelx.InstrumentRedis.
+// keys or IDs. The runway gauge has one series per attribute set: a
+// Segment given WithSegmentLabel has redkit.idgen.segment, a label the
+// program chose (bounded by its number of Segments), and Segments that
+// share their attributes (the same labels, or none) report the lowest
+// runway among them, so a Segment running dry is never hidden behind
+// another; a closed Segment leaves the gauge. The outcomes are words of
+// the vocabulary every redkit module shares (otelx.Outcomes), and
+// error.type is a sentinel's text ("idgen: unavailable") or a Go type.
+// Sequence records nothing of its own: instrument the client with
+// otelx.InstrumentRedis.
 // Every duration histogram is in seconds (unit "s") with
 // otelx.DurationBuckets as bucket advice: 50µs, 75µs, 100µs, 150µs, 200µs,
 // 300µs, 400µs, 500µs, 750µs, 1ms, 1.5ms, 2ms, 3ms, 4ms, 5ms, 7.5ms, 10ms,

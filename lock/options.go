@@ -99,7 +99,9 @@ func WithWatchdog(on bool) Option {
 // WithMaxHold bounds how long the watchdog keeps a lease alive, counted from
 // the acquire (default 0: no bound). Past it the lease is no longer renewed
 // and ends at its TTL with ErrLeaseExpired, so a stuck holder cannot keep a
-// lock forever.
+// lock forever. The watchdog's renewals near the bound set only the time
+// left of it, shorter than the TTL, also after an Extend that set more:
+// Lease.Until falls with them.
 func WithMaxHold(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d < 0 {

@@ -159,8 +159,9 @@
 // stock.deduct_batch), a child of the caller's span, with redkit.outcome
 // and redkit.replayed; refusals are outcomes, not span errors. Background
 // work has a root span per batch: stock.reclaim_batch per round of the
-// reclaimer (its stock.reclaim calls under it) and stock.consume_batch per
-// batch Consume hands to its handler (linked to the span of Consume's
+// reclaimer (its stock.reclaim calls under it; linked to the span of the
+// caller of the Reserve that started the reclaimer) and stock.consume_batch
+// per batch Consume hands to its handler (linked to the span of Consume's
 // caller; the handler's spans and the acknowledgement under it). Metrics:
 //
 //	redkit.stock.operation.duration  s          histogram  redkit.operation, redkit.outcome
@@ -173,8 +174,12 @@
 // redkit.operation is the operation's name as in the span; redkit.outcome
 // is ok (applied), replayed (answered from the idempotency record), a
 // refusal (sold_out, buyer_limit, closed, sku_not_found, order_not_found,
-// conflict, cancelled, hold_expired, stale_fence, invalid), unknown_outcome,
-// replica_ack_missing or error. A DeductBatch counts each of its orders as
+// conflict, cancelled, hold_expired, stale_fence, cross_group, invalid),
+// unknown_outcome, replica_ack_missing, mismatch (an audit, verification
+// or checkpoint that found books the journal does not explain) or error:
+// the words every redkit module uses (otelx.Outcomes). A failed span's
+// error.type is a sentinel's text ("stock: sold out") or a Go type, never
+// an error text that could hold an ID. A DeductBatch counts each of its orders as
 // a deduct. units.sold counts first applications only (a replay sells
 // nothing new) and does not subtract refunds. Every attribute set may also
 // hold redkit.label (WithLabel); SKUs, IDs, buyers and quantities never

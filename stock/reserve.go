@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/redkit-go/redkit/internal/valid"
 	"github.com/redkit-go/redkit/internal/worker"
 )
@@ -27,7 +29,7 @@ func (inv *Inventory) Reserve(ctx context.Context, o Order, ttl time.Duration, o
 	}
 	res, err := inv.order(ctx, "reserve", deductScript, o, strconv.FormatInt(ttl.Milliseconds(), 10), nil, opts)
 	if err == nil {
-		inv.reclaimer.watch(inv, o.Items)
+		inv.reclaimer.watch(inv, o.Items, trace.SpanContextFromContext(ctx))
 	}
 	return res, err
 }
@@ -143,9 +145,10 @@ func (inv *Inventory) Reclaim(ctx context.Context, sku string) (_ ReclaimResult,
 // reclaimer runs Reclaim in the background for every SKU this Inventory
 // reserved, from the first Reserve until Close.
 type reclaimer struct {
-	mu   sync.Mutex
-	skus map[string]struct{}
-	w    worker.Worker
+	mu    sync.Mutex
+	skus  map[string]struct{}
+	cause trace.SpanContext // the span of the first Reserve's caller, linked from each round
+	w     worker.Worker
 }
 
 // Watch adds SKUs to the background reclaimer, for SKUs that other
@@ -159,10 +162,10 @@ func (inv *Inventory) Watch(skus ...string) {
 			items = append(items, Item{SKU: sku})
 		}
 	}
-	inv.reclaimer.watch(inv, items)
+	inv.reclaimer.watch(inv, items, trace.SpanContext{})
 }
 
-func (r *reclaimer) watch(inv *Inventory, items []Item) {
+func (r *reclaimer) watch(inv *Inventory, items []Item, cause trace.SpanContext) {
 	if inv.cfg.reclaimEvery <= 0 {
 		return
 	}
@@ -172,6 +175,9 @@ func (r *reclaimer) watch(inv *Inventory, items []Item) {
 	}
 	for _, it := range items {
 		r.skus[it.SKU] = struct{}{}
+	}
+	if !r.cause.IsValid() {
+		r.cause = cause
 	}
 	r.mu.Unlock()
 	r.w.Start(func(ctx context.Context) { r.run(ctx, inv) })
@@ -193,8 +199,9 @@ func (r *reclaimer) run(ctx context.Context, inv *Inventory) {
 		for sku := range r.skus {
 			skus = append(skus, sku)
 		}
+		cause := r.cause
 		r.mu.Unlock()
-		rctx, endRound := inv.tel.reclaimRound(ctx)
+		rctx, endRound := inv.tel.reclaimRound(ctx, cause)
 		for _, sku := range skus {
 			for ctx.Err() == nil {
 				res, err := inv.Reclaim(rctx, sku)

@@ -323,7 +323,12 @@
 // wallet.checkpoint, wallet.verify, wallet.balance, wallet.entries,
 // wallet.trial_balance; wallet.recover, also one per round of the
 // background recovery), a child of the caller's span, with redkit.outcome
-// and redkit.replayed; refusals are outcomes, not span errors. Metrics:
+// and redkit.replayed; refusals are outcomes, not span errors. Background
+// work is a root span of its own, linked to what caused it: a Recover
+// without a caller's span (each round of WithRecovery's worker) to the
+// transfers across groups this Ledger left in flight since the last one
+// (ErrUnknownOutcome), and each sweep of the hold reclaimer
+// (wallet.reclaim) to the Hold whose expiry it waits for. Metrics:
 //
 //	redkit.wallet.operation.duration  s           histogram  redkit.operation, redkit.outcome
 //	redkit.wallet.operations          {operation} counter    redkit.operation, redkit.outcome
@@ -332,8 +337,11 @@
 // redkit.outcome is ok (applied), replayed (answered from the idempotency
 // record), a refusal (insufficient_funds, account_not_found,
 // currency_mismatch, closed, conflict, hold_not_found, hold_expired,
-// stale_fence, transfer_expired, destination_full), unknown, invalid,
-// cross_group, replica_ack, mismatch or error. A TransferBatch counts each
+// stale_fence, transfer_expired, destination_full), unknown_outcome,
+// invalid, cross_group, replica_ack_missing, mismatch or error: the words
+// every redkit module uses (otelx.Outcomes). A failed span's error.type is
+// a sentinel's text ("wallet: insufficient funds") or a Go type, never an
+// error text that could hold an account or transaction ID. A TransferBatch counts each
 // transfer as a transfer. They go to the global OpenTelemetry providers unless
 // WithTracerProvider or WithMeterProvider say otherwise. Account IDs,
 // transaction IDs and amounts are never recorded; WithLabel adds

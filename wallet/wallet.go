@@ -302,6 +302,7 @@ func (l *Ledger) Transfer(ctx context.Context, t Transfer, opts ...CallOption) (
 	res.TxID = t.ID
 	call, err := l.transferCall(t, opts)
 	if errors.Is(err, ErrCrossGroup) {
+		op.acrossGroups = true
 		return l.crossTransfer(ctx, t, opts, allSteps)
 	}
 	if err != nil {

@@ -33,7 +33,10 @@ import (
 // written as is in the path. A Segment and a Sequence of one name draw from
 // one counter: their values never collide. Each name gets its generator on
 // first use; at most -max-names of them, after which new names are refused
-// (422 name_limit).
+// (422 name_limit). Each name's Segment reports its runway as a series of
+// its own (redkit.idgen.runway with redkit.idgen.segment = the name; the
+// names are bounded by -max-names), and the dashboard's ID runway panel
+// (grafana/redkit.json) shows the lowest of them all.
 //
 // Guarantees, from idgen: Snowflake IDs are unique across every instance
 // sharing the -service name and increasing within one instance; segment
@@ -109,9 +112,13 @@ func (g *generators) Close() error {
 // errNameLimit refuses a new name once MaxNames are served.
 var errNameLimit = errors.New("idservice: too many names")
 
+// segment returns the Segment of name. Its runway is a series of its own
+// in redkit.idgen.runway, labelled with the name: a name is a counter's,
+// not an ID, and at most MaxNames of them exist, so the label stays
+// bounded and a dashboard sees which name is running dry.
 func (g *generators) segment(name string) (*idgen.Segment, error) {
 	return lookup(g, g.segments, name, func() (*idgen.Segment, error) {
-		return idgen.NewSegment(g.rdb, name, g.cfg.Options...)
+		return idgen.NewSegment(g.rdb, name, append(slices.Clip(g.cfg.Options), idgen.WithSegmentLabel(name))...)
 	})
 }
 
