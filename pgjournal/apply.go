@@ -54,10 +54,8 @@ type rec struct {
 	extra    []any
 	delta    []int64
 	after    []int64
-	// bad is why the entry cannot be booked ("" when it can); lost marks
-	// an entry the journal no longer holds.
-	bad  string
-	lost bool
+	// bad is why the entry cannot be booked ("" when it can).
+	bad string
 }
 
 // content is what the entry says, in the order of journal.contentCols.
@@ -282,7 +280,7 @@ func decide(j *journal, key []any, st *bookState, recs []rec, rewind bool) outco
 		if !rewind && idLess(out.lastMs, out.lastSeq, r.ms, r.seq) {
 			out.lastMs, out.lastSeq = r.ms, r.seq
 		}
-		if have, ok := st.present[[2]int64{r.ms, r.seq}]; ok && !r.lost {
+		if have, ok := st.present[[2]int64{r.ms, r.seq}]; ok {
 			if r.bad == "" && sameContent(r.content(), have) {
 				continue // delivered again after a crash or a lost commit
 			}
@@ -293,13 +291,7 @@ func decide(j *journal, key []any, st *bookState, recs []rec, rewind bool) outco
 			out.anomalies = append(out.anomalies, anomaly{r.id, "reused_id", detail})
 			continue
 		}
-		switch {
-		case r.lost:
-			if _, ok := st.present[[2]int64{r.ms, r.seq}]; !ok {
-				out.anomalies = append(out.anomalies, anomaly{r.id, "lost", r.bad})
-			}
-			continue
-		case r.bad != "":
+		if r.bad != "" {
 			out.anomalies = append(out.anomalies, anomaly{r.id, "poison", r.bad})
 			continue
 		}

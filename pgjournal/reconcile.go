@@ -25,8 +25,8 @@ type Drift struct {
 	// Unbooked is how many entries of Redis's journal were added to Book.
 	Unbooked int
 	// Anomalies are what the sink recorded for this key: gaps, entries it
-	// could not read or that were deleted before it read them, operations
-	// booked twice in Redis.
+	// could not read, operations booked twice in Redis, stream IDs given
+	// out again.
 	Anomalies []Anomaly
 	// BookOnly lists booked entries that Redis's journal should hold (they
 	// are not older than its oldest entry) and does not, or holds with other
@@ -49,12 +49,15 @@ type Anomaly struct {
 	Bucket   int    // the stock bucket
 	StreamID string // the entry concerned
 	// Kind is "gap" (the levels before the entry were not the book's),
-	// "poison" (the entry could not be read), "lost" (deleted from the
-	// journal after it was handed to the sink, before it was booked),
-	// "duplicate_op" (the operation was booked before under another ID)
-	// or "reused_id" (the journal holds an entry under a stream ID the
-	// book holds with other content: Redis gave the ID out again, after a
-	// restart without persistence on a clock that went back).
+	// "poison" (the entry could not be read), "duplicate_op" (the
+	// operation was booked before under another ID) or "reused_id" (the
+	// journal holds an entry under a stream ID the book holds with other
+	// content: Redis gave the ID out again, after a restart without
+	// persistence on a clock that went back). Books kept by earlier
+	// versions may also hold "lost" (a stock entry deleted from its
+	// journal after it was handed to the sink; stock's Consume now
+	// acknowledges such an entry without handing it over, and the next
+	// entry shows the gap).
 	Kind       string
 	Detail     string
 	RecordedAt time.Time
@@ -121,6 +124,13 @@ func (b *Book) ReconcileStock(ctx context.Context, inv *stock.Inventory, skus ..
 				})
 				return stockRecs(sku, es), err
 			},
+			grown: func(cursor string) (bool, error) {
+				es, _, err := inv.Entries(ctx, sku, cursor, 1)
+				if errors.Is(err, stock.ErrSKUNotFound) {
+					return false, nil
+				}
+				return len(es) > 0, err
+			},
 		})
 	})
 }
@@ -152,6 +162,13 @@ func (b *Book) ReconcileWallet(ctx context.Context, l *wallet.Ledger, accounts .
 					return l.Entries(ctx, account, cursor, wallet.MaxPage)
 				})
 				return walletRecs(es), err
+			},
+			grown: func(cursor string) (bool, error) {
+				es, _, err := l.Entries(ctx, account, cursor, 1)
+				if errors.Is(err, wallet.ErrAccountNotFound) {
+					return false, nil
+				}
+				return len(es) > 0, err
 			},
 		})
 	})
@@ -185,13 +202,17 @@ type reconcileKey struct {
 	others func(tx pgx.Tx) ([]int64, error)
 	// journal reads Redis's journal from after cursor to its end.
 	journal func(cursor string) ([]rec, error)
+	// grown reports whether Redis's journal holds an entry after cursor.
+	grown func(cursor string) (bool, error)
 }
 
 // reconcile compares one key's values in Redis with the book's in one
 // consistent view: the book's state is read in one snapshot (a read-only
 // repeatable-read transaction), Redis's journal from the book's position
 // on, and Redis's values before and after that read, compared only when
-// they agree. The entries the book had not booked in the snapshot are
+// they agree and the journal holds nothing after the entries read (each
+// change appends its entry in the script that makes it, so the second read
+// of the values is then the state the journal read ends at). The entries the book had not booked in the snapshot are
 // added as the sink will book them (decide: entries seen again, duplicate
 // operations and unreadable entries add nothing). The read starts at the
 // entry at the position: when that entry is gone (a checkpoint trimmed it
@@ -272,6 +293,22 @@ func (b *Book) compare(ctx context.Context, tx pgx.Tx, k reconcileKey) (*Drift, 
 	}
 	if !levelsEqual(redis1, redis2) {
 		return nil, true, nil
+	}
+	// Values that agree before and after the journal read may still have
+	// moved in between and back (a hold and its void, a reservation and
+	// its cancellation): the journal read then holds the first change and
+	// not the second. Each change appends its entry in the script that
+	// makes it, so a journal with nothing after the entries read means
+	// the second read of the values is the state that journal read ends at.
+	tail := from
+	if rewind {
+		tail = ""
+	}
+	if len(pending) > 0 {
+		tail = pending[len(pending)-1].id
+	}
+	if grown, err := k.grown(tail); err != nil || grown {
+		return nil, grown, err
 	}
 	if st, err = b.readState(ctx, tx, k.j, k.key, pending, false); err != nil {
 		return nil, false, err
