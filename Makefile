@@ -8,9 +8,9 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server gcc libc6-dev postgresql prometheus
 
-.PHONY: test deps vet unit modules chaos bench bench-scripts lint fmt
+.PHONY: test deps vet docs unit modules chaos bench bench-scripts lint fmt
 
-test: deps vet unit modules release-proof
+test: deps vet docs unit modules release-proof
 
 # The tests need real redis-server, PostgreSQL and prometheus processes, and -race needs
 # cgo (gcc). Debian keeps initdb and postgres in /usr/lib/postgresql/<ver>/bin,
@@ -32,6 +32,12 @@ deps:
 
 vet:
 	$(GO) vet work
+
+# The documents agree with the code: every Go snippet of the Markdown files
+# and package comments compiles, and every identifier, make target, file and
+# test they name exists (tools/doccheck). Each finding is file:line: what.
+docs:
+	$(GO) run -C tools ./cmd/doccheck -root "$(CURDIR)"
 
 # REDKIT_REQUIRE_PROMETHEUS: examples/flashsale's TestPrometheus_flashSale
 # fails, instead of skipping, without the prometheus binary deps installs.

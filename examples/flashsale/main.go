@@ -85,8 +85,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&cfg.Reserve, "reserve", cfg.Reserve, "fraction of orders reserved and then confirmed")
 	fs.Float64Var(&cfg.Resend, "resend", cfg.Resend, "fraction of orders sent twice, as after a lost reply")
 	linger := fs.Duration("linger", 0, "after a simulated sale, keep exporting telemetry this long before exiting (for a Prometheus scrape of the final values)")
-	serve := fs.String("serve", "", "serve HTTP on this address (\"127.0.0.1:8080\") instead of simulating a sale")
+	serve := fs.String("serve", "", "serve HTTP on this address (\"127.0.0.1:8080\"; another than loopback needs -keys) instead of simulating a sale")
 	srvCfg := app.DefaultServerConfig(defaultRateLimit)
+	srvCfg.Metered = "orders and reservations (buy, reserve, confirm, cancel)"
 	srvCfg.Flags(fs)
 	if err := app.ParseFlags(fs, args); err != nil {
 		return err
@@ -111,7 +112,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	if *serve != "" {
-		return a.Serve(ctx, app.Server{Addr: *serve, Handler: newServer(inv, edge), Config: srvCfg,
+		return a.Serve(ctx, app.Server{Addr: *serve, Handler: newServer(inv, edge), Config: srvCfg, Auth: edge.Auth,
 			Ready: app.Readiness(inv.Check, health.Critical)})
 	}
 	if cfg.book, err = book.OpenEnv(ctx, "flashsale_book", a.Log); err != nil {

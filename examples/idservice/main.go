@@ -62,6 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.MaxNames, "max-names", cfg.MaxNames, "most segment and sequence names served")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "Snowflake node lease TTL, renewed every third of it (1s..1h)")
 	srvCfg := app.DefaultServerConfig(app.Rate{})
+	srvCfg.Metered = "ID requests (/id/...)"
 	srvCfg.Flags(fs)
 	if err := app.ParseFlags(fs, args); err != nil {
 		return err
@@ -102,7 +103,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return a.Serve(ctx, app.Server{Addr: *addr, Handler: newServer(g, edge), Config: srvCfg,
+	return a.Serve(ctx, app.Server{Addr: *addr, Handler: newServer(g, edge), Config: srvCfg, Auth: edge.Auth,
 		Ready: app.Readiness(probe.Check, health.Critical)})
 }
 
@@ -138,7 +139,7 @@ func runDemo(ctx context.Context, g *generators, out io.Writer) error {
 			return err
 		}
 	}
-	st, _ := g.status(ctx)
+	st, _ := g.status(ctx, nil)
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return err

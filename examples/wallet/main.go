@@ -30,8 +30,10 @@
 //
 // To serve on another address, give keys: -new-key checkout:payments,read
 // prints a key and the hashed line that stores it; put such lines in a file
-// (-keys FILE, $API_KEYS_FILE) or in $API_KEYS. The README's "Before you
-// expose a template" lists the scopes, limits and flags.
+// (-keys FILE, $API_KEYS_FILE) or in $API_KEYS. Such a key moves money only
+// out of accounts opened for its principal ({"owner":"checkout"}) or that an
+// admin granted it. The README's "Before you expose a template" lists the
+// scopes, limits and flags.
 //
 // REDIS_URL names a server ("redis://", "rediss://", "unix://" or host:port;
 // a Cluster node is recognised) or, as a comma list, a Cluster's nodes; with
@@ -81,9 +83,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Groups, "groups", cfg.Groups, "slot groups the accounts are spread over (transfers between groups take the two-phase path)")
 	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "concurrent clients of the load test")
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the load test sends new operations")
-	serve := fs.String("serve", "", "serve HTTP on this address (\":8080\") instead of running the load test")
+	serve := fs.String("serve", "", "serve HTTP on this address (\"127.0.0.1:8080\"; another than loopback needs -keys) instead of running the load test")
 	recoverEvery := fs.Duration("recover-every", time.Minute, "how often to finish transfers across slot groups left in flight (wallet.WithRecovery; 0: never)")
 	srvCfg := app.DefaultServerConfig(defaultRateLimit)
+	srvCfg.Metered = "payments (debits, transfers, holds, captures, voids)"
 	srvCfg.Flags(fs)
 	if err := app.ParseFlags(fs, args); err != nil {
 		return err
@@ -109,7 +112,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if !a.Redis.Embedded {
 			app.WarnRiskySettings(ctx, a, led.Check, health.Warning)
 		}
-		return a.Serve(ctx, app.Server{Addr: *serve, Handler: newServer(led, edge), Config: srvCfg,
+		return a.Serve(ctx, app.Server{Addr: *serve, Handler: newServer(led, a.Redis.Client, edge), Config: srvCfg, Auth: edge.Auth,
 			Ready: app.Readiness(led.Check, health.Critical)})
 	}
 	if cfg.book, err = book.OpenEnv(ctx, "wallet_book", a.Log); err != nil {

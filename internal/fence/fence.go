@@ -2,8 +2,9 @@
 // Lua check that scripts of the protected resource run (Lua), the key where
 // a resource records the highest token it has seen (Key), the bounds of a
 // token and a lock name (Validate), and the check for resources written
-// outside a script (Check). lock publishes it as FenceLua, FenceKey and
-// CheckFence; stock and wallet build their WithFence calls on it.
+// outside a script (Check). lock publishes it as lock.FenceLua,
+// lock.FenceKey and lock.CheckFence; stock and wallet build stock.WithFence
+// and wallet.WithFence on it.
 package fence
 
 import (
