@@ -45,9 +45,14 @@ func startSink() (*otlpSink, error) {
 // loopback. The returned stop flushes, shuts down and reports what was
 // exported.
 func startTelemetry(ctx context.Context) (stop func(), err error) {
-	sink, err := startSink()
+	stop, _, err = startTelemetryTo(ctx)
+	return stop, err
+}
+
+func startTelemetryTo(ctx context.Context) (stop func(), sink *otlpSink, err error) {
+	sink, err = startSink()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for k, v := range map[string]string{
 		"OTEL_TRACES_EXPORTER":        "otlp",
@@ -56,22 +61,22 @@ func startTelemetry(ctx context.Context) (stop func(), err error) {
 		"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
 	} {
 		if err := os.Setenv(k, v); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	tel, err := setup.Start(ctx, "redkit-bench")
 	if err != nil {
 		_ = sink.srv.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	if !tel.Enabled() {
 		_ = sink.srv.Close()
-		return nil, fmt.Errorf("the OpenTelemetry SDK was not installed (OTEL_SDK_DISABLED?)")
+		return nil, nil, fmt.Errorf("the OpenTelemetry SDK was not installed (OTEL_SDK_DISABLED?)")
 	}
 	return func() {
 		_ = tel.Shutdown(context.Background())
 		_ = sink.srv.Close()
 		fmt.Fprintf(os.Stderr, "redkit-bench: telemetry: %d OTLP exports, %.1f MB sent to the sink\n",
 			sink.requests.Load(), float64(sink.size.Load())/1e6)
-	}, nil
+	}, sink, nil
 }
