@@ -25,10 +25,13 @@ import (
 	"github.com/redkit-go/redkit/redistest"
 )
 
-// scrapeInterval is how often the test's Prometheus scrapes the sale.
-const scrapeInterval = 250 * time.Millisecond
+// scrapeInterval is how often the test's Prometheus scrapes the sale, and
+// how long a scrape may take: a scrape of the -race binary during the sale
+// on a loaded 2-core machine can take longer than 250 ms.
+const scrapeInterval = 500 * time.Millisecond
 
-// rateWindow stands for the dashboard's $__rate_interval.
+// rateWindow stands for the dashboard's $__rate_interval (4 scrapes, as
+// Grafana's rule for it).
 const rateWindow = 2 * time.Second
 
 // dashboardFile is the Grafana dashboard shipped beside the examples.
