@@ -13,10 +13,13 @@
 // only when the standard OTEL_* variables ask for it (otelx/setup). Console
 // telemetry goes to stderr, since stdout is a program's report. With
 // OTEL_METRICS_EXPORTER=prometheus a served example answers GET /metrics
-// on its own server (no key needed, like the probes), unless
+// on its own server to a key with the metrics:read scope, unless
 // OTEL_EXPORTER_PROMETHEUS_HOST or _PORT give the exporter a listener of
-// its own; a simulated sale needs the latter (and -linger to stay up for
-// the last scrape). grafana/redkit.json is a dashboard over these metrics,
+// its own (without a key: a network only the scraper reaches); a
+// simulated sale needs the latter (and -linger to stay up for the last
+// scrape). The HTTP spans and metrics carry the method, the route pattern,
+// the status and the scheme, nothing a client chose (no Host, path, query
+// or header), so clients cannot grow the number of series. grafana/redkit.json is a dashboard over these metrics,
 // checked against a real Prometheus by flashsale's TestPrometheus_flashSale.
 //
 // Served (-serve, or idservice's -addr), each is fit to expose: every route
@@ -27,12 +30,20 @@
 // requests in flight (503 overloaded past it, at once) and a per-principal
 // GCRA rate limit kept in Redis (429); /healthz and /readyz need no key.
 // With no keys given, a service makes an admin key and prints it once, and
-// only on a loopback address: on any other it refuses to start. An unknown
-// outcome (ErrUnknownOutcome of stock or wallet) is a 503 with Retry-After
-// telling the client to repeat the request with the same Idempotency-Key.
-// The README's "Before you expose a template" lists scopes, flags and
-// defaults. Each template's redis.acl is the least-privilege Redis ACL
-// user it runs as (SECURITY.md explains it).
+// only on a loopback address: on any other it refuses to start. Every
+// request is answered before the write timeout whatever Redis does: the
+// request's context ends at 4/5 of it and every Redis client ends its calls
+// with it (ContextTimeoutEnabled, kit/redisconn). An unknown outcome
+// (ErrUnknownOutcome of stock or wallet) is a 503 with Retry-After telling
+// the client to repeat the request with the same Idempotency-Key, and a
+// read Redis did not answer a 503 unavailable. No response body names a
+// host, port, file path or Redis error; the log does. Idempotency keys and
+// order IDs belong to the principal that sends them (two principals' keys
+// never meet), and a wallet account to its owner: payments move money only
+// out of the caller's own accounts (or those it was granted). The README's
+// "Before you expose a template" lists each of these with its scopes,
+// flags and defaults. Each template's redis.acl is the least-privilege
+// Redis ACL user it runs as (SECURITY.md explains it).
 //
 // The embedded Redis does not use miniredis's ClockTTL, which walks every
 // key on every command, so a sale slowed down more with every order marker

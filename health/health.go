@@ -1,5 +1,5 @@
 // Package health rates the settings of the Redis servers redkit runs on:
-// those that can lose acknowledged writes, and with them the guarantees of
+// those that decide what an acknowledged write survives, and with them the guarantees of
 // lock, stock, wallet and idgen (an evicted idempotency marker lets a retry
 // apply twice, a restart without AOF hands out an ID range again). Each of
 // those modules has a Check method returning this package's Report; Check
@@ -94,13 +94,29 @@ func (r Report) Err(min Severity) error {
 	return fmt.Errorf("%w: %s", ErrRiskySettings, strings.Join(risky, "; "))
 }
 
-// Check reads maxmemory-policy, appendonly, save and appendfsync on every
-// primary (each master of a Cluster) and rates them:
+// Check reads, on every primary (each master of a Cluster), the settings
+// that decide what an acknowledged write survives, and rates them:
 //
 //   - maxmemory-policy other than noeviction: critical, keys can be evicted;
 //   - appendonly no: critical when RDB snapshots are off too (save ""),
 //     otherwise a warning, a restart loses writes since the last snapshot;
-//   - appendfsync no: critical; everysec: warning; always: ok.
+//     then stop-writes-on-bgsave-error no is a warning too: a snapshot that
+//     fails (a full disk) goes unnoticed while writes are still
+//     acknowledged, so that "last snapshot" can be hours old;
+//   - with appendonly yes, appendfsync no: critical; everysec: warning;
+//     always: ok; and no-appendfsync-on-rewrite yes: a warning (unless
+//     appendfsync is no, when there is no fsync to skip), since Redis then
+//     skips the fsync while an AOF rewrite or RDB save child runs (they
+//     start on their own), so a crash meanwhile can lose up to ~30 s of
+//     acknowledged writes even with appendfsync always.
+//
+// Settings that change no acknowledged write's fate are not read:
+// aof-use-rdb-preamble (the format of a rewritten AOF), aof-load-truncated
+// (it decides whether Redis starts on an AOF whose last command was cut
+// off by a crash; that command was never acknowledged under appendfsync
+// always), and the replication settings (replication is asynchronous
+// whatever they say; WithReplicaAck in lock, stock and wallet is what
+// waits for replicas).
 //
 // A setting that cannot be read is a Unknown finding. The error is
 // non-nil only when the nodes cannot be listed (Cluster topology unknown).
@@ -145,13 +161,10 @@ func checkNode(ctx context.Context, c redis.UniversalClient, node string) []Find
 		}
 		return v, nil
 	}
-	unknown := func(setting string, err error) Finding {
-		return Finding{Node: node, Setting: setting, Severity: Unknown, Risk: "cannot read: " + err.Error()}
-	}
 	var out []Finding
 
 	if v, err := get("maxmemory-policy"); err != nil {
-		out = append(out, unknown("maxmemory-policy", err))
+		out = append(out, unknownFinding(node, "maxmemory-policy", err))
 	} else if v != "noeviction" {
 		out = append(out, Finding{node, "maxmemory-policy", v, Critical,
 			"keys can be evicted: markers/balances silently lost"})
@@ -162,30 +175,43 @@ func checkNode(ctx context.Context, c redis.UniversalClient, node string) []Find
 	aof, err := get("appendonly")
 	switch {
 	case err != nil:
-		out = append(out, unknown("appendonly", err))
+		out = append(out, unknownFinding(node, "appendonly", err))
 	case aof == "no":
-		out = append(out, aofOff(node, get))
+		out = append(out, aofOff(node, get)...)
 	default:
 		out = append(out, Finding{node, "appendonly", aof, OK, "writes are logged to the AOF"})
-		out = append(out, fsync(node, get))
+		out = append(out, fsync(node, get)...)
 	}
 	return out
 }
 
-func aofOff(node string, get func(string) (string, error)) Finding {
+func aofOff(node string, get func(string) (string, error)) []Finding {
 	f := Finding{Node: node, Setting: "appendonly", Value: "no", Severity: Warning,
 		Risk: "a restart loses everything since the last RDB save"}
-	switch save, err := get("save"); {
+	save, err := get("save")
+	switch {
 	case err != nil:
 		f.Risk += " (save setting unreadable: " + err.Error() + ")"
+		return []Finding{f}
 	case strings.TrimSpace(save) == "":
 		f.Severity = Critical
 		f.Risk = "a restart loses everything: RDB snapshots are off too (save \"\")"
+		return []Finding{f}
 	}
-	return f
+	// The snapshots are what a restart keeps: a failing one must stop writes.
+	const stop = "stop-writes-on-bgsave-error"
+	switch v, err := get(stop); {
+	case err != nil:
+		return []Finding{f, unknownFinding(node, stop, err)}
+	case v == "no":
+		return []Finding{f, {node, stop, v, Warning,
+			"writes are still acknowledged while RDB saves fail: a restart then loses everything since the last save that worked"}}
+	default:
+		return []Finding{f, {node, stop, v, OK, "writes are refused while RDB saves fail"}}
+	}
 }
 
-func fsync(node string, get func(string) (string, error)) Finding {
+func fsync(node string, get func(string) (string, error)) []Finding {
 	f := Finding{Node: node, Setting: "appendfsync"}
 	v, err := get("appendfsync")
 	f.Value = v
@@ -199,5 +225,28 @@ func fsync(node string, get func(string) (string, error)) Finding {
 	default: // "no"
 		f.Severity, f.Risk = Critical, "a crash can lose every write the OS has not flushed yet (~30s)"
 	}
-	return f
+	return []Finding{f, rewriteFsync(node, get, err == nil && v == "no")}
+}
+
+// rewriteFsync rates no-appendfsync-on-rewrite: with yes, Redis does not
+// fsync the AOF while a child process (AOF rewrite, RDB save) runs, and
+// such children start on their own (auto-aof-rewrite-percentage, save).
+func rewriteFsync(node string, get func(string) (string, error), noFsync bool) Finding {
+	const setting = "no-appendfsync-on-rewrite"
+	v, err := get(setting)
+	switch {
+	case err != nil:
+		return unknownFinding(node, setting, err)
+	case v != "yes":
+		return Finding{node, setting, v, OK, "the AOF is fsynced during rewrites and RDB saves too"}
+	case noFsync:
+		return Finding{node, setting, v, OK, "no fsync to skip: appendfsync is no"}
+	default:
+		return Finding{node, setting, v, Warning,
+			"no fsync while an AOF rewrite or RDB save runs: a crash then can lose up to ~30s of acknowledged writes, whatever appendfsync says"}
+	}
+}
+
+func unknownFinding(node, setting string, err error) Finding {
+	return Finding{Node: node, Setting: setting, Severity: Unknown, Risk: "cannot read: " + err.Error()}
 }

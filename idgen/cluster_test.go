@@ -393,3 +393,120 @@ func TestChaos_Cluster_failover(t *testing.T) {
 		t.Fatalf("%d values handed out twice", repeats)
 	}
 }
+
+// TestCluster_underResharding_sendOnce: Sequence and Segment on a Cluster
+// without replicas (no replica acknowledgement: the reservation goes
+// through the ClusterClient), on go-redis defaults and on a send-once
+// client (MaxRetries and MaxRedirects -1), while the counter's slot moves
+// again and again key by key: no error reaches the caller and no value is
+// handed out twice. Before, on send-once, most calls returned a bare ASK or
+// MOVED.
+func TestCluster_underResharding_sendOnce(t *testing.T) {
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3})
+	ctx := t.Context()
+	for _, shape := range redistest.ClientShapes {
+		t.Run(shape.Name, func(t *testing.T) {
+			rdb := c.AppClient(shape.Adjust)
+			tag := "rso-" + shape.Name
+			seq, seg := counters(t, rdb, tag+"/seq", tag+"/seg", 5)
+			c.Fill(t, ctx, []string{"{" + tag + "}"}, 20)
+			var (
+				mu   sync.Mutex
+				seen = map[string]bool{}
+			)
+			c.WhileResharding(t, ctx, []string{"{" + tag + "}"}, redistest.MoveOptions{Batch: 1, Pause: 10 * time.Millisecond}, 4,
+				func(w int, fail func(string, ...any)) {
+					for i := range 60 {
+						kind, next := "seq", seq.Next
+						if (w+i)%2 == 1 {
+							kind, next = "seg", seg.Next
+						}
+						v, err := next(ctx)
+						mu.Lock()
+						if err != nil {
+							fail("%s: %w", kind, err)
+						} else if k := fmt.Sprint(kind, v); seen[k] {
+							fail("%s: %d twice", kind, v)
+						} else {
+							seen[k] = true
+						}
+						mu.Unlock()
+						time.Sleep(5 * time.Millisecond)
+					}
+				})
+			t.Logf("%d values", len(seen))
+		})
+	}
+}
+
+// TestCluster_masterKilledForGood: the master serving the counters is
+// killed with SIGKILL and left down, its replica promoted (two replicas per
+// master, so the new master has one to acknowledge), and the application's
+// ClusterClient, which nothing refreshes, still names the dead address. On
+// both client shapes the first Sequence.Next after every live node agreed
+// on the new master succeeds, and a Segment whose runway runs out fetches
+// its next range without an error reaching the caller. Before, the replica
+// probe and the reservation failed with "connection refused" until
+// go-redis's periodic map reload a minute later.
+func TestCluster_masterKilledForGood(t *testing.T) {
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3, Replicas: 2,
+		Options: redistest.Options{Config: []string{"cluster-node-timeout 1000"}}})
+	ctx := t.Context()
+	for i, shape := range redistest.ClientShapes {
+		t.Run(shape.Name, func(t *testing.T) {
+			tag := []string{"kg0", "kg1"}[i] // on shards of their own
+			rdb := c.AppClient(shape.Adjust)
+			seq, seg := counters(t, rdb, tag+"/seq", tag+"/seg", 5)
+			for range 3 {
+				if _, err := seq.Next(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := seg.Next(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := c.KillMaster(ctx, "{"+tag+"}"); err != nil {
+				t.Fatal(err)
+			}
+			agreed := time.Now()
+			if _, err := seq.Next(ctx); err != nil {
+				t.Fatalf("the first Sequence.Next after the cluster agreed on the new master: %v", err)
+			}
+			t.Logf("%s: first Sequence.Next answered %v after the cluster agreed", shape.Name, time.Since(agreed))
+			// Past the runway (at most two ranges of 5) every value needs a
+			// fetch made after the kill.
+			for n := range 15 {
+				if _, err := seg.Next(ctx); err != nil {
+					t.Fatalf("Segment.Next %d after the kill: %v", n, err)
+				}
+			}
+		})
+	}
+}
+
+// TestChaos_Cluster_recovery measures, per Cluster fault and client shape,
+// what callers of Sequence.Next see (replica acknowledgement, as by
+// default with replicas): how long the fault lasted until the cluster
+// agreed, how long after that every caller's next call was answered, the
+// slowest call and the errors. It prints a "recovery table" line per
+// fault; the README's Cluster table quotes them.
+func TestChaos_Cluster_recovery(t *testing.T) {
+	redistest.Chaos(t)
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3, Replicas: 2,
+		Options: redistest.Options{AOF: true, AppendFsync: "always", Config: []string{"cluster-node-timeout 1000"}}})
+	ctx := t.Context()
+	for _, shape := range redistest.ClientShapes {
+		seq, err := idgen.NewSequence(c.AppClient(shape.Adjust), "rc/"+shape.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range redistest.RecoveryFaults() {
+			rec := c.MeasureRecovery(t, ctx, "{rc}", f, redistest.RecoveryRun{Callers: 4,
+				Call: func(ctx context.Context, _, _ int) error {
+					_, err := seq.Next(ctx)
+					return err
+				}})
+			t.Logf("recovery table | idgen Sequence.Next | %s | %v", shape.Name, rec)
+		}
+	}
+}

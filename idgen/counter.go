@@ -27,9 +27,13 @@ const replicaProbeTTL = time.Minute
 // ranges above a floor and, when the primary has replicas, waits for one of
 // them to acknowledge each reservation.
 type counter struct {
-	rdb     redis.UniversalClient
+	rdb     redis.UniversalClient // a *redis.Client or *redis.ClusterClient (counterClient)
 	key     string
 	ackWait time.Duration
+	// cluster retries a reservation on a Cluster client whose slot map is
+	// out of date (retry.StaleMap) on a reloaded map, within
+	// retry.DefaultClusterBudget; on other clients it sends once.
+	cluster retry.Policy
 
 	mu       sync.Mutex
 	replicas int
@@ -58,25 +62,41 @@ func newCounter(rdb redis.UniversalClient, name string, opts []Option) (*counter
 	if err := cfg.validateCounter(); err != nil {
 		return nil, cfg, err
 	}
-	return &counter{rdb: rdb, key: counterKey(cfg.prefix, name), ackWait: cfg.replicaAckWait}, cfg, nil
+	rdb, err := counterClient(rdb)
+	if err != nil {
+		return nil, cfg, err
+	}
+	once := retry.DefaultPolicy()
+	once.SetAttempts(1, 10*time.Millisecond, 200*time.Millisecond)
+	return &counter{rdb: rdb, key: counterKey(cfg.prefix, name), ackWait: cfg.replicaAckWait,
+		cluster: once.For(rdb)}, cfg, nil
 }
 
-// reserve reserves step values above floor and returns the last one.
+// reserve reserves step values above floor and returns the last one. On a
+// Cluster client, a reservation that met a moving slot (MOVED, ASK,
+// TRYAGAIN...) or a node that is gone (a master killed for good, which a
+// stale slot map still names) is sent again on a reloaded map, within
+// retry.DefaultClusterBudget and ctx: a send that may have run only skips
+// values. Its errors are returned as they came (retry.Read).
 func (c *counter) reserve(ctx context.Context, step, floor int64) (int64, error) {
-	replicas, err := c.replicaCount(ctx)
-	if err != nil {
-		return 0, err
-	}
-	ack := script.Ack{}
-	if replicas > 0 {
-		ack = script.Ack{Replicas: 1, Timeout: c.ackWait, Required: true}
-	}
-	cmd, _, err := script.RunAck(ctx, c.rdb, ack, reserveScript, []string{c.key}, step, floor)
-	if err != nil {
-		c.forgetReplicas()
-		return 0, scriptError(err)
-	}
-	last, err := cmd.Int64()
+	var last int64
+	err := retry.Read(ctx, c.cluster, func(ctx context.Context, _ int) error {
+		replicas, err := c.replicaCount(ctx)
+		if err != nil {
+			return err
+		}
+		ack := script.Ack{}
+		if replicas > 0 {
+			ack = script.Ack{Replicas: 1, Timeout: c.ackWait, Required: true}
+		}
+		cmd, _, err := script.RunAck(ctx, c.rdb, ack, reserveScript, []string{c.key}, step, floor)
+		if err != nil {
+			c.forgetReplicas()
+			return scriptError(err)
+		}
+		last, err = cmd.Int64()
+		return err
+	})
 	if err != nil {
 		return 0, err
 	}
@@ -110,7 +130,9 @@ func (c *counter) replicaCount(ctx context.Context) (int, error) {
 		// A node that is not the primary (a stale Cluster map after a
 		// failover) says nothing about the primary's replicas: counting
 		// none would skip the acknowledgement.
-		if retry.Ambiguous(err) || retry.Retryable(err) || errors.Is(err, server.ErrNotPrimary) {
+		// Nor does a client that cannot reach the primary (newCounter
+		// refuses those; this keeps any that slips through closed).
+		if retry.Ambiguous(err) || retry.Retryable(err) || errors.Is(err, server.ErrNotPrimary) || errors.Is(err, ErrInvalid) {
 			return 0, fmt.Errorf("idgen: probe replicas: %w", err)
 		}
 		// The server hides its replication state (a managed service, an

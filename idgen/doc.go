@@ -50,9 +50,16 @@
 // -1. Each Redis call runs in a goroutine of its own, and the caller gives it
 // up when its ctx ends. The call goes on until Redis answers or go-redis
 // gives up; what it reserves is then skipped (never handed out, so a lost
-// call only skips values, never repeats one), a node it leased is released
-// at once, and a renewal is simply tried again. Close (Segment's, Snowflake's)
-// cancels what it waits for and does not wait for such a call.
+// call only skips values, never repeats one), and it costs nothing else: a
+// Sequence keeps no record of it, so a reply lost for good (ReadTimeout -1)
+// leaves one goroutine waiting however many calls follow
+// (TestSequence_Next_replyLostForGood_memoryFlat). A node it leased is
+// released at once, on every path that gives up (the lease answered late,
+// the clock wait refused, the renewal after the clock wait unanswered), and
+// the release is retried until Redis answers it, for up to two lease TTLs
+// (TestNewLeasedSnowflake_clockWaitThenRenewalGivenUp_releasesNode). A
+// renewal is simply tried again. Close (Segment's, Snowflake's) cancels
+// what it waits for and does not wait for such a call.
 //
 // Counters going backwards. Every fetch (and every Sequence call) passes the
 // highest value that generator has reserved; a counter found below it (the
@@ -87,6 +94,19 @@
 // one already handed out. Run with a replica (or AOF with appendfsync always
 // and no failover) when that matters.
 //
+// Acknowledgement needs the connection to the counter's primary, which
+// only a *redis.Client (also from redis.NewFailoverClient) or a
+// *redis.ClusterClient names. NewSequence and NewSegment refuse any other
+// client (ErrInvalid): a *redis.Ring, which also moves a key to another
+// shard when it marks one down, and a wrapper (a struct embedding
+// *redis.Client) unless it implements ClientWrapper, whose Unwrap returns
+// the client the counter then uses. Counting such a client as having no
+// replicas would skip the acknowledgement
+// (TestCounter_wrappedClient_failover_noDuplicates). Random processes on
+// every accepted client type, with calls given up early, a replica cut off
+// and healed, and failovers, never hand out a value twice
+// (TestModel_failover; large in TestChaos_Model_failover).
+//
 // "Has replicas" means a replica was connected to the primary
 // (connected_slaves of INFO replication) at some probe since the generator
 // was made. From then on every reservation waits for a replica's
@@ -108,9 +128,18 @@
 // within the call's deadline: after a slot migration or a failover the next
 // call succeeds (TestCluster_slotMigrated_withReplicas_recovers), and while
 // the counter's slot moves again and again no error reaches the caller
-// (TestCluster_underResharding); leased Snowflakes keep their nodes and
-// renew them while the node table's slot moves
-// (TestLease_Cluster_underResharding).
+// (TestCluster_underResharding), on a send-once client too (MaxRetries and
+// MaxRedirects -1: a reservation that met MOVED, ASK or TRYAGAIN is sent
+// again on a reloaded map for up to 5 s, within ctx;
+// TestCluster_underResharding_sendOnce); leased Snowflakes keep their
+// nodes and renew them while the node table's slot moves
+// (TestLease_Cluster_underResharding). A master killed for good, which
+// the client's map still names (its address refuses connections): the
+// replica probe and the reservation reload the map and ask the master it
+// names, so the first Sequence.Next after every live node agreed on the
+// new master succeeds, and a Segment fetches its next range
+// (TestCluster_masterKilledForGood). TestChaos_Cluster_recovery measures
+// each Cluster fault (README).
 //
 // Snowflake. The wall clock is read once, when the generator starts; elapsed
 // time comes from Go's monotonic clock, so wall-clock steps in a running
@@ -206,22 +235,33 @@
 // Spans only around range fetches and lease operations, never per ID. A
 // range fetch runs in the background, ahead of need: idgen.fetch is a root
 // span of its own, one per range, linked to the span of the Next that
-// asked for it. Lease operations are idgen.lease.acquire, .renew (one per
-// renewal, in the background: a root span linked to the acquire that
-// leased the node) and .release. Metrics, per fetch or lease event:
+// asked for it. Lease operations are idgen.lease.acquire, .renew and
+// .release; the acquire of NewLeasedSnowflake is a child of the caller's
+// span, and every lease operation without a caller's span (each renewal,
+// a re-lease after a loss, the release at Close) is background work: a
+// root span linked to the acquire that leased the node. Metrics, per fetch
+// or lease event:
 //
 //	redkit.idgen.range.fetches              {fetch}     counter    redkit.outcome: ok, error
 //	redkit.idgen.range.fetch.duration       s           histogram  redkit.outcome
 //	redkit.idgen.range.size                 {id}        gauge      size of the last range
-//	redkit.idgen.runway                     {id}        gauge      values a Segment hands out without Redis
-//	redkit.idgen.lease.operations           {operation} counter    redkit.idgen.operation, redkit.outcome: ok, error, lost
+//	redkit.idgen.runway                     {id}        gauge      values a Segment hands out without Redis; redkit.idgen.segment
+//	redkit.idgen.lease.operations           {operation} counter    redkit.operation, redkit.outcome: ok, error, lost
 //	redkit.idgen.lease.operation.duration   s           histogram  redkit.operation (acquire, renew, release), redkit.outcome
 //	redkit.idgen.lease.renew_failures       {failure}   counter
 //	redkit.idgen.clock_behind               {event}     counter    redkit.outcome: waited, failed
 //
 // Every attribute set may also hold redkit.label (WithLabel); never names,
-// keys or IDs. Sequence records nothing of its own: instrument the client
-// with otelx.InstrumentRedis.
+// keys or IDs. The runway gauge has one series per attribute set: a
+// Segment given WithSegmentLabel has redkit.idgen.segment, a label the
+// program chose (bounded by its number of Segments), and Segments that
+// share their attributes (the same labels, or none) report the lowest
+// runway among them, so a Segment running dry is never hidden behind
+// another; a closed Segment leaves the gauge. The outcomes are words of
+// the vocabulary every redkit module shares (otelx.Outcomes), and
+// error.type is a sentinel's text ("idgen: unavailable") or a Go type.
+// Sequence records nothing of its own: instrument the client with
+// otelx.InstrumentRedis.
 // Every duration histogram is in seconds (unit "s") with
 // otelx.DurationBuckets as bucket advice: 50µs, 75µs, 100µs, 150µs, 200µs,
 // 300µs, 400µs, 500µs, 750µs, 1ms, 1.5ms, 2ms, 3ms, 4ms, 5ms, 7.5ms, 10ms,

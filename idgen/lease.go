@@ -75,7 +75,11 @@ func nodeTableKey(prefix, service string) string {
 // leased, when another process took this one) Next recovers by itself.
 //
 // Errors: ErrInvalid for bad arguments (nothing is written), ErrNoFreeNode
-// when all 1,024 nodes are leased, ErrClockBehind, or the Redis error.
+// when all 1,024 nodes are leased, ErrClockBehind, ErrLeaseLost when the
+// node was taken by another process while the clock caught up with its
+// high-water mark (the lease's TTL was shorter than that wait), or the
+// Redis (or ctx) error. Whenever it returns an error after leasing a node,
+// it releases the node, retrying in the background until Redis answers.
 //
 // Options used: WithKeyPrefix, WithLeaseTTL, WithMaxClockWait, WithClock,
 // WithTracerProvider, WithMeterProvider, WithLabel.
@@ -120,7 +124,7 @@ func newOwner() string {
 
 // acquire leases a node and waits until the clock has passed its high-water mark.
 func (l *nodeLease) acquire(ctx context.Context) (*tenure, error) {
-	ctx, span := l.tel.start(ctx, "idgen.lease.acquire")
+	ctx, span := l.tel.start(ctx, "idgen.lease.acquire", l.cause)
 	l.cause = span.SpanContext()
 	t, err := l.acquireNode(ctx)
 	l.tel.end(ctx, span, "acquire", false, err)
@@ -136,9 +140,7 @@ func (l *nodeLease) acquireNode(ctx context.Context) (*tenure, error) {
 	}, func(res []int64, err error) {
 		// A node leased after the caller gave up is given back at once.
 		if err == nil && len(res) == 2 && res[0] >= 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-			defer cancel()
-			_, _, _ = l.runRenew(ctx, owner, res[0], 0, 0, 0)
+			l.giveBack(context.Background(), owner, res[0])
 		}
 	})
 	if err != nil {
@@ -159,14 +161,20 @@ func (l *nodeLease) acquireNode(ctx context.Context) (*tenure, error) {
 	if behind := start + 1 - l.s.nowMs(); behind > 0 {
 		wait := time.Duration(behind) * time.Millisecond
 		if err := l.waitClock(ctx, start+1, wait); err != nil {
-			_ = l.release(0) // never used: give it back at once
+			l.giveBack(ctx, owner, node) // never used
 			return nil, err
 		}
 		// The wait may have outlasted the lease: renew it before use.
 		sent = l.s.nowMs()
 		ok, err := l.renew(ctx, l.ttl, sent, 0)
-		if err != nil || !ok {
-			return nil, errors.Join(ErrLeaseLost, err)
+		if err != nil {
+			// The renewal may still run: the release, retried until
+			// Redis answers it, undoes it or comes after it.
+			l.giveBack(ctx, owner, node)
+			return nil, fmt.Errorf("idgen: lease node: renew after the clock wait: %w", err)
+		}
+		if !ok {
+			return nil, fmt.Errorf("%w: node %d was taken while the clock caught up with its high-water mark", ErrLeaseLost, node)
 		}
 		hw = max(hw, sent+l.ttl.Milliseconds())
 	}
@@ -179,10 +187,10 @@ func (l *nodeLease) acquireNode(ctx context.Context) (*tenure, error) {
 // most the max clock wait.
 func (l *nodeLease) waitClock(ctx context.Context, ms int64, behind time.Duration) error {
 	if behind > l.cfg.maxClockWait {
-		l.tel.clockBehind(ctx, "failed")
+		l.tel.clockBehind(ctx, outcomeFailed)
 		return fmt.Errorf("%w by %v (max wait %v)", ErrClockBehind, behind, l.cfg.maxClockWait)
 	}
-	l.tel.clockBehind(ctx, "waited")
+	l.tel.clockBehind(ctx, outcomeWaited)
 	timer := time.NewTimer(behind)
 	defer timer.Stop()
 	for l.s.nowMs() < ms {
@@ -229,8 +237,48 @@ func (l *nodeLease) runRenew(ctx context.Context, owner string, node int64, ttl 
 	}, nil)
 }
 
+// answered reports whether a call that ended in err got a reply from Redis.
+func answered(err error) bool {
+	var reply redis.Error
+	return err == nil || errors.As(err, &reply)
+}
+
 // releaseTimeout bounds a release: the lease expires by itself after that.
 const releaseTimeout = 2 * time.Second
+
+// giveBack releases node, leased to owner and used by no generator. While
+// ctx has not ended it tries once before returning, bounded by
+// releaseTimeout; then, unless Redis answered, it goes on in a goroutine of
+// its own until Redis answers a release (20ms doubling to 1s between
+// attempts, each waiting for its reply), for up to two lease TTLs. A
+// renewal of the node still on its way may run before or after the
+// release: after it, it finds the node no longer this owner's and changes
+// nothing.
+func (l *nodeLease) giveBack(ctx context.Context, owner string, node int64) {
+	if ctx.Err() == nil {
+		rctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+		_, _, err := l.runRenew(rctx, owner, node, 0, 0, 0)
+		cancel()
+		if answered(err) {
+			return
+		}
+	}
+	go func() {
+		stop := time.Now().Add(2 * l.ttl)
+		wait := 20 * time.Millisecond
+		for {
+			rctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+			err := renewScript.Run(rctx, l.rdb, []string{l.key},
+				owner, 0, 0, leaseRetention.Milliseconds(), node, 0).Err()
+			cancel()
+			if answered(err) || !time.Now().Before(stop) {
+				return
+			}
+			time.Sleep(wait)
+			wait = min(2*wait, time.Second)
+		}
+	}()
+}
 
 // nodePick returns the random number, 0..2^48-1, by which the acquire script
 // picks one of the candidate free nodes uniformly: processes starting while
@@ -249,7 +297,7 @@ func nodePick() int64 {
 func (l *nodeLease) release(lastMs int64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
-	ctx, span := l.tel.start(ctx, "idgen.lease.release")
+	ctx, span := l.tel.start(ctx, "idgen.lease.release", l.cause)
 	_, err := l.renew(ctx, 0, max(lastMs, 0), 0)
 	l.tel.end(ctx, span, "release", false, err)
 	if err != nil {
@@ -283,10 +331,7 @@ func (l *nodeLease) step(life context.Context, interval, retry time.Duration) ti
 	}
 	ctx, cancel := context.WithTimeout(life, interval)
 	defer cancel()
-	ctx, span := l.tel.start(ctx, "idgen.lease.renew")
-	if l.cause.IsValid() {
-		span.AddLink(trace.Link{SpanContext: l.cause}) // background work: linked to the lease's acquire
-	}
+	ctx, span := l.tel.start(ctx, "idgen.lease.renew", l.cause)
 	sent := l.s.nowMs()
 	ok, err := l.renew(ctx, l.ttl, sent, t.until.Load())
 	switch {

@@ -10,9 +10,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
+
+	"github.com/redkit-go/redkit/redistest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction(redistest.DialProber)) }
 
 // requireUnique fails when any value occurs twice.
 func requireUnique(t testing.TB, ids []int64) {

@@ -15,6 +15,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/redkit-go/redkit/idgen"
+	"github.com/redkit-go/redkit/otelx"
 	"github.com/redkit-go/redkit/redistest"
 )
 
@@ -305,7 +306,7 @@ func acquires(rt *rapid.T, m *modelGen) int64 {
 				continue
 			}
 			for _, dp := range mt.Data.(metricdata.Sum[int64]).DataPoints {
-				op, _ := dp.Attributes.Value("redkit.idgen.operation")
+				op, _ := dp.Attributes.Value(otelx.AttrOperation)
 				outcome, _ := dp.Attributes.Value("redkit.outcome")
 				if op.AsString() == "acquire" && outcome.AsString() == "ok" {
 					n += dp.Value

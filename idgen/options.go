@@ -39,6 +39,7 @@ type config struct {
 	prefix         string
 	providers      otelx.Providers
 	label          string
+	segmentLabel   string
 	minStep        int64
 	maxStep        int64
 	fetchTimeout   time.Duration
@@ -125,6 +126,16 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // WithLabel sets a low-cardinality label recorded on spans and metrics
 // instead of the generator's name (names never appear in telemetry). Default "".
 func WithLabel(l string) Option { return optionFunc(func(c *config) { c.label = l }) }
+
+// WithSegmentLabel names a Segment in the redkit.idgen.runway gauge, as
+// the attribute redkit.idgen.segment, so that a dashboard tells apart the
+// Segments a process runs (one series per label) and sees the one running
+// dry. The label is the program's choice, bounded by the number of its
+// Segments: the generator's name when the program deems it fit to appear
+// in telemetry (a fixed set of names), never an ID. Segments sharing a
+// label (or without one) report the lowest runway among them. Default ""
+// (no attribute). Used by NewSegment only.
+func WithSegmentLabel(l string) Option { return optionFunc(func(c *config) { c.segmentLabel = l }) }
 
 // WithMinStep sets the smallest range a Segment fetches, and its first range.
 // Default 1,000; must be 1..2^53-1 and at most the max step.

@@ -88,7 +88,9 @@ var _ Generator = (*Segment)(nil)
 
 // NewSegment returns a Segment over the counter named name (the same counter
 // a Sequence of that name uses). It validates its arguments and sends nothing
-// to Redis: the first range is fetched by the first Next. Errors wrap ErrInvalid.
+// to Redis: the first range is fetched by the first Next. Errors wrap
+// ErrInvalid; rdb must be a *redis.Client, a *redis.ClusterClient or a
+// ClientWrapper of one.
 //
 // Options used: WithKeyPrefix, WithMinStep, WithMaxStep, WithFetchTimeout,
 // WithReplicaAckTimeout, WithTracerProvider, WithMeterProvider, WithLabel.

@@ -39,7 +39,8 @@ var _ Generator = (*Sequence)(nil)
 
 // NewSequence returns a Sequence over the counter named name (see the
 // package documentation for the key). It validates its arguments and sends
-// nothing to Redis. Errors wrap ErrInvalid.
+// nothing to Redis. Errors wrap ErrInvalid; rdb must be a *redis.Client, a
+// *redis.ClusterClient or a ClientWrapper of one.
 //
 // Options used: WithKeyPrefix, WithReplicaAckTimeout.
 func NewSequence(rdb redis.UniversalClient, name string, opts ...Option) (*Sequence, error) {
@@ -67,16 +68,21 @@ func (s *Sequence) Next(ctx context.Context) (ID, error) {
 		}, func(v int64, err error) {
 			// Abandoned: v is skipped, never returned, yet no later call
 			// may go below it.
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			s.finish(sent)
 			if err == nil {
+				s.mu.Lock()
 				s.floor = max(s.floor, v)
+				s.mu.Unlock()
 			}
-			s.prune()
 		})
 		if abandoned {
-			return 0, err // the late function ends the registration
+			// Nobody checks the value this call may still get: it needs no
+			// registration, and values returned meanwhile need not be kept
+			// for it. A reply lost for good then costs nothing per Next.
+			s.mu.Lock()
+			s.finish(sent)
+			s.prune()
+			s.mu.Unlock()
+			return 0, err
 		}
 		s.mu.Lock()
 		if err != nil {

@@ -2,7 +2,9 @@ package idgen
 
 import (
 	"context"
+	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -28,11 +30,27 @@ const (
 	metricClockBehind   = "redkit.idgen.clock_behind"
 )
 
+// AttrSegment is the attribute naming a Segment in redkit.idgen.runway:
+// the label given with WithSegmentLabel.
+const AttrSegment = "redkit.idgen.segment"
+
+// Outcomes of a clock found behind a node's high-water mark.
+const (
+	outcomeWaited = otelx.OutcomeWaited
+	outcomeFailed = otelx.OutcomeFailed
+)
+
 func outcomeOf(err error) string {
 	if err != nil {
-		return "error"
+		return otelx.OutcomeError
 	}
-	return "ok"
+	return otelx.OutcomeOK
+}
+
+// The sentinels whose text error.type may carry (otelx.ErrorType).
+func init() {
+	otelx.RegisterSentinels(ErrRiskySettings, ErrInvalid, ErrUnavailable, ErrReplicaAck,
+		ErrLeaseLost, ErrClockBehind, ErrNoFreeNode, ErrExhausted, ErrClosed, ErrSyntax)
 }
 
 // telScope is what the Segment's and the lease's telemetry share: the
@@ -57,7 +75,8 @@ type segTelemetry struct {
 	fetches  metric.Int64Counter
 	duration metric.Float64Histogram
 	size     metric.Int64Gauge
-	reg      metric.Registration
+	board    *runwayBoard
+	seg      *Segment
 }
 
 func labelAttrs(label string) []attribute.KeyValue {
@@ -69,7 +88,7 @@ func labelAttrs(label string) []attribute.KeyValue {
 
 func newSegTelemetry(cfg *config, s *Segment) (*segTelemetry, error) {
 	scope, m := newTelScope(cfg)
-	t := &segTelemetry{telScope: scope}
+	t := &segTelemetry{telScope: scope, seg: s}
 	var err error
 	if t.fetches, err = m.Int64Counter(metricFetches, metric.WithUnit("{fetch}"),
 		metric.WithDescription("Segment range fetches, by outcome")); err != nil {
@@ -83,33 +102,105 @@ func newSegTelemetry(cfg *config, s *Segment) (*segTelemetry, error) {
 		metric.WithDescription("Size of the last Segment range fetched")); err != nil {
 		return nil, err
 	}
-	runway, err := m.Int64ObservableGauge(metricRunway, metric.WithUnit("{id}"),
-		metric.WithDescription("Values a Segment can hand out without Redis"))
-	if err != nil {
-		return nil, err
+	attrs := labelAttrs(cfg.label)
+	if cfg.segmentLabel != "" {
+		attrs = append(attrs, attribute.String(AttrSegment, cfg.segmentLabel))
 	}
-	t.reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		o.ObserveInt64(runway, s.Runway(), t.attrs)
-		return nil
-	}, runway)
-	if err != nil {
+	if t.board, err = joinRunways(m, s, attribute.NewSet(attrs...)); err != nil {
 		return nil, err
 	}
 	return t, nil
+}
+
+// A runwayBoard reports redkit.idgen.runway for the live Segments of one
+// meter, with one callback: for each attribute set, the lowest runway of
+// the Segments that share it. With a callback per Segment, Segments with
+// the same attributes (the same label, or none) would each observe the
+// same series and the last one would win, hiding a Segment running dry.
+type runwayBoard struct {
+	gauge metric.Int64ObservableGauge
+	reg   metric.Registration
+	mu    sync.Mutex
+	segs  map[*Segment]attribute.Set
+}
+
+var (
+	boardsMu sync.Mutex
+	boards   = map[metric.Meter]*runwayBoard{} // meters that can be map keys
+)
+
+// joinRunways adds s, with the attribute set attrs, to the runway board of
+// m, creating the board on the first Segment.
+func joinRunways(m metric.Meter, s *Segment, attrs attribute.Set) (*runwayBoard, error) {
+	shared := reflect.TypeOf(m).Comparable()
+	boardsMu.Lock()
+	defer boardsMu.Unlock()
+	b := boards[m] // a meter that is not comparable is never in the map
+	if !shared || b == nil {
+		b = &runwayBoard{segs: map[*Segment]attribute.Set{}}
+		var err error
+		if b.gauge, err = m.Int64ObservableGauge(metricRunway, metric.WithUnit("{id}"),
+			metric.WithDescription("Values a Segment can hand out without Redis; the lowest of the Segments sharing the attributes")); err != nil {
+			return nil, err
+		}
+		if b.reg, err = m.RegisterCallback(b.observe, b.gauge); err != nil {
+			return nil, err
+		}
+		if shared {
+			boards[m] = b
+		}
+	}
+	b.mu.Lock()
+	b.segs[s] = attrs
+	b.mu.Unlock()
+	return b, nil
+}
+
+// leave removes s from the board, and the board's callback with its last
+// Segment.
+func (b *runwayBoard) leave(s *Segment) {
+	boardsMu.Lock()
+	defer boardsMu.Unlock()
+	b.mu.Lock()
+	delete(b.segs, s)
+	empty := len(b.segs) == 0
+	b.mu.Unlock()
+	if !empty {
+		return
+	}
+	for m, mb := range boards {
+		if mb == b {
+			delete(boards, m)
+		}
+	}
+	_ = b.reg.Unregister()
+}
+
+func (b *runwayBoard) observe(_ context.Context, o metric.Observer) error {
+	type low struct {
+		attrs  attribute.Set
+		runway int64
+	}
+	b.mu.Lock()
+	lows := make(map[attribute.Distinct]low, len(b.segs))
+	for s, attrs := range b.segs {
+		r := s.Runway()
+		if l, ok := lows[attrs.Equivalent()]; !ok || r < l.runway {
+			lows[attrs.Equivalent()] = low{attrs, r}
+		}
+	}
+	b.mu.Unlock()
+	for _, l := range lows {
+		o.ObserveInt64(b.gauge, l.runway, metric.WithAttributeSet(l.attrs))
+	}
+	return nil
 }
 
 // startFetch starts the span of one range fetch, which runs in the
 // background: a root span of its own (it outlives the call that caused
 // it), linked to the span of the Next that asked for it, if any.
 func (t *segTelemetry) startFetch(ctx context.Context, cause trace.SpanContext) (context.Context, trace.Span) {
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal), trace.WithNewRoot()}
-	if cause.IsValid() {
-		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: cause}))
-	}
-	if t.label != "" {
-		opts = append(opts, trace.WithAttributes(attribute.String(otelx.AttrLabel, t.label)))
-	}
-	return t.tracer.Start(ctx, "idgen.fetch", opts...)
+	return otelx.StartBackground(ctx, t.tracer, "idgen.fetch", t.label, cause)
 }
 
 func (t *segTelemetry) endFetch(ctx context.Context, span trace.Span, start time.Time, step int64, err error) {
@@ -122,11 +213,7 @@ func (t *segTelemetry) endFetch(ctx context.Context, span trace.Span, start time
 	}
 }
 
-func (t *segTelemetry) close() {
-	if t.reg != nil {
-		_ = t.reg.Unregister()
-	}
-}
+func (t *segTelemetry) close() { t.board.leave(t.seg) }
 
 type leaseTelemetry struct {
 	telScope
@@ -160,9 +247,17 @@ func newLeaseTelemetry(cfg *config) (*leaseTelemetry, error) {
 }
 
 // start starts the span of one lease operation ("idgen.lease.acquire",
-// ".renew", ".release"); ending it records its duration.
-func (t *leaseTelemetry) start(ctx context.Context, name string) (context.Context, trace.Span) {
-	return otelx.StartTimed(ctx, t.tracer, name, t.label, t.duration, strings.TrimPrefix(name, "idgen.lease."))
+// ".renew", ".release"); ending it records its duration. It is a child of
+// the span in ctx when there is one (NewLeasedSnowflake's acquire in the
+// caller's trace); otherwise the operation is background work (a renewal,
+// a re-lease after a loss, the release at Close), a root span linked to
+// cause, the span of the acquire that leased the node.
+func (t *leaseTelemetry) start(ctx context.Context, name string, cause trace.SpanContext) (context.Context, trace.Span) {
+	op := strings.TrimPrefix(name, "idgen.lease.")
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		return otelx.StartTimed(ctx, t.tracer, name, t.label, t.duration, op)
+	}
+	return otelx.StartBackgroundTimed(ctx, t.tracer, name, t.label, t.duration, op, cause)
 }
 
 // end ends a lease span and counts the operation (acquire, renew or
@@ -170,10 +265,10 @@ func (t *leaseTelemetry) start(ctx context.Context, name string) (context.Contex
 func (t *leaseTelemetry) end(ctx context.Context, span trace.Span, op string, lost bool, err error) {
 	outcome := outcomeOf(err)
 	if lost {
-		outcome = "lost"
+		outcome = otelx.OutcomeLost
 	}
 	otelx.End(span, outcome, err)
-	attrs := append(labelAttrs(t.label), attribute.String("redkit.idgen.operation", op),
+	attrs := append(labelAttrs(t.label), attribute.String(otelx.AttrOperation, op),
 		attribute.String(otelx.AttrOutcome, outcome))
 	t.ops.Add(ctx, 1, metric.WithAttributes(attrs...))
 }

@@ -37,7 +37,7 @@ func leaseOps(t *testing.T, r *sdkmetric.ManualReader) map[string]int64 {
 	ops := collect(t, r)["redkit.idgen.lease.operations"].(metricdata.Sum[int64])
 	got := map[string]int64{}
 	for _, dp := range ops.DataPoints {
-		op, _ := dp.Attributes.Value("redkit.idgen.operation")
+		op, _ := dp.Attributes.Value(otelx.AttrOperation)
 		outcome, _ := dp.Attributes.Value(otelx.AttrOutcome)
 		got[op.AsString()+"/"+outcome.AsString()] += dp.Value
 	}
@@ -180,4 +180,61 @@ func TestSpanTree_leaseRenewalLinksToAcquire(t *testing.T) {
 			require.Equal(t, "idgen.lease.renew outcome=ok link=idgen.lease.acquire", line, rec.Trees())
 		}
 	}
+	// Close has no context: its release is linked to the acquire too.
+	require.Contains(t, strings.Split(rec.Trees(), "\n"), "idgen.lease.release outcome=ok link=idgen.lease.acquire", rec.Trees())
+}
+
+// runways returns the redkit.idgen.runway points r collected, by their
+// redkit.idgen.segment attribute ("" when absent).
+func runways(t *testing.T, r *sdkmetric.ManualReader) map[string]int64 {
+	t.Helper()
+	g, ok := collect(t, r)["redkit.idgen.runway"].(metricdata.Gauge[int64])
+	require.True(t, ok, "no runway gauge")
+	out := map[string]int64{}
+	for _, p := range g.DataPoints {
+		seg, _ := p.Attributes.Value(idgen.AttrSegment)
+		_, dup := out[seg.AsString()]
+		require.False(t, dup, "two points for segment %q", seg.AsString())
+		out[seg.AsString()] = p.Value
+	}
+	return out
+}
+
+// Segments that share a meter and attributes report the lowest of their
+// runways, not whichever observed last; WithSegmentLabel gives each its
+// own series; a closed Segment leaves the gauge.
+func TestSegment_runwayPerSegment(t *testing.T) {
+	rdb := redistest.New(t, redistest.Options{}).Client()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	ctx := t.Context()
+	newSeg := func(name string, step int64, opts ...idgen.Option) *idgen.Segment {
+		seg, err := idgen.NewSegment(rdb, name, append(opts, idgen.WithMeterProvider(mp), idgen.WithLabel("ids"),
+			idgen.WithMinStep(step), idgen.WithMaxStep(step))...)
+		require.NoError(t, err)
+		_, err = seg.Next(ctx)
+		require.NoError(t, err)
+		return seg
+	}
+	low := newSeg("runway-a", 100)   // 99 left
+	high := newSeg("runway-b", 200)  // 199 left
+	other := newSeg("runway-c", 300) // 299 left, in a series of its own
+	t.Cleanup(func() { _ = other.Close() })
+	require.Equal(t, int64(99), low.Runway())
+	require.Equal(t, int64(199), high.Runway())
+
+	require.Equal(t, map[string]int64{"": 99}, runways(t, reader), "the lowest runway of the unnamed Segments")
+
+	named := func(label string, step int64) *idgen.Segment {
+		return newSeg("runway-"+label, step, idgen.WithSegmentLabel(label))
+	}
+	orders, invoices := named("orders", 400), named("invoices", 500)
+	require.Equal(t, map[string]int64{"": 99, "orders": 399, "invoices": 499}, runways(t, reader))
+
+	require.NoError(t, low.Close())
+	require.NoError(t, orders.Close())
+	require.Equal(t, map[string]int64{"": 199, "invoices": 499}, runways(t, reader))
+	require.NoError(t, high.Close())
+	require.NoError(t, invoices.Close())
+	require.Equal(t, map[string]int64{"": 299}, runways(t, reader))
 }

@@ -23,7 +23,10 @@
 //     run, which includes a "not sent" error from a client that re-sends
 //     below every hook (Policy.For reads go-redis's MaxRetries and
 //     MaxRedirects); Read is the same loop for reads; Nonce tells a script
-//     its own earlier attempt from an earlier call.
+//     its own earlier attempt from an earlier call. On a Cluster client an
+//     error that says the slot map is out of date (StaleMap: a moving
+//     slot, or a node that is gone) is retried within ClusterBudget on a
+//     map Reload loaded, at most once per ReloadInterval per client.
 //   - script: Lua scripts by EVALSHA with the NOSCRIPT fallback, in
 //     pipelines too (only calls that answered NOSCRIPT are resent), and
 //     RunAck, which pipelines WAIT with the write on the connection to the
@@ -40,16 +43,19 @@
 //     recovery): started with a context Stop cancels, and Stop waits.
 //   - stream: Page, one page of a stock or wallet journal (a Redis stream)
 //     with whether its record exists, read in one pipeline, so both
-//     modules' Entries page the same way.
+//     modules' Entries page the same way; Range, a page read with the
+//     record's last checkpoint, so both modules' audits tell a concurrent
+//     checkpoint and trim from drift the same way.
 //   - server: Check rates the settings that decide what a crash or restart
-//     loses (maxmemory-policy, appendonly, save, appendfsync) on every
+//     loses (maxmemory-policy, appendonly, save, stop-writes-on-bgsave-error,
+//     appendfsync, no-appendfsync-on-rewrite) on every
 //     primary; Probe reads the server version to detect optional features;
 //     Replicas counts the replicas behind a key's primary. None of them
 //     fails because a server hides its configuration: that is reported as
 //     unknown.
 //
-// Dependencies run one way: server uses script; fence uses keys, retry,
-// script and valid; script and stream use retry and valid; retry uses
-// valid; keys, valid and worker import no other package of internal
+// Dependencies run one way: server uses retry and script; fence uses keys,
+// retry, script and valid; script and stream use retry and valid; retry
+// uses valid; keys, valid and worker import no other package of internal
 // (TestLayers checks this).
 package internal

@@ -22,7 +22,7 @@ func TestLayers(t *testing.T) {
 		"script": {"retry", "valid"},
 		"stream": {"retry", "valid"},
 		"fence":  {"keys", "retry", "script", "valid"},
-		"server": {"script"},
+		"server": {"retry", "script"},
 	}
 	const prefix = "github.com/redkit-go/redkit/internal/"
 	entries, err := os.ReadDir(".")

@@ -32,7 +32,10 @@ func TestContract_CheckFence_lostReplyThenFault(t *testing.T) {
 
 		err := redistest.LostReply(t, f.Proxy, func() error {
 			return lock.CheckFence(ctx, f.Client, key, lock.Fence{Name: "res", Token: 7})
-		}, func() { fault.Then(t, f) })
+		}, func() {
+			require.Equal(t, "7", f.Server.Client().Get(ctx, key).Val(), "the reply lost is the check's, which recorded 7")
+			fault.Then(t, f)
+		})
 		fault.Heal(t, f)
 		t.Logf("call under the fault: %v", err)
 		if err != nil {
@@ -83,12 +86,20 @@ func TestContract_TryAcquire_lostReplyThenFault(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, warm.Release(ctx))
 
+		direct := f.Server.Client()
+		before, err := redistest.Snapshot(ctx, direct, prefix+":*")
+		require.NoError(t, err)
 		var lease *lock.Lease
 		err = redistest.LostReply(t, f.Proxy, func() error {
 			var err error
 			lease, err = m.TryAcquire(ctx)
 			return err
-		}, func() { fault.Then(t, f) })
+		}, func() {
+			after, err := redistest.Snapshot(ctx, direct, prefix+":*")
+			require.NoError(t, err)
+			require.NotEqual(t, before, after, "the reply lost is the acquire's, which took the lock")
+			fault.Then(t, f)
+		})
 		fault.Heal(t, f)
 		t.Logf("call under the fault: %v", err)
 		if err != nil {
@@ -126,6 +137,7 @@ func TestContract_CheckFence_lostReplyThenSlotMoved(t *testing.T) {
 			err := redistest.LostReply(t, c.ProxyOf(t, key), func() error {
 				return lock.CheckFence(ctx, rdb, key, lock.Fence{Name: "res", Token: 7})
 			}, func() {
+				require.Equal(t, "7", c.Direct.Get(ctx, key).Val(), "the reply lost is the check's, which recorded 7")
 				_, err := c.MoveSlot(ctx, key)
 				require.NoError(t, err)
 			})

@@ -41,10 +41,19 @@
 //     the new holder's work.
 //   - Lease.Context is cancelled as soon as the lease may be lost: on a
 //     renewal that finds the lock expired or taken, and at Lease.Until, a
-//     deadline on this process's monotonic clock measured from before the
-//     acquire (or last renewal) was sent, minus a drift allowance of 1% of
-//     the TTL plus 2ms. The deadline is enforced by a local timer, so the
-//     context ends even when Redis cannot be reached. Err gives the reason.
+//     deadline on this process's monotonic clock that is never after the
+//     lock's expiry in Redis. The acquire, each renewal and each Extend set
+//     the TTL from when Redis runs them, which is no earlier than when they
+//     left this process; the last of them to run ran after the latest one
+//     known to have run had left. Until is the earliest expiry that last
+//     one can have set, over every send that may be it (in flight, failed
+//     without an answer, or answered but not known to have run before
+//     another), minus a drift allowance of 1% of its TTL plus 2ms. So a
+//     renewal that sets a shorter TTL than the lock has (WithMaxHold's last
+//     renewals, after an Extend) lowers Until as soon as it leaves, and a
+//     reply raises it only when no send with a shorter TTL may still run.
+//     The deadline is enforced by a local timer, so the context ends even
+//     when Redis cannot be reached. Err gives the reason.
 //   - The watchdog renews every lease at TTL/3 (WithWatchdog(false) turns it
 //     off; WithMaxHold bounds the total hold). Release stops the renewals
 //     first, without waiting for one in flight (an extend that arrives after
@@ -57,22 +66,35 @@
 //     than the release timeout; with it on, the release timeout bounds it.
 //   - Retries are safe. The scripts are idempotent by owner ID: an acquire
 //     re-sent after a lost reply recognises its own owner ID and succeeds
-//     with the same token. A release writes nothing to remember itself; a
-//     send of it that finds the lock no longer this owner's is decided from
-//     state that exists anyway, the lease and the fence counter:
-//     released (nil) when the release left while the lease was valid (before
-//     Until, not lost) and an earlier send of it may have run (a reply lost
+//     with the same token. A release writes nothing to remember itself. Its
+//     answer is decided by what the send that answered found in Redis and
+//     by whether the lease was certainly held when that send ran: the send
+//     ran before its reply came, so a reply that came before Until (to a
+//     Release called before the lease ended) ran while the lock was this
+//     lease's, unless an earlier send of the same release had deleted it.
+//     Release returns nil when a send found the lock this lease's and
+//     deleted it, and when the send that answered found it gone or taken
+//     before Until while an earlier send of it may have run (a reply lost
 //     to the lock's own retry, or a client that re-sends by itself, as
-//     go-redis does with MaxRetries above 0): that send found the lock held,
-//     as the lease guarantees until Until, and deleted it, whether the lock
-//     is now free or already a waiter's. Expired (ErrLeaseExpired) when
-//     nobody holds it and the release left after Until, taken
-//     (ErrLeaseTaken) when another owner holds it and the release left after
-//     Until, and either of these whenever the fence counter is below the
-//     lease's token: Redis lost the acquisition (a restart without
-//     persistence, a failover), so nothing this lease sent can have
-//     released it. Semaphore permits and read leases have no counter: for
-//     them a loss by Redis is not told apart. When an acquire's
+//     go-redis does with MaxRetries above 0): that earlier send ran while
+//     the lease held, found the lock, and deleted it, whether the lock is
+//     now free or already a waiter's. Otherwise it returns ErrLeaseExpired
+//     (nobody holds the lock) or ErrLeaseTaken (another owner does): when
+//     the reply came at or after Until (the send may have waited for a
+//     pooled connection or on a paused server, and the lease ended before
+//     it ran: when Release was called does not matter), when no earlier
+//     send can have run, and whenever the script sees that no earlier send
+//     can have deleted the lock: another holder's token is not above the
+//     lease's, or nobody holds it and the fence counter is below the token
+//     (Redis lost the acquisition: a restart without persistence, a
+//     failover), or a permit or read lease is still there, expired. So nil
+//     means this release ended the hold, on go-redis's defaults and on a
+//     client that sends once (barring a loss by Redis that leaves no trace:
+//     see below); the other way round, a release whose deleting send's
+//     reply was lost and whose answer came after Until reports
+//     ErrLeaseExpired or ErrLeaseTaken although it did. The scripts compare only state that
+//     exists anyway (the lock's value, the fence counter, a permit's
+//     expiry); nothing is written per release. When an acquire's
 //     outcome stays unknown (the caller's context ended mid-call, the reply
 //     was lost), the lock it may have created is deleted before the call
 //     returns; when Redis does not answer that either, the Client keeps
@@ -135,10 +157,13 @@
 //     as validity. Each acquire attempt has an owner ID of its own, so
 //     what a failed attempt gives back, late, never touches the lock of a
 //     later attempt of the same Acquire. A release needs a majority's
-//     answers (else Release returns the error); on every master that failed
-//     or has not answered it is sent again in the background until that
-//     master answers. No fence, polling only; read its caveats before
-//     choosing it over a fenced Mutex on one primary.
+//     answers (else Release returns the error) and returns nil when a
+//     majority released the lock, or when those answers came before Until
+//     and one master released it (or a master's client may have sent it
+//     twice); on every master that failed or has not answered it is sent
+//     again in the background until that master answers. No fence, polling
+//     only; read its caveats before choosing it over a fenced Mutex on one
+//     primary.
 //
 // All hand out the same *Lease, with the same lifecycle.
 //
@@ -175,6 +200,13 @@
 //     FairEviction.
 //   - Mutual exclusion does not cover Redis eviction: run with
 //     maxmemory-policy noeviction.
+//   - A loss by Redis that leaves no trace is not told from a release's
+//     own earlier send: after a restart without persistence, when the lock
+//     is free again and the slot's counter is back at or above the lease's
+//     token (others acquired and released names of the slot since), or a
+//     permit is gone, a Release answered before Until on a client that
+//     re-sends returns nil. A holder that takes its lock again, or whose
+//     token others have drawn again, is told (ErrLeaseTaken).
 //
 // # What survives which fault
 //
@@ -220,6 +252,16 @@
 //     (TestRWMutex_secondWaitingWriter_readerStaysOut).
 //   - Redis paused (SIGSTOP): the lease's Context ends at Until with
 //     ErrRenewFailed, by the local timer (TestLease_Context_redisPaused).
+//     Paused when Release is called and resumed after the TTL ran out: the
+//     release runs on an expired lock and returns ErrLeaseExpired, in every
+//     kind, on go-redis's defaults and on send-once
+//     (TestLease_Release_redisPausedPastTTL). A release that waited for the
+//     pool's only connection until the lock had expired and another owner
+//     had taken it returns ErrLeaseTaken (permits and read leases
+//     ErrLeaseExpired), not nil (TestLease_Release_sendWaitedInPool).
+//   - An Extend, then the watchdog's last renewals within WithMaxHold: the
+//     key's expiry falls and Until with it, so another owner gets the lock
+//     only once the lease has ended (TestLease_Until_shorterRenewalLowersIt).
 //   - A holder paused past its lease (a goroutine, a process under
 //     SIGSTOP): the fence refuses its late write; an unfenced write
 //     overwrites the newer holder's (TestFence_Kleppmann,
@@ -233,7 +275,10 @@
 //     both are forgotten, the holder's lease ends at its next renewal and
 //     tokens start again at 1 (TestMutex_restartWithoutPersistence); a
 //     lease still valid locally then releases with ErrLeaseExpired, not nil
-//     (TestLease_Release_afterRedisLostIt).
+//     (TestLease_Release_afterRedisLostIt), and with ErrLeaseTaken once
+//     another process took the name, with the same token again, on
+//     go-redis's defaults as on send-once
+//     (TestLease_Release_afterRedisLostIt_takenAgain).
 //   - Failover: an acquire a replica acknowledged survives it
 //     (TestMutex_replicaAck_failover); a required acknowledgement not
 //     reached fails the acquire and gives the lock back
@@ -255,6 +300,18 @@
 //     PUBSUB SHARDNUMSUB counts every waiter's channel again and a release
 //     wakes its waiter (TestMutex_Cluster_notifyAfterFaults); WithReplicaAck
 //     acquires follow the redirection to the new master at once.
+//   - A master killed for good (left down, or back on another port) while
+//     the client's slot map still names its address: a refused dial, EOF,
+//     reset or i/o timeout there is sent again, with the same owner ID, on
+//     a map reloaded at once (at most once per 100 ms per client), within
+//     WithClusterBudget; the first acquire, extend and release after every
+//     live node agreed on the new master succeed, on go-redis defaults and
+//     send-once, with and without WithRequiredReplicaAck
+//     (TestMutex_Cluster_masterKilledForGood). The subscriber connection
+//     that died with it reconnects on a reloaded map, so the promoted
+//     master counts the waiters' channels and a release wakes them
+//     (TestMutex_Cluster_notifyAfterMasterKilledForGood).
+//     TestChaos_Cluster_recovery measures each Cluster fault (README).
 //   - Redlock with one master of three silent (its replies dropped): with
 //     the defaults an acquire and a renewal return at once, decided by the
 //     two that answer, and the lease keeps 99% of its TTL; the lock stays
@@ -294,6 +351,15 @@
 //     increase, and once every lease is released the lock is free at once
 //     (or as soon as lost replies come again) (TestModel_lock; large in
 //     TestChaos_Model_lock under RUN_CHAOS=1).
+//   - Random lives of one lease of every kind (TTL, watchdog, WithMaxHold,
+//     go-redis's defaults or send-once, one pooled connection or several)
+//     through Extend, time passing, a slow link, Redis paused, the pool's
+//     only connection held and a rival trying the lock, ending in a Release
+//     during one of those faults: Until is never after the lock's expiry as
+//     Redis has it, no rival acquires while the lease is believed held, and
+//     Release returns nil exactly when Redis's keyspace events say it
+//     deleted the lock, not when it expired (TestModel_leaseLifecycle;
+//     large in TestChaos_Model_leaseLifecycle).
 //
 // # Keys and retention
 //
@@ -353,15 +419,21 @@
 // Spans lock.acquire (one per Acquire or TryAcquire, however long it
 // waits), lock.release and lock.renew (one per watchdog round, for all the
 // leases it renews: background work, a root span linked to each lease's
-// lock.acquire). Metrics:
+// lock.acquire; a Redlock lease, renewed on its own, gets a root of its own
+// linked the same way; an Extend is a child of the caller's span, or such a
+// linked root when ctx holds none). Metrics:
 //
 //	redkit.lock.operation.duration  s          histogram  redkit.operation (acquire, release, renew), redkit.outcome
-//	redkit.lock.wait.duration       s          histogram  redkit.outcome: ok, not_acquired, error
+//	redkit.lock.wait.duration       s          histogram  redkit.outcome: ok, not_acquired, unknown_outcome, error
 //	redkit.lock.hold.duration       s          histogram  from acquire to release or loss
 //	redkit.lock.lost                {lease}    counter    redkit.outcome: expired, taken, renew_failed
 //	redkit.lock.contention          {attempt}  counter    attempts that found the lock held
 //
-// Outcomes of release: ok, expired, taken, error; of renew: ok, error.
+// Outcomes of release: ok, expired, taken, unknown_outcome, error; of
+// renew: ok, error
+// (words of the vocabulary every redkit module shares, otelx.Outcomes).
+// error.type is a sentinel's text (ErrNotAcquired's "lock: not acquired")
+// or a Go type, never an error's text that could hold a lock name.
 // Every attribute set may also hold redkit.label (WithLabel); names, owner
 // IDs and tokens never appear. The global providers are used unless
 // WithTracerProvider/WithMeterProvider say otherwise.

@@ -16,16 +16,16 @@ func (m *Mutex) AttemptAs(ctx context.Context, owner string) (*Lease, time.Durat
 // ReleaseAs runs the release script for owner, as the first send of a
 // release would: 1 released, 0 expired, 2 taken.
 func (m *Mutex) ReleaseAs(ctx context.Context, owner string) (int64, error) {
-	status, _, err := m.r.release(ctx, owner, 0)
+	status, _, _, err := m.r.release(ctx, owner, 0)
 	return status, err
 }
 
 // ResendRelease sends l's release again, as a retry after an earlier send
-// of a release that left while l was valid, and decides it as
+// of the same release (one whose reply was lost), and decides it as
 // Lease.Release does: 1 released, 0 expired, 2 taken.
 func (m *Mutex) ResendRelease(ctx context.Context, l *Lease) (int64, error) {
-	status, _, err := m.r.release(ctx, l.owner, l.token)
-	return releaseStatus(status, true, true), err
+	status, _, answered, err := m.r.release(ctx, l.owner, l.token)
+	return releaseStatus(status, answered.Before(l.Until()), true), err
 }
 
 // HashSlot is the Redis Cluster slot of a hash tag.

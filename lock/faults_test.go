@@ -45,6 +45,7 @@ func TestMutex_TryAcquire_replyHeldBack(t *testing.T) {
 	warmUp(t, locks) // load the scripts: a held-back NOSCRIPT would hide the acquire
 
 	px.HoldReplies(2 * time.Second)
+	ran := make(chan bool, 1)
 	go func() {
 		// Stop holding once the first acquire has run: the re-sent one
 		// gets its reply.
@@ -55,10 +56,12 @@ func TestMutex_TryAcquire_replyHeldBack(t *testing.T) {
 			}
 			time.Sleep(time.Millisecond)
 		}
+		ran <- time.Now().Before(deadline)
 		px.HoldReplies(0)
 	}()
 	l, err := m.TryAcquire(t.Context())
 	require.NoError(t, err)
+	require.True(t, <-ran, "the acquire whose reply was held ran")
 	v, err := direct.Get(t.Context(), m.LockKey()).Result()
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(v, l.Owner()+":"), "the lock is ours")
@@ -85,6 +88,7 @@ func TestMutex_TryAcquire_unknownOutcomeCleansUp(t *testing.T) {
 	require.Nil(t, l)
 	require.Error(t, err)
 	require.True(t, errors.Is(err, retry.ErrUnknownOutcome) || errors.Is(err, context.DeadlineExceeded), "%v", err)
+	require.Equal(t, "1", direct.Get(t.Context(), m.CounterKey()).Val(), "the acquire whose reply was held ran: it took a token")
 	n, err := direct.Exists(t.Context(), m.LockKey()).Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "no lock left held by nobody")

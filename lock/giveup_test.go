@@ -187,6 +187,7 @@ func TestMutex_TryAcquire_replyHeldBack_largeToken(t *testing.T) {
 				require.NoError(t, direct.Set(t.Context(), k, before, 0).Err())
 			}
 			px.HoldReplies(2 * time.Second)
+			ran := make(chan bool, 1)
 			go func() {
 				deadline := time.Now().Add(20 * time.Second)
 				for time.Now().Before(deadline) {
@@ -195,10 +196,12 @@ func TestMutex_TryAcquire_replyHeldBack_largeToken(t *testing.T) {
 					}
 					time.Sleep(time.Millisecond)
 				}
+				ran <- time.Now().Before(deadline)
 				px.HoldReplies(0)
 			}()
 			l, err := acq(t.Context())
 			require.NoError(t, err)
+			require.True(t, <-ran, "the acquire whose reply was held ran")
 			require.EqualValues(t, before+1, l.Fence().Token)
 			if lockKey != "" {
 				v, err := direct.Get(t.Context(), lockKey).Result()
@@ -210,11 +213,12 @@ func TestMutex_TryAcquire_replyHeldBack_largeToken(t *testing.T) {
 	}
 }
 
-// TestMutex_TryAcquire_lostRepliesCleanedUpOnceBack: every reply of the
-// acquire and of the withdrawal that follows it is lost (the commands run),
-// so the acquire's outcome is unknown and the lock it took cannot be given
-// back then; once replies come again the withdrawal goes through, long
-// before the lock's TTL, so no lock stays held by nobody.
+// TestMutex_TryAcquire_lostRepliesCleanedUpOnceBack: the acquire's reply is
+// lost (it ran and took the lock), and from then on no reply comes in time,
+// not even to a new connection's handshake, so the acquire's outcome is
+// unknown and the withdrawal that follows cannot be sent; once replies come
+// again the withdrawal goes through, long before the lock's TTL, so no lock
+// stays held by nobody.
 func TestMutex_TryAcquire_lostRepliesCleanedUpOnceBack(t *testing.T) {
 	for _, fair := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fair=%v", fair), func(t *testing.T) {
@@ -228,10 +232,18 @@ func TestMutex_TryAcquire_lostRepliesCleanedUpOnceBack(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, l.Release(t.Context()))
 
-			px.DropReplies(true)
-			_, err = lost.Mutex("gone", opts...).TryAcquire(t.Context())
+			m := lost.Mutex("gone", opts...)
+			held := func() bool { return rdbDirect.Exists(t.Context(), m.LockKey()).Val() == 1 }
+			err = redistest.LostReply(t, px, func() error {
+				_, err := m.TryAcquire(t.Context())
+				return err
+			}, func() {
+				require.True(t, held(), "the reply lost is the acquire's, which took the lock")
+				px.SetLatency(time.Minute)
+			})
 			require.ErrorIs(t, err, retry.ErrUnknownOutcome)
-			px.DropReplies(false)
+			require.True(t, held(), "not given back while no reply comes")
+			px.SetLatency(0)
 			eventually(t, free(t, direct.Mutex("gone", opts...)), "the lock taken by the lost acquire is given back once replies come again")
 		})
 	}
@@ -239,8 +251,8 @@ func TestMutex_TryAcquire_lostRepliesCleanedUpOnceBack(t *testing.T) {
 
 // TestLease_Release_lostRepliesRetriedOnceBack: a Release whose every send
 // fails without an answer (the pooled connection broke and each new one
-// loses its handshake reply) may not have run; it is retried once replies
-// come again, so the lock is not left held by nobody until its TTL.
+// gets its handshake's reply too late) may not have run; it is retried once
+// replies come again, so the lock is not left held by nobody until its TTL.
 func TestLease_Release_lostRepliesRetriedOnceBack(t *testing.T) {
 	rdb, rdbDirect, px := proxied(t, &redis.Options{ReadTimeout: 200 * time.Millisecond, MaxRetries: -1, PoolSize: 1})
 	prefix := testPrefix(t)
@@ -250,9 +262,10 @@ func TestLease_Release_lostRepliesRetriedOnceBack(t *testing.T) {
 	l, err := lost.Mutex("kept", opts...).TryAcquire(t.Context())
 	require.NoError(t, err)
 
-	px.DropReplies(true)
+	px.SetLatency(time.Minute)
 	require.Error(t, rdb.Ping(t.Context()).Err()) // the pooled connection is gone
 	require.Error(t, l.Release(t.Context()))
-	px.DropReplies(false)
+	require.EqualValues(t, 1, rdbDirect.Exists(t.Context(), lost.Mutex("kept", opts...).LockKey()).Val(), "the release was never sent")
+	px.SetLatency(0)
 	eventually(t, free(t, direct.Mutex("kept", opts...)), "the lock whose release got no answer is released once replies come again")
 }

@@ -29,8 +29,15 @@ type Lease struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	mu        sync.Mutex
-	until     time.Time
+	mu sync.Mutex
+	// until is computed from sends (see setUntil), never raised or lowered
+	// otherwise.
+	until time.Time
+	// sends are the acquire, renewals and extends that may be the last to
+	// have set the key's expiry in Redis; ranSent is the latest send time of
+	// one known to have run.
+	sends     []*ttlSend
+	ranSent   time.Time
 	renewErr  error
 	renewing  int  // extends in flight
 	releasing bool // Release has begun: it, not a renewal's answer, ends the lease
@@ -60,16 +67,97 @@ func driftFor(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millise
 
 func newLease(r *resource, owner string, token uint64, start time.Time) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	return &Lease{
+	l := &Lease{
 		r:        r,
 		owner:    owner,
 		token:    token,
 		acquired: start,
 		ctx:      ctx,
 		cancel:   cancel,
-		until:    start.Add(r.cfg.ttl - driftFor(r.cfg.ttl)),
+		sends:    []*ttlSend{{sent: start, ttl: r.cfg.ttl, answered: time.Now()}},
+		ranSent:  start,
 		index:    -1,
 	}
+	l.setUntil()
+	return l
+}
+
+// ttlSend is one send that sets the lease's TTL in Redis: the acquire, a
+// renewal or an Extend.
+type ttlSend struct {
+	sent     time.Time // before it was handed to go-redis: it ran no earlier
+	ttl      time.Duration
+	answered time.Time // when its reply said it ran; zero until then
+	unknown  bool      // it failed without an answer: it may have run, or may run later
+}
+
+// setUntil sets Until to the earliest expiry the key can have in Redis,
+// from the sends that may be the last to have run. The last one to run, s,
+// ran after every send known to have run, hence after the latest of their
+// send times (ranSent), and after its own: it left the key's expiry at
+// max(s.sent, ranSent) + s.ttl or later. Every send still in flight or
+// without an answer may be that last one, so Until falls as soon as a send
+// with a shorter TTL leaves, and a reply raises it only when no such send
+// remains. l.mu is held.
+func (l *Lease) setUntil() {
+	if len(l.sends) == 0 {
+		return
+	}
+	var u time.Time
+	for i, s := range l.sends {
+		from := s.sent
+		if from.Before(l.ranSent) {
+			from = l.ranSent
+		}
+		if e := from.Add(s.ttl - driftFor(s.ttl)); i == 0 || e.Before(u) {
+			u = e
+		}
+	}
+	lowered := u.Before(l.until)
+	l.until = u
+	if lowered && l.deadline != nil && l.ctx.Err() == nil {
+		l.deadline.Reset(time.Until(u))
+	}
+}
+
+// sending records a send of ttl that leaves now and lowers Until to what it
+// can set. renewed must be called with its outcome.
+func (l *Lease) sending(ttl time.Duration, now time.Time) *ttlSend {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := &ttlSend{sent: now, ttl: ttl}
+	l.sends = append(l.sends, s)
+	l.renewing++
+	l.setUntil()
+	return s
+}
+
+// compact drops the sends that cannot be the last to have run: those whose
+// reply came before a send known to have run was sent. The sends without an
+// answer that left before that one all count from ranSent: only the
+// shortest of their TTLs matters. l.mu is held.
+func (l *Lease) compact() {
+	keep := l.sends[:0]
+	var floor *ttlSend
+	for _, s := range l.sends {
+		switch {
+		case !s.answered.IsZero() && s.answered.Before(l.ranSent):
+			continue
+		case s.unknown && !s.sent.After(l.ranSent):
+			if floor == nil {
+				floor = &ttlSend{ttl: s.ttl, unknown: true}
+			} else {
+				floor.ttl = min(floor.ttl, s.ttl)
+			}
+			continue
+		}
+		keep = append(keep, s)
+	}
+	if floor != nil {
+		keep = append(keep, floor)
+	}
+	clear(l.sends[len(keep):])
+	l.sends = keep
 }
 
 // start arms the local deadline and the watchdog.
@@ -117,34 +205,35 @@ func (l *Lease) renewTTL(now time.Time) (time.Duration, bool) {
 // renew runs one extend, bounded by the lease's local deadline, and applies
 // its outcome.
 func (l *Lease) renew(ctx context.Context, ttl time.Duration) error {
-	l.mu.Lock()
-	until := l.until
-	l.renewing++
-	l.mu.Unlock()
-	rctx, cancel := context.WithDeadline(ctx, until)
+	s := l.sending(ttl, time.Now())
+	rctx, cancel := context.WithDeadline(ctx, l.Until())
 	defer cancel()
-	rctx, span := l.r.c.tel.start(rctx, "lock.renew")
-	start := time.Now()
+	rctx, span := l.r.c.tel.startRenew(rctx, l.cause)
 	status, err := l.r.extend(rctx, l.owner, ttl)
 	otelx.End(span, renewOutcome(err), err)
-	return l.renewed(start, ttl, status, err)
+	return l.renewed(s, status, err)
 }
 
-// renewed applies the outcome of an extend sent at start: a new Until, or
-// the end of the lease.
-func (l *Lease) renewed(start time.Time, ttl time.Duration, status int64, err error) error {
+// renewed applies the outcome of the extend s: a new Until, or the end of
+// the lease.
+func (l *Lease) renewed(s *ttlSend, status int64, err error) error {
 	l.mu.Lock()
 	l.renewing--
 	if err != nil {
+		s.unknown = true
 		l.renewErr = err
+		l.compact()
 		l.mu.Unlock()
 		return err
 	}
 	if status == 1 {
 		l.renewErr = nil
-		if u := start.Add(ttl - driftFor(ttl)); u.After(l.until) {
-			l.until = u
+		s.answered = time.Now()
+		if s.sent.After(l.ranSent) {
+			l.ranSent = s.sent
 		}
+		l.compact()
+		l.setUntil()
 	}
 	// A renewal answered after the release left may find the lock that
 	// release deleted: the release's outcome, not this one, ends the lease.
@@ -199,17 +288,22 @@ func (l *Lease) end(cause error) {
 }
 
 // Release stops the watchdog, then deletes the lock if this lease still
-// holds it, waking a waiter. It returns nil when the lock was released (also
-// when a re-sent release finds that its first attempt did it),
-// ErrLeaseExpired when the lock had already expired, ErrLeaseTaken when
-// another owner holds it, or the Redis error (the release is then retried
-// in the background until Redis answers, the Client closes or the lock has
-// expired). It runs detached from ctx's
+// holds it, waking a waiter. It returns nil when this release ended the
+// hold: a send of it found the lock this lease's and deleted it (also when
+// a re-sent release finds, before Until, that an earlier send did it).
+// It returns ErrLeaseExpired when the lock had expired (or Redis lost it)
+// before the release ran, ErrLeaseTaken when another owner holds it, or
+// the Redis error (the release is then retried in the background until
+// Redis answers, the Client closes or the lock has expired). What was true
+// when Release was called does not decide it: a send that runs after
+// Until, because it waited for a connection or on a paused server, may
+// find the lock expired. It runs detached from ctx's
 // cancellation (keeping its values), bounded by WithReleaseTimeout, so a
 // deferred Release works after the request's context has ended; it does not
 // wait for a renewal in flight. Later calls return the first call's result.
 //
-// A Redlock lease is released when a majority of masters answered and one
+// A Redlock lease is released (nil) when a majority of masters released
+// the lock, or when a majority answered before Until and one of them
 // released it; a master that failed or has not answered gets the release
 // again in the background, and when the masters that answered are no
 // majority Release returns the error.
@@ -235,15 +329,15 @@ func (l *Lease) release(ctx context.Context) (err error) {
 	l.releasing = true
 	l.mu.Unlock()
 	l.stopRenewal()
-	// Still valid as the release leaves: the lock is then this lease's in
-	// Redis (Until allows for clock drift), so a send that finds it gone or
-	// taken after an earlier send of this release may have run is looking
-	// at that send's effect. Nothing is written per release to remember it.
-	valid := l.Err() == nil && time.Now().Before(l.Until())
+	ended := l.Err() != nil
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.r.cfg.releaseTimeout)
 	defer cancel()
-	status, resent, err := l.r.release(rctx, l.owner, l.token)
-	status = releaseStatus(status, valid, resent)
+	status, resent, answered, err := l.r.release(rctx, l.owner, l.token)
+	// The send that answered ran before its reply came: when that was
+	// before Until, the lock was this lease's when it ran unless an earlier
+	// send of this release had deleted it (doc.go, "Retries are safe").
+	// Nothing is written per release to remember it.
+	status = releaseStatus(status, !ended && answered.Before(l.Until()), resent)
 	l.r.c.forget(l)
 	switch {
 	case err != nil:
@@ -269,18 +363,21 @@ func (l *Lease) release(ctx context.Context) (err error) {
 }
 
 // releaseStatus decides a release from the script's reply: relReleased
-// (1), relFree (0, the lease expired) or relTaken (2). A reply of
-// relFree or relTaken to a release that left while its lease was valid, when
-// an earlier send of it may have run (resent), means that send released the
-// lock: it found the lock held, as the lease guaranteed, and deleted it; a
-// waiter may have taken it since. Only when the fence counter shows that
-// Redis lost the acquisition (relLost) is it not: then the lease was lost,
-// not released.
-func releaseStatus(status int64, valid, resent bool) int64 {
+// (1), relFree (0, the lease expired) or relTaken (2). held says that the
+// send that answered ran while the lease was certainly held (its reply came
+// before Until, and the lease had not ended before Release). A reply of
+// relFree or relTaken to such a send, when an earlier send of the release
+// may have run (resent), means that earlier send released the lock: it ran
+// before this one, so while the lease was held, found the lock this
+// lease's, and deleted it; a waiter may have taken it since. Without an
+// earlier send, or when the script found that none can have released it
+// (relSure), the lease was lost; when the answer came after Until, the
+// lease may have ended before any send ran: neither is a release.
+func releaseStatus(status int64, held, resent bool) int64 {
 	switch {
-	case status >= relLost:
-		return status - relLost
-	case status != relReleased && valid && resent:
+	case status >= relSure:
+		return status - relSure
+	case status != relReleased && held && resent:
 		return relReleased
 	}
 	return status
@@ -331,11 +428,15 @@ func (l *Lease) Err() error {
 }
 
 // Until returns the time, on this process's monotonic clock, before which
-// the lease is certainly still held (barring a Redis failover that lost the
-// key): the send time of the acquire or of the last successful renewal plus
-// the TTL, minus a drift allowance of 1% of the TTL plus 2ms. The lease's
-// Context is cancelled when Until passes. Compare it with time.Now(), never
-// with a time from another clock. The zero time for a nil lease.
+// the lease is certainly still held (barring a Redis failover or restart
+// that lost the key): the earliest expiry the lock can have in Redis after
+// the acquire and every renewal and Extend sent so far, minus a drift
+// allowance of 1% of the TTL plus 2ms (see the package documentation). It
+// falls as soon as a renewal with a shorter TTL than the lock has leaves
+// (WithMaxHold), and rises when a renewal's reply leaves no shorter one
+// that may still run. The lease's Context is cancelled when Until passes.
+// Compare it with time.Now(), never with a time from another clock. The
+// zero time for a nil lease.
 func (l *Lease) Until() time.Time {
 	if l == nil {
 		return time.Time{}

@@ -559,7 +559,7 @@ func (r *resource) withdrawLater(ctx context.Context, owner string) {
 func (r *resource) withdraw(ctx context.Context, owner string) error {
 	rctx, cancel := context.WithTimeout(ctx, r.cfg.releaseTimeout)
 	defer cancel()
-	_, _, err := r.release(rctx, owner, 0)
+	_, _, _, err := r.release(rctx, owner, 0)
 	return err
 }
 
@@ -568,19 +568,25 @@ const (
 	relFree     = 0 // nobody holds the lock
 	relReleased = 1 // it was this owner's and is deleted now
 	relTaken    = 2 // another owner holds it
-	relLost     = 3 // added to relFree or relTaken: the fence counter is below the token
+	// relSure is added to relFree or relTaken when no earlier send of the
+	// same release can have released the lock: the fence counter is below
+	// the lease's token, or the holder's token is not above it (Redis lost
+	// the acquisition), or a permit is still there, expired.
+	relSure = 3
 )
 
 // release runs the release script for owner, whose lease has token (0 for
 // none, and for a withdrawal): relReleased, relFree or relTaken, plus
-// relLost when the fence counter shows that Redis lost the acquisition.
-// resent reports that a send before the one that answered may have run: an
-// attempt of its own failed that way, or the client re-sends on its own
-// (go-redis's MaxRetries), below anything redkit sees.
-func (r *resource) release(ctx context.Context, owner string, token uint64) (status int64, resent bool, err error) {
+// relSure when the script found that no earlier send of it can have
+// released the lock. answered is when the reply that decided it came: the
+// send that found what status says ran before then. resent reports that a
+// send before that one may have run: an attempt of its own failed that way,
+// or the client re-sends on its own (go-redis's MaxRetries), below anything
+// redkit sees.
+func (r *resource) release(ctx context.Context, owner string, token uint64) (status int64, resent bool, answered time.Time, err error) {
 	if r.peers != nil {
-		status, err = r.releaseQuorum(ctx, owner)
-		return status, true, err
+		status, resent, err = r.releaseQuorum(ctx, owner)
+		return status, resent, time.Now(), err
 	}
 	tok := strconv.FormatUint(token, 10)
 	resent = retry.Resends(r.c.rdb)
@@ -588,9 +594,10 @@ func (r *resource) release(ctx context.Context, owner string, token uint64) (sta
 	err = retry.Do(ctx, r.policy, func(ctx context.Context, _ int) error {
 		resent = resent || r.policy.MayHaveRun(last)
 		status, last = r.kind.release.Run(ctx, r.c.rdb, r.releaseKeys, owner, r.channel, r.c.publish, tok).Int64()
+		answered = time.Now()
 		return last
 	})
-	return status, resent, err
+	return status, resent, answered, err
 }
 
 // extend runs the extend script for one lease: 1 extended, 0 expired, 2 taken.

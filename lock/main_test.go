@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	_ = s.Close()
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		if err := goleak.Find(goleak.IgnoreAnyFunction(redistest.DialProber)); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redkit-go/redkit/internal/retry"
 	"github.com/redkit-go/redkit/internal/worker"
 )
 
@@ -230,12 +231,12 @@ func (h *hub) receive(life context.Context, c *subConn) {
 			// the next receive (every channel of this slot in one
 			// command). Messages may have been lost meanwhile. On a
 			// Cluster the break may be a failover that go-redis's map
-			// has not seen: a reload lets the reconnect find the slot's
-			// new primary instead of meeting MOVED on the old one.
+			// has not seen, or a master killed for good: the map is
+			// reloaded first (retry.Reload, at once), so the reconnect
+			// finds the slot's new primary instead of meeting MOVED on
+			// the old one, or a refused dial on a dead one.
 			h.wakeAll(c)
-			if h.cluster != nil {
-				h.cluster.ReloadState(ctx)
-			}
+			retry.Reload(life, h.rdb)
 			select {
 			case <-life.Done():
 				return
@@ -299,7 +300,7 @@ func (h *hub) relocate(life context.Context, channel string, st *chanState, old 
 		case <-time.After(100 * time.Millisecond):
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), confirmWait)
-		h.cluster.ReloadState(ctx)
+		retry.Reload(ctx, h.cluster)
 		master, err := h.cluster.MasterForKey(ctx, channel)
 		if err != nil || master.Options().Addr == old {
 			cancel()

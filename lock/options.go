@@ -99,7 +99,9 @@ func WithWatchdog(on bool) Option {
 // WithMaxHold bounds how long the watchdog keeps a lease alive, counted from
 // the acquire (default 0: no bound). Past it the lease is no longer renewed
 // and ends at its TTL with ErrLeaseExpired, so a stuck holder cannot keep a
-// lock forever.
+// lock forever. The watchdog's renewals near the bound set only the time
+// left of it, shorter than the TTL, also after an Extend that set more:
+// Lease.Until falls with them.
 func WithMaxHold(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d < 0 {
@@ -199,9 +201,13 @@ func WithRetry(attempts int, minBackoff, maxBackoff time.Duration) Option {
 
 // WithClusterBudget sets how long, from a call's first attempt, a lock
 // script is sent again past WithRetry's attempts while a Redis Cluster
-// client meets replies that say the name's slot is moving (MOVED, ASK,
-// TRYAGAIN, CLUSTERDOWN: the command did not run where it was sent), never
-// past the call's context (default 5s, allowed up to 1m; 0 turns it off).
+// client meets errors that say its slot map is out of date: replies that
+// say the name's slot is moving (MOVED, ASK, TRYAGAIN, CLUSTERDOWN: the
+// command did not run where it was sent), or a node the map names that is
+// gone (a refused dial, EOF, a reset, an i/o timeout: a master killed, not
+// yet replaced in the map). Each attempt runs on a map reloaded after the
+// error. Never past the call's context (default 5s, allowed up to 1m; 0
+// turns it off).
 func WithClusterBudget(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		c.policy.SetClusterBudget(d)

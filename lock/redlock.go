@@ -458,20 +458,25 @@ func (r *resource) extendQuorum(ctx context.Context, owner string, ttl time.Dura
 }
 
 // releaseQuorum decides a release by a majority: relReleased when a
-// majority answered and one of them released the lock, relTaken when none
-// released it and one has another owner, relFree when none released it;
-// an error when the masters that answered are no majority (the lock may
-// still be this owner's on a majority). It returns as soon as the answers
-// decide it, waiting up to peerTimeout for the rest. A master whose
+// majority released the lock; otherwise relTaken when one has another
+// owner, relFree when none has; an error when the masters that answered are
+// no majority (the lock may still be this owner's on a majority). Answers
+// that came while the lease was held (before Until) found the lock on a
+// majority, so Release decides a reply other than relReleased as a
+// Mutex's (releaseStatus): released when resent, that is when some master
+// released it (the others never granted this lease, or had already
+// released it) or a master's client may have sent the release to it more
+// than once. It returns as soon as the answers decide it, waiting up to
+// peerTimeout for the rest. A master whose
 // release failed, or that answers after that with a failure, gets the
 // release again in the background until it answers; one that has not
 // answered yet goes on, bounded by the release timeout.
-func (r *resource) releaseQuorum(ctx context.Context, owner string) (int64, error) {
+func (r *resource) releaseQuorum(ctx context.Context, owner string) (status int64, resent bool, err error) {
 	q, n := r.quorum(), len(r.peers)
 	answers, settle := r.gather(ctx, func(p *resource) peerAnswer {
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.releaseTimeout)
 		defer cancel()
-		s, _, err := p.release(pctx, owner, 0)
+		s, _, _, err := p.release(pctx, owner, 0)
 		return peerAnswer{n: s, err: err}
 	}, func(as []peerAnswer) bool {
 		var ok, failed int
@@ -503,25 +508,27 @@ func (r *resource) releaseQuorum(ctx context.Context, owner string) (int64, erro
 			if a.answered {
 				retryLater(r.peers[i], a)
 			}
+			continue
 		case a.n == relReleased:
-			ok++
 			released++
-		case a.n == relTaken:
-			ok++
+		case a.n%relSure == relTaken:
 			taken++
-		default:
-			ok++
 		}
+		ok++
+		resent = resent || retry.Resends(r.peers[i].c.rdb)
 	}
+	// A master that released it explains the others' answers: they never
+	// granted this lease, or an earlier send had released it there.
+	resent = resent || released > 0
 	switch {
 	case ok <= n-q:
-		return 0, fmt.Errorf("lock: redlock %s: %d of %d masters failed: %w", r.name, len(errs), n, errors.Join(errs...))
-	case released > 0:
-		return relReleased, nil
+		return 0, false, fmt.Errorf("lock: redlock %s: %d of %d masters failed: %w", r.name, len(errs), n, errors.Join(errs...))
+	case released >= q:
+		return relReleased, resent, nil
 	case taken > 0:
-		return relTaken, nil
+		return relTaken, resent, nil
 	}
-	return relFree, nil
+	return relFree, resent, nil
 }
 
 // decides reports whether the answers so far settle a renewal needing need

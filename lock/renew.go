@@ -132,7 +132,7 @@ func (r *renewer) loop(ctx context.Context) {
 func (r *renewer) renew(batch []*Lease) map[*Lease]bool {
 	type group struct {
 		leases []*Lease
-		ttls   []time.Duration
+		sends  []*ttlSend
 		call   script.Call
 	}
 	start := time.Now()
@@ -166,15 +166,12 @@ func (r *renewer) renew(batch []*Lease) map[*Lease]bool {
 			order = append(order, g)
 		}
 		g.leases = append(g.leases, l)
-		g.ttls = append(g.ttls, ttl)
+		g.sends = append(g.sends, l.sending(ttl, start))
 		g.call.Keys = append(g.call.Keys, l.r.key)
 		g.call.Args = append(g.call.Args, l.owner, ttl.Milliseconds())
-		l.mu.Lock()
-		l.renewing++
-		if deadline.IsZero() || l.until.Before(deadline) {
-			deadline = l.until
+		if until := l.Until(); deadline.IsZero() || until.Before(deadline) {
+			deadline = until
 		}
-		l.mu.Unlock()
 	}
 	if len(order) == 0 {
 		return failed
@@ -211,7 +208,7 @@ func (r *renewer) renew(batch []*Lease) map[*Lease]bool {
 			if err == nil {
 				status = res[j]
 			}
-			if l.renewed(start, g.ttls[j], status, err) != nil && err != nil {
+			if l.renewed(g.sends[j], status, err) != nil && err != nil {
 				failed[l] = true
 			}
 		}

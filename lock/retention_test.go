@@ -17,29 +17,18 @@ import (
 	"github.com/redkit-go/redkit/redistest"
 )
 
-// lossyClient is a client through px whose first reply is dropped when
-// dropFirst is called: the command runs, the client times out and sends it
-// again (itself with go-redis's retries, or through the lock's own retry
-// loop with MaxRetries -1), and the second send gets its reply.
-func lossyClient(t *testing.T, px *redistest.Proxy, sendsOnce bool) (*redis.Client, func()) {
+// lossyClient is a client through px for redistest.LostReply: the command
+// whose reply is lost runs, the client times out and sends it again
+// (itself with go-redis's retries, or through the lock's own retry loop
+// with MaxRetries -1), and the second send gets its reply.
+func lossyClient(t *testing.T, px *redistest.Proxy, sendsOnce bool) *redis.Client {
 	o := &redis.Options{Addr: px.Addr(), ReadTimeout: 300 * time.Millisecond}
 	if sendsOnce {
 		o.MaxRetries = -1
 	}
 	rdb := redis.NewClient(o)
 	t.Cleanup(func() { _ = rdb.Close() })
-	dropFirst := func() {
-		before := px.Dropped()
-		px.DropReplies(true)
-		go func() {
-			deadline := time.Now().Add(20 * time.Second)
-			for px.Dropped() == before && time.Now().Before(deadline) {
-				time.Sleep(time.Millisecond)
-			}
-			px.DropReplies(false)
-		}()
-	}
-	return rdb, dropFirst
+	return rdb
 }
 
 // TestLease_Release_resentAfterLostReply: a release whose first send ran
@@ -53,7 +42,7 @@ func TestLease_Release_resentAfterLostReply(t *testing.T) {
 	direct := s.Client()
 	px := redistest.NewProxy(t, s.Addr())
 	for _, sendsOnce := range []bool{false, true} {
-		rdb, dropFirst := lossyClient(t, px, sendsOnce)
+		rdb := lossyClient(t, px, sendsOnce)
 		for _, tc := range []struct {
 			name    string
 			ttl     time.Duration
@@ -82,8 +71,11 @@ func TestLease_Release_resentAfterLostReply(t *testing.T) {
 					next, err = other.Mutex("resent", lock.WithTTL(time.Minute)).TryAcquire(t.Context())
 					require.NoError(t, err)
 				}
-				dropFirst()
-				err = l.Release(t.Context())
+				err = redistest.LostReply(t, px, func() error { return l.Release(t.Context()) }, func() {
+					if !tc.expired {
+						require.True(t, keyGone(t, direct, m.LockKey())(), "the reply lost is the release's, which deleted the lock")
+					}
+				})
 				if tc.want == nil {
 					require.NoError(t, err)
 				} else {

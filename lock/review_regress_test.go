@@ -97,6 +97,7 @@ func TestRedlock_Acquire_staleGiveBackSparesLaterAttempt(t *testing.T) {
 	}()
 	time.Sleep(3 * time.Second) // attempts fail; their give-backs on C back off
 	xpx[2].DropReplies(false)
+	require.Positive(t, xpx[2].Dropped(), "setup: commands ran on C and their replies were lost")
 	xr := <-xGot
 	require.NoError(t, xr.err)
 	xl := xr.l

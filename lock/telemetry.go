@@ -37,15 +37,24 @@ func WithLabel(label string) Option {
 	return optionFunc(func(c *config) { c.label = label })
 }
 
-// Outcomes recorded as redkit.outcome.
+// Outcomes recorded as redkit.outcome, from the vocabulary every redkit
+// module shares (otelx.Outcomes).
 const (
-	outcomeOK          = "ok"
-	outcomeNotAcquired = "not_acquired"
-	outcomeExpired     = "expired"
-	outcomeTaken       = "taken"
-	outcomeRenewFailed = "renew_failed"
-	outcomeError       = "error"
+	outcomeOK          = otelx.OutcomeOK
+	outcomeNotAcquired = otelx.OutcomeNotAcquired
+	outcomeExpired     = otelx.OutcomeExpired
+	outcomeTaken       = otelx.OutcomeTaken
+	outcomeRenewFailed = otelx.OutcomeRenewFailed
+	outcomeUnknown     = otelx.OutcomeUnknownOutcome
+	outcomeError       = otelx.OutcomeError
 )
+
+// The sentinels whose text error.type may carry (otelx.ErrorType).
+func init() {
+	otelx.RegisterSentinels(ErrRiskySettings, ErrInvalid, ErrStaleFence, ErrNotAcquired,
+		ErrLeaseExpired, ErrLeaseTaken, ErrRenewFailed, ErrReleased, ErrReplicaAck,
+		ErrUnknownOutcome, ErrClosed)
+}
 
 type telemetry struct {
 	tracer     trace.Tracer
@@ -67,7 +76,7 @@ func newTelemetry(cfg config) *telemetry {
 	}
 	t.attrs = metric.WithAttributes(attrs...)
 	t.outcomes = make(map[string]metric.MeasurementOption)
-	for _, o := range []string{outcomeOK, outcomeNotAcquired, outcomeExpired, outcomeTaken, outcomeRenewFailed, outcomeError} {
+	for _, o := range []string{outcomeOK, outcomeNotAcquired, outcomeExpired, outcomeTaken, outcomeRenewFailed, outcomeUnknown, outcomeError} {
 		t.outcomes[o] = metric.WithAttributes(append([]attribute.KeyValue{attribute.String(otelx.AttrOutcome, o)}, attrs...)...)
 	}
 	m := cfg.providers.MeterFor(ScopeName, Version)
@@ -93,22 +102,21 @@ func (t *telemetry) start(ctx context.Context, span string) (context.Context, tr
 	return otelx.StartTimed(ctx, t.tracer, span, t.label, t.duration, strings.TrimPrefix(span, "lock."))
 }
 
-// maxRenewalLinks bounds the links of one renewal span (the SDK keeps 128
-// by default).
-const maxRenewalLinks = 128
-
 // startRenewal starts the span of one watchdog round: background work, a
 // root of its own, linked to the acquire span of each lease it renews.
 func (t *telemetry) startRenewal(ctx context.Context, causes []trace.SpanContext) (context.Context, trace.Span) {
-	ctx, span := t.start(ctx, "lock.renew")
-	n := 0
-	for _, c := range causes {
-		if c.IsValid() && n < maxRenewalLinks {
-			span.AddLink(trace.Link{SpanContext: c})
-			n++
-		}
+	return otelx.StartBackgroundTimed(ctx, t.tracer, "lock.renew", t.label, t.duration, "renew", causes...)
+}
+
+// startRenew starts the span of one lease's renewal: a child of the span
+// in ctx when there is one (an Extend inside the caller's trace),
+// otherwise background work (the watchdog's renewal of a Redlock lease,
+// which is not batched), a root linked to the lease's acquire.
+func (t *telemetry) startRenew(ctx context.Context, acquire trace.SpanContext) (context.Context, trace.Span) {
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		return t.start(ctx, "lock.renew")
 	}
-	return ctx, span
+	return t.startRenewal(ctx, []trace.SpanContext{acquire})
 }
 
 func (t *telemetry) withOutcome(outcome string) metric.MeasurementOption { return t.outcomes[outcome] }
@@ -127,6 +135,8 @@ func acquireOutcome(err error) string {
 	switch {
 	case err == nil:
 		return outcomeOK
+	case errors.Is(err, ErrUnknownOutcome):
+		return outcomeUnknown
 	case errors.Is(err, ErrNotAcquired):
 		return outcomeNotAcquired
 	default:
@@ -165,6 +175,8 @@ func releaseOutcome(err error) string {
 		return outcomeExpired
 	case errors.Is(err, ErrLeaseTaken):
 		return outcomeTaken
+	case errors.Is(err, ErrUnknownOutcome):
+		return outcomeUnknown
 	default:
 		return outcomeError
 	}

@@ -2,6 +2,7 @@ package lock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/redkit-go/redkit/lock"
 	"github.com/redkit-go/redkit/otelx"
@@ -213,4 +215,95 @@ func TestSpanTree_watchdogRenewalLinksToAcquire(t *testing.T) {
 		}
 	}
 	require.Equal(t, "request\n  lock.acquire outcome=ok\n    evalsha cache_miss\n    eval\n", rec.Tree(t, "request"))
+}
+
+// Every kind of lease the watchdog renews (Mutex, RWMutex write and read
+// leases, Semaphore permits, Redlock) is renewed by background work whose
+// lock.renew span is a root linked to that lease's lock.acquire, never a
+// span without a parent nor a link. A Redlock lease, renewed on its own
+// rather than in a batch, once made an orphan lock.renew.
+func TestSpanTree_everyRenewalIsALinkedRoot(t *testing.T) {
+	locks, rec := tracedLocks(t)
+	_, masters := redlockMasters(t, 3)
+	rl, err := lock.NewRedlock(masters, lock.WithTracerProvider(rec.TracerProvider),
+		lock.WithMeterProvider(rec.MeterProvider))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rl.Close() })
+	for _, m := range masters {
+		require.NoError(t, m.Ping(t.Context()).Err())
+	}
+	ttl := lock.WithTTL(300 * time.Millisecond)
+	kinds := map[string]interface {
+		Acquire(context.Context) (*lock.Lease, error)
+	}{
+		"mutex":     locks.Mutex("walk-mutex", ttl),
+		"rwmutex":   locks.RWMutex("walk-rw", ttl),
+		"semaphore": locks.Semaphore("walk-sem", 2, ttl),
+		// A Redlock master gets a twentieth of the TTL to answer.
+		"redlock": rl.Mutex("walk-redlock", lock.WithTTL(6*time.Second)),
+	}
+	read := locks.RWMutex("walk-rw-read", ttl)
+	tracer := rec.TracerProvider.Tracer("caller")
+	acquire := map[string]func(context.Context) (*lock.Lease, error){"rwmutex read": read.AcquireRead}
+	for name, k := range kinds {
+		acquire[name] = k.Acquire
+	}
+	var leases []*lock.Lease
+	for name, acq := range acquire {
+		ctx, req := tracer.Start(t.Context(), "request "+name)
+		l, err := acq(ctx)
+		require.NoError(t, err, name)
+		req.End()
+		leases = append(leases, l)
+	}
+	// Wait until every lease's acquire is linked from some renewal.
+	linked := func() (map[trace.SpanID]bool, []sdktrace.ReadOnlySpan) {
+		got := map[trace.SpanID]bool{}
+		var renewals []sdktrace.ReadOnlySpan
+		for _, s := range rec.Spans.Ended() {
+			if s.Name() != "lock.renew" {
+				continue
+			}
+			renewals = append(renewals, s)
+			for _, l := range s.Links() {
+				got[l.SpanContext.SpanID()] = true
+			}
+		}
+		return got, renewals
+	}
+	acquires := func() map[string]trace.SpanID {
+		out := map[string]trace.SpanID{}
+		byID := map[trace.SpanID]sdktrace.ReadOnlySpan{}
+		for _, s := range rec.Spans.Ended() {
+			byID[s.SpanContext().SpanID()] = s
+		}
+		for _, s := range rec.Spans.Ended() {
+			if p, ok := byID[s.Parent().SpanID()]; ok && s.Name() == "lock.acquire" {
+				out[p.Name()] = s.SpanContext().SpanID()
+			}
+		}
+		return out
+	}
+	eventually(t, func() bool {
+		got, _ := linked()
+		acq := acquires()
+		for name := range acquire {
+			if id, ok := acq["request "+name]; !ok || !got[id] {
+				return false
+			}
+		}
+		return true
+	}, "a renewal of every kind of lease")
+	for _, l := range leases {
+		// A lease the watchdog could not renew in time (a loaded machine)
+		// ends expired; the renewals it had are what this test is about.
+		if err := l.Release(t.Context()); !errors.Is(err, lock.ErrLeaseExpired) {
+			require.NoError(t, err)
+		}
+	}
+	_, renewals := linked()
+	for _, s := range renewals {
+		require.False(t, s.Parent().IsValid(), "a renewal is a root:\n%s", rec.Trees())
+		require.NotEmpty(t, s.Links(), "a renewal links to its cause:\n%s", rec.Trees())
+	}
 }

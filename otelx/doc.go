@@ -31,11 +31,34 @@
 //
 // Attributes never contain names, keys, IDs, owner IDs, tokens or amounts;
 // a caller who wants to tell operations apart gives a label (redkit.label).
+// error.type is the text of an error only when that error is a sentinel
+// registered with RegisterSentinels (each module registers its own); any
+// other error is named by its Go type, so an error built with fmt.Errorf
+// and an ID in its text never puts the ID in an attribute.
+//
+// # Outcomes
+//
+// redkit.outcome takes its values from one vocabulary (Outcomes and the
+// constants it lists), shared by every module: the same result has the
+// same word in stock, wallet, lock and idgen (unknown_outcome,
+// replica_ack_missing, conflict, invalid, ...).
+//
+// # Background work
+//
+// Work a module does in the background (a lease watchdog's renewals, an
+// ID segment's range prefetch, a reclaimer's round, a recovery run) outlives
+// the call that caused it. StartBackground and StartBackgroundTimed start
+// its span as the root of a trace of its own, linked to the span of that
+// call, so a trace never hangs off a request that ended long ago and a
+// backend can still follow the link from the work to its cause.
 //
 // InstrumentRedis turns on github.com/redis/go-redis/extra/redisotel
 // tracing and pool metrics for a client with argument recording off: no
 // db.statement attribute, and a failed command is recorded by its Redis
-// error code only, since an error reply can quote the arguments.
+// error code only, since an error reply can quote the arguments. Dials are
+// not traced (go-redis dials with a context of its own, so each new
+// connection would be a root trace joined to nothing), and redisotel's two
+// duration histograms are recorded in seconds with DurationBuckets.
 // Two error replies that are expected answers, not failures, leave the
 // command's span without error status: NOSCRIPT (the script was not in
 // the server's cache, did not run, and is sent again with its source;

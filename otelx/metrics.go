@@ -54,9 +54,13 @@ func DurationHistogram(m metric.Meter, name, description string) (metric.Float64
 // (if any) and the label. It lets a module time every call that already
 // has a span without a second bookkeeping path.
 func StartTimed(ctx context.Context, t trace.Tracer, spanName, label string, d metric.Float64Histogram, op string) (context.Context, trace.Span) {
-	start := time.Now()
-	ctx, span := Start(ctx, t, spanName, label)
-	return ctx, &timedSpan{Span: span, d: d, op: op, label: label, start: start, ctx: ctx}
+	return startTimed(ctx, t, spanName, label, d, op, nil)
+}
+
+func startTimed(ctx context.Context, t trace.Tracer, spanName, label string, d metric.Float64Histogram, op string, opts []trace.SpanStartOption) (context.Context, trace.Span) {
+	begin := time.Now()
+	ctx, span := start(ctx, t, spanName, label, opts...)
+	return ctx, &timedSpan{Span: span, d: d, op: op, label: label, start: begin, ctx: ctx}
 }
 
 type timedSpan struct {

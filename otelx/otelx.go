@@ -3,6 +3,10 @@ package otelx
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -93,15 +97,57 @@ func (p Providers) meterProvider() metric.MeterProvider {
 // A nil tracer means the global provider's tracer for this package.
 // Finish the span with End.
 func Start(ctx context.Context, t trace.Tracer, spanName, label string) (context.Context, trace.Span) {
+	return start(ctx, t, spanName, label)
+}
+
+// maxLinks bounds the links of one background span (the SDK keeps 128 by
+// default).
+const maxLinks = 128
+
+// StartBackground starts the span of background work (a watchdog's round
+// of renewals, a range prefetch, a reclaimer's round): a root span of a
+// trace of its own, since the work outlives the calls that caused it and
+// would otherwise pile up in one endless trace or hang under a trace that
+// ended long ago, linked to each valid span context in causes (the spans
+// of those calls; duplicates once, at most 128). Any span in ctx is
+// ignored. Finish it with End.
+func StartBackground(ctx context.Context, t trace.Tracer, spanName, label string, causes ...trace.SpanContext) (context.Context, trace.Span) {
+	return start(ctx, t, spanName, label, background(causes)...)
+}
+
+// StartBackgroundTimed is StartBackground for background work whose
+// duration is also recorded in d, as StartTimed does.
+func StartBackgroundTimed(ctx context.Context, t trace.Tracer, spanName, label string, d metric.Float64Histogram, op string, causes ...trace.SpanContext) (context.Context, trace.Span) {
+	return startTimed(ctx, t, spanName, label, d, op, background(causes))
+}
+
+func background(causes []trace.SpanContext) []trace.SpanStartOption {
+	opts := []trace.SpanStartOption{trace.WithNewRoot()}
+	var links []trace.Link
+	seen := make(map[trace.SpanID]bool, len(causes))
+	for _, c := range causes {
+		if !c.IsValid() || seen[c.SpanID()] || len(links) == maxLinks {
+			continue
+		}
+		seen[c.SpanID()] = true
+		links = append(links, trace.Link{SpanContext: c})
+	}
+	if len(links) > 0 {
+		opts = append(opts, trace.WithLinks(links...))
+	}
+	return opts
+}
+
+func start(ctx context.Context, t trace.Tracer, spanName, label string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
 	if t == nil {
 		t = otel.GetTracerProvider().Tracer(ScopeName,
 			trace.WithInstrumentationVersion(Version), trace.WithSchemaURL(SchemaURL))
 	}
-	if label == "" {
-		return t.Start(ctx, spanName, trace.WithSpanKind(trace.SpanKindInternal))
+	opts = append(opts, trace.WithSpanKind(trace.SpanKindInternal))
+	if label != "" {
+		opts = append(opts, trace.WithAttributes(attribute.String(AttrLabel, label)))
 	}
-	return t.Start(ctx, spanName, trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(attribute.String(AttrLabel, label)))
+	return t.Start(ctx, spanName, opts...)
 }
 
 // End records the outcome and ends the span.
@@ -127,6 +173,35 @@ func End(span trace.Span, outcome string, err error) {
 // are reported by their Go type instead.
 const maxErrorText = 80
 
+// sentinels holds the errors whose text ErrorType may report: the
+// registered sentinels of redkit's modules and go-redis's own.
+var sentinels sync.Map // error -> struct{}
+
+func init() {
+	RegisterSentinels(redis.ErrClosed, redis.ErrPoolTimeout, redis.ErrPoolExhausted)
+}
+
+// RegisterSentinels lets ErrorType report the text of each of errs (made
+// by errors.New, at most 80 bytes, and free of names, keys and IDs) instead
+// of its Go type. Each redkit module registers its exported sentinel errors
+// when its package is initialised. A nil error, or one whose dynamic type
+// cannot be compared, is ignored.
+func RegisterSentinels(errs ...error) {
+	for _, e := range errs {
+		if e != nil && reflect.TypeOf(e).Comparable() {
+			sentinels.Store(e, struct{}{})
+		}
+	}
+}
+
+func registered(err error) bool {
+	if !reflect.TypeOf(err).Comparable() {
+		return false
+	}
+	_, ok := sentinels.Load(err)
+	return ok
+}
+
 // ErrorType returns a short, low-cardinality description of err for the
 // error.type attribute ("" for nil):
 //
@@ -134,13 +209,15 @@ const maxErrorText = 80
 //     error is one;
 //   - for a Redis error reply, "redis " followed by its error code
 //     ("redis NOSCRIPT", "redis ERR"; "redis nil" for redis.Nil);
-//   - the text of the innermost error when it is a sentinel made by
-//     errors.New ("stock: sold out"); for errors joined with errors.Join
-//     the first branch is followed;
-//   - otherwise the Go type of the innermost error ("*net.OpError").
+//   - the text of the innermost error when it is a registered sentinel
+//     (RegisterSentinels: "stock: sold out"); for errors joined with
+//     errors.Join the first branch is followed;
+//   - otherwise the Go type of the innermost error ("*net.OpError",
+//     "*errors.errorString").
 //
-// Sentinel texts must therefore not contain names, keys or IDs; errors
-// that carry such data are typed errors or wrap a sentinel with %w.
+// The text of an error that was not registered is never returned, however
+// short: an error built with fmt.Errorf without %w is an *errors.errorString
+// whose text may hold a name or an ID.
 func ErrorType(err error) string {
 	if err == nil {
 		return ""
@@ -155,13 +232,12 @@ func ErrorType(err error) string {
 	if code, ok := redisErrorCode(leaf); ok {
 		return "redis " + code
 	}
-	typ := fmt.Sprintf("%T", leaf)
-	if typ == "*errors.errorString" {
+	if registered(leaf) {
 		if msg := leaf.Error(); msg != "" && len(msg) <= maxErrorText {
 			return msg
 		}
 	}
-	return typ
+	return fmt.Sprintf("%T", leaf)
 }
 
 // innermost follows Unwrap (the first branch of a multi-error) to the

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -22,6 +23,8 @@ import (
 )
 
 var errSoldOut = errors.New("stock: sold out")
+
+func init() { otelx.RegisterSentinels(errSoldOut) }
 
 func newRecorder() (*tracetest.SpanRecorder, *sdktrace.TracerProvider) {
 	rec := tracetest.NewSpanRecorder()
@@ -205,6 +208,9 @@ func TestErrorType(t *testing.T) {
 		{"deadline", fmt.Errorf("acquire: %w", context.DeadlineExceeded), "context.DeadlineExceeded"},
 		{"net error by type", &net.OpError{Op: "dial", Err: long}, "*errors.errorString"},
 		{"long text by type", long, "*errors.errorString"},
+		{"unregistered short text by type", fmt.Errorf("transfer %s: voided", "tx-7"), "*errors.errorString"},
+		{"unregistered text under a wrap", fmt.Errorf("a: %w", errors.New("account alice closed")), "*errors.errorString"},
+		{"go-redis sentinel", fmt.Errorf("get: %w", redis.ErrClosed), "redis: client is closed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -297,5 +303,74 @@ func TestProviders_SetIgnoresNil(t *testing.T) {
 	p.SetMeter(nil)
 	if p.Tracer != tp || p.Meter != mp {
 		t.Fatalf("providers after nil: %+v", p)
+	}
+}
+
+// A registered error that is long, or of a type that cannot be a map key,
+// is still reported by its type, and registering nil changes nothing.
+func TestRegisterSentinels_edges(t *testing.T) {
+	long := errors.New(strings.Repeat("y", 81))
+	otelx.RegisterSentinels(nil, long, uncomparable{"a"})
+	require.Equal(t, "*errors.errorString", otelx.ErrorType(long))
+	require.Equal(t, "otelx_test.uncomparable", otelx.ErrorType(uncomparable{"b"}))
+}
+
+type uncomparable []string
+
+func (u uncomparable) Error() string { return "uncomparable" }
+
+// StartBackground makes a root span even under a caller's span, linked to
+// each valid cause once.
+func TestStartBackground_rootLinkedToCauses(t *testing.T) {
+	rec, tp := newRecorder()
+	tr := tp.Tracer("t")
+	ctx, caller := tr.Start(t.Context(), "caller")
+	_, other := tr.Start(t.Context(), "other")
+	cause := caller.SpanContext()
+
+	_, bg := otelx.StartBackground(ctx, tr, "work", "lbl", cause, trace.SpanContext{}, cause, other.SpanContext())
+	otelx.End(bg, otelx.OutcomeOK, nil)
+	caller.End()
+	other.End()
+
+	var work sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == "work" {
+			work = s
+		}
+	}
+	require.NotNil(t, work)
+	require.False(t, work.Parent().IsValid(), "background work is a root")
+	require.NotEqual(t, cause.TraceID(), work.SpanContext().TraceID())
+	require.Len(t, work.Links(), 2)
+	require.Equal(t, cause.SpanID(), work.Links()[0].SpanContext.SpanID())
+	require.Equal(t, other.SpanContext().SpanID(), work.Links()[1].SpanContext.SpanID())
+	require.Equal(t, "lbl", attrs(work.Attributes())[otelx.AttrLabel])
+}
+
+// StartBackgroundTimed records its duration like StartTimed, on a root.
+func TestStartBackgroundTimed_records(t *testing.T) {
+	rec, tp := newRecorder()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	h, err := otelx.DurationHistogram(mp.Meter("m"), "bg.duration", "d")
+	require.NoError(t, err)
+	ctx, caller := tp.Tracer("t").Start(t.Context(), "caller")
+	_, bg := otelx.StartBackgroundTimed(ctx, tp.Tracer("t"), "work", "", h, "renew", caller.SpanContext())
+	otelx.End(bg, otelx.OutcomeOK, nil)
+	caller.End()
+	require.False(t, rec.Ended()[0].Parent().IsValid())
+	got := collect(t, reader)["m/bg.duration"].Data.(metricdata.Histogram[float64])
+	require.Len(t, got.DataPoints, 1)
+	require.Equal(t, uint64(1), got.DataPoints[0].Count)
+}
+
+// Outcomes lists each word once.
+func TestOutcomes_unique(t *testing.T) {
+	seen := map[string]bool{}
+	for _, o := range otelx.Outcomes() {
+		require.False(t, seen[o], "%s twice", o)
+		require.Regexp(t, `^[a-z][a-z_]*$`, o)
+		seen[o] = true
 	}
 }

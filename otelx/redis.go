@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -24,6 +25,20 @@ import (
 // code.filepath) are off too: they would point inside redkit and cost a
 // stack walk per command.
 //
+// Dials are not traced. go-redis opens connections with a context of its
+// own, not the caller's (a pool refill, a connection opened for a command
+// that has since given up), so a redis.dial span would be the root of a
+// trace of its own for every new connection, joined to no request. The
+// time a dial takes is in db.client.connections.create_time, and a dial
+// that fails fails the command span that needed the connection.
+//
+// The two duration histograms redisotel records,
+// db.client.connections.create_time and db.client.connections.use_time,
+// are in seconds (unit "s", where redisotel records milliseconds) with
+// DurationBuckets as bucket advice, like every redkit duration histogram:
+// with the SDK's default boundaries, made for milliseconds, every call of
+// a local Redis falls in the first bucket.
+//
 // Call it once per client, before the client is shared; instrumenting the
 // same client twice records every command twice.
 func InstrumentRedis(rdb redis.UniversalClient, p Providers) error {
@@ -35,15 +50,48 @@ func InstrumentRedis(rdb redis.UniversalClient, p Providers) error {
 		redisotel.WithTracerProvider(tp),
 		redisotel.WithDBStatement(false),
 		redisotel.WithCallerEnabled(false),
+		redisotel.WithDialFilter(true),
 	); err != nil {
 		return fmt.Errorf("otelx: instrument redis tracing: %w", err)
 	}
 	if err := redisotel.InstrumentMetrics(rdb,
-		redisotel.WithMeterProvider(p.meterProvider()),
+		redisotel.WithMeterProvider(secondsMeterProvider{MeterProvider: p.meterProvider()}),
 	); err != nil {
 		return fmt.Errorf("otelx: instrument redis metrics: %w", err)
 	}
 	return nil
+}
+
+// secondsMeterProvider hands redisotel a meter whose millisecond duration
+// histograms record seconds with DurationBuckets as bucket advice.
+type secondsMeterProvider struct {
+	metric.MeterProvider
+}
+
+func (p secondsMeterProvider) Meter(name string, opts ...metric.MeterOption) metric.Meter {
+	return secondsMeter{Meter: p.MeterProvider.Meter(name, opts...)}
+}
+
+type secondsMeter struct {
+	metric.Meter
+}
+
+func (m secondsMeter) Float64Histogram(name string, opts ...metric.Float64HistogramOption) (metric.Float64Histogram, error) {
+	cfg := metric.NewFloat64HistogramConfig(opts...)
+	if cfg.Unit() != "ms" {
+		return m.Meter.Float64Histogram(name, opts...)
+	}
+	h, err := DurationHistogram(m.Meter, name, cfg.Description())
+	return msToSeconds{Float64Histogram: h}, err
+}
+
+// msToSeconds records a value given in milliseconds in seconds.
+type msToSeconds struct {
+	metric.Float64Histogram
+}
+
+func (h msToSeconds) Record(ctx context.Context, ms float64, opts ...metric.RecordOption) {
+	h.Float64Histogram.Record(ctx, ms/1000, opts...)
 }
 
 // redactingTracerProvider hands redisotel spans that record errors by

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -162,4 +163,56 @@ func TestInstrumentRedis_recoveredNoscriptIsNoError(t *testing.T) {
 	require.Error(t, rdb.Eval(ctx, "return redis.error_reply('ERR boom')", nil).Err())
 	last := rec.Ended()[len(rec.Ended())-1]
 	require.Equal(t, codes.Error, last.Status().Code, "a real error reply stays an error")
+}
+
+// Every duration histogram InstrumentRedis switches on (redisotel's
+// connection create and use times) is in seconds with DurationBuckets as
+// bucket advice: in milliseconds with the SDK's default boundaries every
+// call of a local Redis lands in (0, 5] and a p99 reads near 5 ms.
+func TestInstrumentRedis_histogramsInSecondsWithBucketAdvice(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	rdb := s.Client()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	require.NoError(t, otelx.InstrumentRedis(rdb, otelx.Providers{Meter: mp}))
+	ctx := t.Context()
+	for range 20 {
+		require.NoError(t, rdb.Ping(ctx).Err())
+	}
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error { p.Ping(ctx); p.Ping(ctx); return nil })
+	require.NoError(t, err)
+
+	histograms := 0
+	for name, m := range collect(t, reader) {
+		h, ok := m.Data.(metricdata.Histogram[float64])
+		if !ok {
+			continue
+		}
+		histograms++
+		require.Equal(t, "s", m.Unit, name)
+		for _, p := range h.DataPoints {
+			require.Equal(t, otelx.DurationBuckets, p.Bounds, name)
+			most, ok := p.Max.Value()
+			require.True(t, ok, name)
+			require.Less(t, most, 10.0, "%s: a value of %v s: recorded in milliseconds?", name, most)
+		}
+	}
+	require.Equal(t, 2, histograms, "create_time and use_time")
+}
+
+// A new connection makes no redis.dial span: go-redis dials with a context
+// of its own, so each would be the root of a trace joined to nothing.
+func TestInstrumentRedis_dialIsNotARootTrace(t *testing.T) {
+	rdb, rec := tracedClient(t)
+	ctx := t.Context()
+	require.NoError(t, rdb.Ping(ctx).Err()) // the first command dials
+	require.Positive(t, rdb.PoolStats().TotalConns)
+
+	for _, sp := range rec.Ended() {
+		require.NotEqual(t, "redis.dial", sp.Name(), "a dial was traced:\n%s", spanText(sp))
+		if !sp.Parent().IsValid() {
+			require.NotContains(t, sp.Name(), "dial")
+		}
+	}
+	require.NotEmpty(t, rec.Ended())
 }

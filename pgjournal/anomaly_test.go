@@ -310,3 +310,49 @@ func (f *fixture) loseLast(stream string, ids []string, n int) {
 		f.t.Fatal(err)
 	}
 }
+
+// A stock journal entry with none of stock's fields (written there by hand)
+// is damaged: a poison anomaly, left out of the projection. Under a stream
+// ID the book holds, it is an entry with other content: a reused_id
+// anomaly, never skipped.
+func TestSinkStock_entryWithoutFields(t *testing.T) {
+	f := shared(t)
+	ctx := t.Context()
+	skus := []string{"nf/a", "nf/b"}
+	stockWork(t, f.inv, "nf", 6, skus...)
+	f.catchUp(skus, nil)
+	// nf/a: a damaged entry appended.
+	bad, err := f.rdb.XAdd(ctx, &redis.XAddArgs{Stream: f.journalKey("nf/a"), Values: []any{"note", "x"}}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// nf/b: its journal written again, the last booked ID holding the
+	// damaged entry.
+	jk := f.journalKey("nf/b")
+	old := readStream(t, f.rdb, jk)
+	f.rdb.Del(ctx, jk)
+	for _, m := range old[:len(old)-1] {
+		f.rdb.XAdd(ctx, &redis.XAddArgs{Stream: jk, ID: m.ID, Values: m.Values})
+	}
+	reused := old[len(old)-1].ID
+	f.rdb.XAdd(ctx, &redis.XAddArgs{Stream: jk, ID: reused, Values: []any{"note", "x"}})
+	f.rdb.XGroupDestroy(ctx, jk, "book")
+	f.runUntil(f.stockSink(skus...), "the damaged entries handed to the sink", func() bool {
+		n, _ := f.rdb.XInfoGroups(ctx, jk).Result()
+		m, _ := f.rdb.XInfoGroups(ctx, f.journalKey("nf/a")).Result()
+		return len(n) == 1 && n[0].LastDeliveredID == reused && n[0].Pending == 0 &&
+			len(m) == 1 && m[0].LastDeliveredID == bad && m[0].Pending == 0
+	})
+	as, err := f.book.Anomalies(ctx, "stock", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := anomalyKinds(as)
+	if !slices.Equal(got["nf/a"], []string{"poison " + bad}) {
+		t.Errorf("BUG: \"a damaged entry is a poison anomaly\": an entry without stock's fields at %s recorded as %v, want poison", bad, got["nf/a"])
+	}
+	if !slices.Equal(got["nf/b"], []string{"reused_id " + reused}) {
+		t.Errorf("BUG: \"a stream ID seen again with other content is a reused_id anomaly, never skipped\": "+
+			"a damaged entry under the booked ID %s recorded as %v, want reused_id", reused, got["nf/b"])
+	}
+}

@@ -16,10 +16,12 @@ import (
 // reconciler reports the account.
 var ErrTrimmedUnbooked = errors.New("pgjournal: checkpoint trimmed entries the book had not booked")
 
-// WalletPosition returns the newest stream ID of account's journal that
-// the book has read ("" when none): every entry up to it is booked (or
-// recorded as an anomaly). wallet.Ledger.Entries from this cursor returns
-// what the book has not read yet.
+// WalletPosition returns the stream ID of the last entry of account's
+// journal that the book has read ("" when none): every entry up to it is
+// booked (or recorded as an anomaly). wallet.Ledger.Entries from this
+// cursor returns what the book has not read yet. It is the newest entry
+// read, except after the journal was found written again below it (see
+// SinkWallet), when it is the last entry of the journal read again.
 func (b *Book) WalletPosition(ctx context.Context, account string) (string, error) {
 	var ms, seq int64
 	err := b.pool.QueryRow(ctx, "SELECT last_ms, last_seq FROM "+b.t("wallet_balances")+" WHERE account = $1", account).Scan(&ms, &seq)
@@ -32,19 +34,27 @@ func (b *Book) WalletPosition(ctx context.Context, account string) (string, erro
 	return fmt.Sprintf("%d-%d", ms, seq), nil
 }
 
+// ErrDrift: Redis and the book differ on the account; CheckpointWallet
+// trims nothing over a difference (ReconcileWallet says what differs).
+var ErrDrift = errors.New("pgjournal: Redis and the book differ")
+
 // CheckpointWallet is wallet.Ledger.Checkpoint for an account whose journal
 // the book keeps: it first books the account's journal to its end itself
-// (as SinkWallet does, safe beside a running sink), then checkpoints, so
-// the trim removes only entries the book holds. wallet's Checkpoint trims
-// every entry older than the checkpoint it writes, and takes no bound: an
-// entry posted in the moment between this booking and Checkpoint's own
-// verification is trimmed too. CheckpointWallet counts what the trim
-// removed against what it knew to be booked and returns the checkpoint
-// with ErrTrimmedUnbooked when more went (the count, in the error, is an
-// upper bound when another sink booked the account at the same moment).
-// It returns ErrBusy when the account kept changing during five attempts
-// to book it to its end (nothing trimmed), and the errors of wallet's
-// Checkpoint and PostgreSQL.
+// (as SinkWallet does, safe beside a running sink), then compares the
+// account with the book (as ReconcileWallet does) and refuses with
+// ErrDrift, trimming nothing, when they differ: the entries behind a
+// difference (a write Redis lost, to be given back by RepairWallet) are
+// found by their place in the journal, which a checkpoint would trim. Only
+// then it checkpoints, so the trim removes only entries the book holds.
+// wallet's Checkpoint trims every entry older than the checkpoint it
+// writes, and takes no bound: an entry posted in the moment between this
+// booking and Checkpoint's own verification is trimmed too.
+// CheckpointWallet counts what the trim removed against what it knew to
+// be booked and returns the checkpoint with ErrTrimmedUnbooked when more
+// went (the count, in the error, is an upper bound when another sink
+// booked the account at the same moment). It returns ErrBusy when the
+// account kept changing during five attempts to book or compare it
+// (nothing trimmed), and the errors of wallet's Checkpoint and PostgreSQL.
 func (b *Book) CheckpointWallet(ctx context.Context, l *wallet.Ledger, account string) (id string, trimmed int64, err error) {
 	if l == nil {
 		return "", 0, fmt.Errorf("%w: nil ledger", ErrInvalid)
@@ -52,6 +62,13 @@ func (b *Book) CheckpointWallet(ctx context.Context, l *wallet.Ledger, account s
 	pos, held, err := b.bookToEnd(ctx, l, account)
 	if err != nil {
 		return "", 0, err
+	}
+	ds, err := b.ReconcileWallet(ctx, l, account)
+	if err != nil {
+		return "", 0, fmt.Errorf("pgjournal: checkpoint %s: %w", account, err)
+	}
+	if len(ds) > 0 {
+		return "", 0, fmt.Errorf("pgjournal: checkpoint %s: %w: %v in Redis, %v in the book", account, ErrDrift, ds[0].Redis, ds[0].Book)
 	}
 	id, trimmed, err = l.Checkpoint(ctx, account)
 	if err != nil {
@@ -83,17 +100,20 @@ func (b *Book) CheckpointWallet(ctx context.Context, l *wallet.Ledger, account s
 // journal holds up to it.
 func (b *Book) bookToEnd(ctx context.Context, l *wallet.Ledger, account string) (string, int64, error) {
 	for range 5 {
-		cursors := map[string]string{}
+		cursors := map[string]*walletCursor{}
 		for {
-			n, err := b.bookWallet(ctx, l, account, wallet.MaxPage, cursors)
+			more, err := b.bookWallet(ctx, l, account, wallet.MaxPage, cursors)
 			if err != nil {
 				return "", 0, fmt.Errorf("pgjournal: checkpoint %s: %w", account, err)
 			}
-			if n < wallet.MaxPage {
+			if !more {
 				break
 			}
 		}
-		pos := cursors[account]
+		pos := ""
+		if c := cursors[account]; c != nil {
+			pos = c.pos
+		}
 		held, caughtUp, err := countTo(ctx, l, account, pos)
 		if err != nil {
 			return "", 0, fmt.Errorf("pgjournal: checkpoint %s: %w", account, err)

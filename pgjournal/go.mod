@@ -5,10 +5,12 @@ go 1.26.0
 require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redkit-go/redkit/internal v0.0.0
 	github.com/redkit-go/redkit/redistest v0.0.0
 	github.com/redkit-go/redkit/stock v0.0.0
 	github.com/redkit-go/redkit/wallet v0.0.0
 	go.uber.org/goleak v1.3.0
+	pgregory.net/rapid v1.3.0
 )
 
 require (
@@ -21,7 +23,6 @@ require (
 	github.com/redis/go-redis/extra/rediscmd/v9 v9.23.0 // indirect
 	github.com/redis/go-redis/extra/redisotel/v9 v9.23.0 // indirect
 	github.com/redkit-go/redkit/health v0.0.0 // indirect
-	github.com/redkit-go/redkit/internal v0.0.0 // indirect
 	github.com/redkit-go/redkit/lock v0.0.0 // indirect
 	github.com/redkit-go/redkit/otelx v0.0.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect

@@ -183,8 +183,14 @@ func (f *fixture) walletIDs(account string) []string {
 	}, func(e wallet.Entry) string { return e.ID })
 }
 
+// fataler is what journalIDs needs of a test: a *testing.T or a *rapid.T.
+type fataler interface {
+	Helper()
+	Fatal(args ...any)
+}
+
 // journalIDs reads a journal a page at a time and returns its IDs.
-func journalIDs[E any](t testing.TB, page func(cursor string) ([]E, string, error), id func(E) string) []string {
+func journalIDs[E any](t fataler, page func(cursor string) ([]E, string, error), id func(E) string) []string {
 	t.Helper()
 	var ids []string
 	cursor := ""

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,18 +25,21 @@ type Drift struct {
 	// Unbooked is how many entries of Redis's journal were added to Book.
 	Unbooked int
 	// Anomalies are what the sink recorded for this key: gaps, entries it
-	// could not read or that were deleted before it read them, operations
-	// booked twice in Redis.
+	// could not read, operations booked twice in Redis, stream IDs given
+	// out again.
 	Anomalies []Anomaly
 	// BookOnly lists booked entries that Redis's journal should hold (they
-	// are newer than its oldest entry) and does not: writes Redis lost, in
-	// a failover without replica acknowledgement or a restore from an old
-	// snapshot.
+	// are not older than its oldest entry) and does not, or holds with other
+	// content under their stream ID: writes Redis lost, in a failover
+	// without replica acknowledgement, a restore from an old snapshot or a
+	// restart without persistence.
 	BookOnly []string
-	// JournalOnly lists entries of Redis's journal older than the book's
-	// position that the book does not hold: written by a new primary after
-	// such a loss, or skipped.
+	// JournalOnly lists entries of Redis's journal up to the book's
+	// position that the book does not hold (by stream ID and content):
+	// written by a new primary after such a loss, or skipped.
 	JournalOnly []string
+
+	position [2]int64 // the book's position in the comparison
 }
 
 // Anomaly is one thing a sink could not book as an ordinary entry.
@@ -45,9 +49,15 @@ type Anomaly struct {
 	Bucket   int    // the stock bucket
 	StreamID string // the entry concerned
 	// Kind is "gap" (the levels before the entry were not the book's),
-	// "poison" (the entry could not be read), "lost" (deleted from the
-	// journal after it was handed to the sink, before it was booked) or
-	// "duplicate_op" (the operation was booked before under another ID).
+	// "poison" (the entry could not be read), "duplicate_op" (the
+	// operation was booked before under another ID) or "reused_id" (the
+	// journal holds an entry under a stream ID the book holds with other
+	// content: Redis gave the ID out again, after a restart without
+	// persistence on a clock that went back). Books kept by earlier
+	// versions may also hold "lost" (a stock entry deleted from its
+	// journal after it was handed to the sink; stock's Consume now
+	// acknowledges such an entry without handing it over, and the next
+	// entry shows the gap).
 	Kind       string
 	Detail     string
 	RecordedAt time.Time
@@ -72,8 +82,8 @@ func (b *Book) Anomalies(ctx context.Context, module, key string) ([]Anomaly, er
 	return out, nil
 }
 
-// reconcileAttempts bounds the reads of a key whose state keeps changing
-// while it is compared.
+// reconcileAttempts bounds the comparisons of a key whose state keeps
+// changing while it is compared.
 const reconcileAttempts = 5
 
 // ErrBusy: a key's state in Redis changed during every attempt to compare
@@ -84,9 +94,13 @@ var ErrBusy = errors.New("pgjournal: key changed during every comparison")
 // returns the SKUs that differ, with what explains the difference. Entries
 // of a journal the sink has not booked yet count as booked (lag is not
 // drift); for a SKU split into buckets only bucket 0's journal can be read
-// this way, so reconcile those when the sink has caught up. Errors:
-// ErrInvalid (from stock), ErrBusy, and those of Redis and PostgreSQL.
+// this way, so the lag of the other buckets shows as a difference:
+// reconcile those when the sink has caught up. Errors: ErrInvalid (from
+// stock), ErrBusy, and those of Redis and PostgreSQL.
 func (b *Book) ReconcileStock(ctx context.Context, inv *stock.Inventory, skus ...string) ([]Drift, error) {
+	if inv == nil {
+		return nil, fmt.Errorf("%w: nil inventory", ErrInvalid)
+	}
 	return reconcileEach(skus, func(sku string) (*Drift, error) {
 		return b.reconcile(ctx, reconcileKey{
 			j: stockJournalDesc, key: []any{sku, 0}, fields: []string{"available", "reserved", "sold", "refunded"},
@@ -97,24 +111,25 @@ func (b *Book) ReconcileStock(ctx context.Context, inv *stock.Inventory, skus ..
 				}
 				return stockLevels(l), err
 			},
-			book: func() ([]int64, int64, int64, error) {
-				book := make([]int64, 4)
-				var ms, seq int64
-				err := b.pool.QueryRow(ctx, `SELECT coalesce(sum(available), 0)::bigint, coalesce(sum(reserved), 0)::bigint,
-					coalesce(sum(sold), 0)::bigint, coalesce(sum(refunded), 0)::bigint,
-					coalesce(max(last_ms) FILTER (WHERE bucket = 0), 0), coalesce(max(last_seq) FILTER (WHERE bucket = 0), 0)
-					FROM `+b.t("stock_levels")+` WHERE sku = $1`, sku).Scan(&book[0], &book[1], &book[2], &book[3], &ms, &seq)
-				return book, ms, seq, err
+			others: func(tx pgx.Tx) ([]int64, error) {
+				o := make([]int64, 5)
+				err := tx.QueryRow(ctx, `SELECT coalesce(sum(available), 0)::bigint, coalesce(sum(reserved), 0)::bigint,
+					coalesce(sum(sold), 0)::bigint, coalesce(sum(refunded), 0)::bigint, coalesce(sum(supply), 0)::bigint
+					FROM `+b.t("stock_levels")+` WHERE sku = $1 AND bucket <> 0`, sku).Scan(&o[0], &o[1], &o[2], &o[3], &o[4])
+				return o, err
 			},
-			journal: func(cursor string) ([]keyEntry, error) {
+			journal: func(cursor string) ([]rec, error) {
 				es, err := readJournal(cursor, stock.ErrSKUNotFound, func(cursor string) ([]stock.Entry, string, error) {
 					return inv.Entries(ctx, sku, cursor, stock.MaxPage)
 				})
-				out := make([]keyEntry, len(es))
-				for i, e := range es {
-					out[i] = keyEntry{id: e.ID, kind: e.Kind, op: e.Op, delta: stockLevels(e.Delta)}
+				return stockRecs(sku, es), err
+			},
+			grown: func(cursor string) (bool, error) {
+				es, _, err := inv.Entries(ctx, sku, cursor, 1)
+				if errors.Is(err, stock.ErrSKUNotFound) {
+					return false, nil
 				}
-				return out, err
+				return len(es) > 0, err
 			},
 		})
 	})
@@ -129,6 +144,9 @@ func stockLevels(l stock.Levels) []int64 {
 // explains the difference (entries the sink has not booked yet count as
 // booked). Errors: ErrBusy, those of wallet, Redis and PostgreSQL.
 func (b *Book) ReconcileWallet(ctx context.Context, l *wallet.Ledger, accounts ...string) ([]Drift, error) {
+	if l == nil {
+		return nil, fmt.Errorf("%w: nil ledger", ErrInvalid)
+	}
 	return reconcileEach(accounts, func(account string) (*Drift, error) {
 		return b.reconcile(ctx, reconcileKey{
 			j: walletJournalDesc, key: []any{account}, fields: []string{"posted", "held"},
@@ -139,25 +157,18 @@ func (b *Book) ReconcileWallet(ctx context.Context, l *wallet.Ledger, accounts .
 				}
 				return []int64{bal.Posted, bal.Held}, err
 			},
-			book: func() ([]int64, int64, int64, error) {
-				book := make([]int64, 2)
-				var ms, seq int64
-				err := b.pool.QueryRow(ctx, "SELECT posted, held, last_ms, last_seq FROM "+b.t("wallet_balances")+" WHERE account = $1",
-					account).Scan(&book[0], &book[1], &ms, &seq)
-				if errors.Is(err, pgx.ErrNoRows) {
-					err = nil
-				}
-				return book, ms, seq, err
-			},
-			journal: func(cursor string) ([]keyEntry, error) {
+			journal: func(cursor string) ([]rec, error) {
 				es, err := readJournal(cursor, wallet.ErrAccountNotFound, func(cursor string) ([]wallet.Entry, string, error) {
 					return l.Entries(ctx, account, cursor, wallet.MaxPage)
 				})
-				out := make([]keyEntry, len(es))
-				for i, e := range es {
-					out[i] = keyEntry{id: e.ID, kind: e.Kind, op: e.TxID, delta: []int64{e.Delta, e.HeldDelta}}
+				return walletRecs(es), err
+			},
+			grown: func(cursor string) (bool, error) {
+				es, _, err := l.Entries(ctx, account, cursor, 1)
+				if errors.Is(err, wallet.ErrAccountNotFound) {
+					return false, nil
 				}
-				return out, err
+				return len(es) > 0, err
 			},
 		})
 	})
@@ -182,88 +193,137 @@ func reconcileEach(keys []string, reconcile func(key string) (*Drift, error)) ([
 // reconcileKey is how reconcile reads one SKU or account.
 type reconcileKey struct {
 	j      *journal
-	key    []any    // the journal's key in the book
-	fields []string // names of the compared values
-	// state reads the values in Redis; book reads the book's and its
-	// position in the journal.
+	key    []any    // the journal's key in the book (a SKU's bucket 0)
+	fields []string // names of the compared values, the first projected levels
+	// state reads the values in Redis.
 	state func() ([]int64, error)
-	book  func() (values []int64, ms, seq int64, err error)
+	// others sums the projection of the key's journals other than key's
+	// (a SKU's other buckets); nil when there are none.
+	others func(tx pgx.Tx) ([]int64, error)
 	// journal reads Redis's journal from after cursor to its end.
-	journal func(cursor string) ([]keyEntry, error)
+	journal func(cursor string) ([]rec, error)
+	// grown reports whether Redis's journal holds an entry after cursor.
+	grown func(cursor string) (bool, error)
 }
 
-// keyEntry is one entry of Redis's journal, as reconcile compares it.
-type keyEntry struct {
-	id, kind, op string
-	delta        []int64 // in the order of the compared values
-}
-
-// reconcile compares one key's values in Redis with the book's plus the
-// entries the book has not read yet, reading Redis before and after so as
-// to compare a state that held still. It returns nil when they agree.
+// reconcile compares one key's values in Redis with the book's in one
+// consistent view: the book's state is read in one snapshot (a read-only
+// repeatable-read transaction), Redis's journal from the book's position
+// on, and Redis's values before and after that read, compared only when
+// they agree and the journal holds nothing after the entries read (each
+// change appends its entry in the script that makes it, so the second read
+// of the values is then the state the journal read ends at). The entries the book had not booked in the snapshot are
+// added as the sink will book them (decide: entries seen again, duplicate
+// operations and unreadable entries add nothing). The read starts at the
+// entry at the position: when that entry is gone (a checkpoint trimmed it
+// after the snapshot, or Redis lost it), a difference is compared again
+// from a new snapshot before it is reported. It returns nil when the two
+// agree.
 func (b *Book) reconcile(ctx context.Context, k reconcileKey) (*Drift, error) {
+	var last *Drift
+	busy := false
 	for range reconcileAttempts {
-		redis1, err := k.state()
+		var d *Drift
+		var again bool
+		err := pgx.BeginTxFunc(ctx, b.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+			var err error
+			d, again, err = b.compare(ctx, tx, k)
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
-		book, ms, seq, err := k.book()
-		if err != nil {
-			return nil, err
-		}
-		pending, err := k.journal(cursorAfter(ms, seq))
-		if err != nil {
-			return nil, err
-		}
-		kinds, ops := make([]string, len(pending)), make([]string, len(pending))
-		for i, e := range pending {
-			kinds[i], ops[i] = e.kind, e.op
-		}
-		booked, err := b.bookedOps(ctx, k.j, k.key, kinds, ops)
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range pending {
-			if booked[[2]string{e.kind, e.op}] {
-				continue
-			}
-			for i, d := range e.delta {
-				book[i] += d
-			}
-		}
-		redis2, err := k.state()
-		if err != nil {
-			return nil, err
-		}
-		if !levelsEqual(redis1, redis2) {
+		busy = d == nil && again
+		switch {
+		case busy:
+			continue
+		case d == nil:
+			return nil, nil
+		case again:
+			last = d
 			continue
 		}
-		if levelsEqual(redis1, book) {
-			return nil, nil
-		}
-		label, _ := k.j.keyLabel(k.key)
-		d := &Drift{Module: k.j.module, Key: label, Fields: k.fields, Redis: redis1, Book: book, Unbooked: len(pending)}
-		all, err := k.journal("")
-		if err != nil {
-			return nil, err
-		}
-		ids := make([]string, len(all))
-		for i, e := range all {
-			ids[i] = e.id
-		}
-		if err := b.explain(ctx, k.j, k.key, ids, ms, seq, d); err != nil {
-			return nil, err
-		}
-		return d, nil
+		return d, b.explain(ctx, k, d)
 	}
-	return nil, ErrBusy
+	if busy || last == nil {
+		return nil, ErrBusy
+	}
+	return last, b.explain(ctx, k, last)
 }
 
-func cursorAfter(ms, seq int64) string {
-	if ms == 0 && seq == 0 {
-		return ""
+// compare makes one comparison of reconcile in the snapshot tx. It returns
+// the drift (nil when the two agree) and whether to compare again: Redis
+// changed during the read (no drift returned), or the entry at the book's
+// position is gone from the journal (drift returned).
+func (b *Book) compare(ctx context.Context, tx pgx.Tx, k reconcileKey) (*Drift, bool, error) {
+	st, err := b.readState(ctx, tx, k.j, k.key, nil, false)
+	if err != nil {
+		return nil, false, err
 	}
-	return fmt.Sprintf("%d-%d", ms, seq)
+	others := make([]int64, len(k.j.levels))
+	if k.others != nil {
+		if others, err = k.others(tx); err != nil {
+			return nil, false, err
+		}
+	}
+	redis1, err := k.state()
+	if err != nil {
+		return nil, false, err
+	}
+	from := ""
+	positioned := st.lastMs != 0 || st.lastSeq != 0
+	if positioned {
+		from = before(st.lastMs, st.lastSeq)
+	}
+	pending, err := k.journal(from)
+	if err != nil {
+		return nil, false, err
+	}
+	gone := positioned && (len(pending) == 0 || pending[0].ms != st.lastMs || pending[0].seq != st.lastSeq)
+	rewind := gone && (len(pending) == 0 || pending[0].kind != "checkpoint")
+	if rewind {
+		// As the wallet sink does: read the journal again from its start.
+		if pending, err = k.journal(""); err != nil {
+			return nil, false, err
+		}
+	}
+	redis2, err := k.state()
+	if err != nil {
+		return nil, false, err
+	}
+	if !levelsEqual(redis1, redis2) {
+		return nil, true, nil
+	}
+	// Values that agree before and after the journal read may still have
+	// moved in between and back (a hold and its void, a reservation and
+	// its cancellation): the journal read then holds the first change and
+	// not the second. Each change appends its entry in the script that
+	// makes it, so a journal with nothing after the entries read means
+	// the second read of the values is the state that journal read ends at.
+	tail := from
+	if rewind {
+		tail = ""
+	}
+	if len(pending) > 0 {
+		tail = pending[len(pending)-1].id
+	}
+	if grown, err := k.grown(tail); err != nil || grown {
+		return nil, grown, err
+	}
+	if st, err = b.readState(ctx, tx, k.j, k.key, pending, false); err != nil {
+		return nil, false, err
+	}
+	out := decide(k.j, k.key, st, pending, rewind && k.j.module == "wallet")
+	book := make([]int64, len(k.fields))
+	for i := range book {
+		book[i] = others[i] + out.cur[i]
+	}
+	if levelsEqual(redis1, book) {
+		return nil, false, nil
+	}
+	label, _ := k.j.keyLabel(k.key)
+	return &Drift{Module: k.j.module, Key: label, Fields: k.fields, Redis: redis1, Book: book, Unbooked: len(out.rows),
+		position: [2]int64{st.lastMs, st.lastSeq}}, gone, nil
 }
 
 // readJournal reads a journal from after cursor to its end, a page at a
@@ -287,71 +347,65 @@ func readJournal[E any](cursor string, notFound error, page func(cursor string) 
 }
 
 // explain fills d's anomalies and the entries one side holds and the other
-// does not. ids is Redis's retained journal, oldest first; (ms, seq) the
-// book's position.
-func (b *Book) explain(ctx context.Context, j *journal, key []any, ids []string, ms, seq int64, d *Drift) error {
-	label, _ := j.keyLabel(key)
+// does not: Redis's retained journal against the book's entries from its
+// oldest on, an entry being the same on both sides when its stream ID and
+// content are.
+func (b *Book) explain(ctx context.Context, k reconcileKey, d *Drift) error {
+	j, key := k.j, k.key
 	var err error
-	if d.Anomalies, err = b.Anomalies(ctx, j.module, label); err != nil {
+	if d.Anomalies, err = b.Anomalies(ctx, j.module, d.Key); err != nil {
 		return err
 	}
-	if len(ids) == 0 {
-		return nil
+	all, err := k.journal("")
+	if err != nil || len(all) == 0 {
+		return err
 	}
-	oms, oseq, _ := parseID(ids[0])
 	n := len(key)
-	rows, err := b.pool.Query(ctx, fmt.Sprintf("SELECT stream_id FROM %s WHERE %s AND (ms, seq) >= ($%d, $%d) ORDER BY ms, seq",
-		b.t(j.entries), j.keyWhere(), n+1, n+2), append(append([]any{}, key...), oms, oseq)...)
+	rows, err := b.pool.Query(ctx, fmt.Sprintf("SELECT ms, seq, stream_id, %s FROM %s WHERE %s AND (ms, seq) >= ($%d, $%d) ORDER BY ms, seq",
+		strings.Join(j.contentCols(), ", "), b.t(j.entries), j.keyWhere(), n+1, n+2), append(append([]any{}, key...), all[0].ms, all[0].seq)...)
 	if err != nil {
 		return err
 	}
-	booked, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
+	type booked struct {
+		id      string
+		content []any
+	}
+	var bookedEntries []booked
+	inBook := map[string][]any{}
+	for rows.Next() {
+		v, err := rows.Values()
+		if err != nil {
+			rows.Close()
+			return err
+		}
+		e := booked{id: v[2].(string), content: v[3:]}
+		bookedEntries = append(bookedEntries, e)
+		inBook[e.id] = e.content
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
 		return err
 	}
-	inJournal, inBook := map[string]bool{}, map[string]bool{}
-	for _, id := range ids {
-		inJournal[id] = true
+	inJournal := map[string][]any{}
+	for _, r := range all {
+		inJournal[r.id] = r.content()
 	}
-	for _, id := range booked {
-		inBook[id] = true
-	}
-	for _, id := range booked {
-		if !inJournal[id] {
-			d.BookOnly = append(d.BookOnly, id)
+	for _, e := range bookedEntries {
+		if c, ok := inJournal[e.id]; !ok || !sameContent(c, e.content) {
+			d.BookOnly = append(d.BookOnly, e.id)
 		}
 	}
 	noted := map[string]bool{}
 	for _, a := range d.Anomalies {
 		noted[a.StreamID] = true
 	}
-	for _, id := range ids {
-		ims, iseq, _ := parseID(id)
-		if idLess(ms, seq, ims, iseq) || inBook[id] || noted[id] {
+	for _, r := range all {
+		if idLess(d.position[0], d.position[1], r.ms, r.seq) || noted[r.id] {
 			continue
 		}
-		d.JournalOnly = append(d.JournalOnly, id)
+		if c, ok := inBook[r.id]; !ok || !sameContent(c, r.content()) {
+			d.JournalOnly = append(d.JournalOnly, r.id)
+		}
 	}
 	return nil
-}
-
-// bookedOps returns which of the (kind, op) pairs the journal has booked:
-// an entry not booked yet whose operation is (a retry or a repair applied
-// it again in Redis) will be booked as a duplicate, so it is not lag.
-func (b *Book) bookedOps(ctx context.Context, j *journal, key []any, kinds, ops []string) (map[[2]string]bool, error) {
-	out := map[[2]string]bool{}
-	if len(kinds) == 0 {
-		return out, nil
-	}
-	n := len(key)
-	// As in apply: one index probe per operation.
-	rows, err := b.pool.Query(ctx, fmt.Sprintf("SELECT e.kind, e.op FROM unnest($%d::text[]) AS u(op) CROSS JOIN LATERAL "+
-		"(SELECT kind, op FROM %s WHERE %s AND op = u.op AND op <> '' OFFSET 0) e",
-		n+1, b.t(j.entries), j.keyWhere()), append(append([]any{}, key...), ops)...)
-	if err != nil {
-		return nil, err
-	}
-	var k, o string
-	_, err = pgx.ForEachRow(rows, []any{&k, &o}, func() error { out[[2]string{k, o}] = true; return nil })
-	return out, err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -11,7 +12,8 @@ import (
 	"github.com/redkit-go/redkit/wallet"
 )
 
-// Repair is what RepairWallet did about one booked entry Redis lost.
+// Repair is what RepairWallet or RepairStock did about one booked entry
+// Redis lost.
 type Repair struct {
 	StreamID string // the booked entry
 	Kind     string
@@ -19,67 +21,116 @@ type Repair struct {
 	// Outcome is "applied" (the operation ran again and Redis has its
 	// effect and marker back), "already" (Redis still had the operation's
 	// marker: it answered from it and changed nothing) or "skipped" (Err
-	// says why: a kind that cannot be replayed, or the operation refused).
+	// says why: ErrUnrepairable when the entry cannot be given back
+	// exactly, or the refusal of the operation sent again).
 	Outcome string
 	Err     error
 }
 
-// RepairWallet gives back to Redis the credits, debits and transfers of
-// account that the book holds and Redis lost (the BookOnly entries of a
-// drift; nothing when there is none), oldest first, by calling the same
-// wallet operation again with the booked transaction ID, amount, peer and
-// memo. The wallet's idempotency makes this safe: an operation whose marker
-// survived is answered from it and applied nowhere twice, and one applied
-// again leaves its marker, so a client retrying it within the idempotency
-// window gets the stored answer. The entries the repair appends to Redis's
-// journal are found booked by the sink (duplicate_op anomalies) and change
-// nothing in the book.
+// ErrUnrepairable: a booked entry Redis lost cannot be given back exactly
+// (its kind has no replay, it is a step of a transfer across slot groups,
+// its idempotency window has passed, the caller does not know its order),
+// or a drift has no lost booked entry behind it. Nothing was sent; the
+// drift stays for an operator to decide.
+var ErrUnrepairable = errors.New("pgjournal: cannot be repaired exactly")
+
+// replayable reports why an entry booked at ms cannot be sent again within
+// window ("" when it can): a replay is safe only while the operation's
+// marker lives (one window from the entry, on Redis's clock), for where it
+// survived it answers and where it did not the replay restores it. A replay
+// after the window would be a new operation, applied again wherever the
+// first one's effect survived. A tenth of the window is kept as a margin
+// for this process's clock against Redis's and for the call itself.
+func replayable(ms int64, window time.Duration) string {
+	age := time.Since(time.UnixMilli(ms))
+	if age >= window-window/10 {
+		return fmt.Sprintf("its idempotency window (%v) has passed: %v old", window, age.Round(time.Millisecond))
+	}
+	return ""
+}
+
+// RepairWallet gives back to Redis the credits, debits and transfers within
+// a slot group of account that the book holds and Redis lost (the BookOnly
+// entries of a drift; nothing when there is none), oldest first, by calling
+// the same wallet operation again with every field its client sent, as
+// the booked entry keeps them: transaction ID, amount, peer, memo (its
+// exact bytes) and the currency a credit or debit named. The wallet's
+// idempotency makes this safe within the operation's idempotency window
+// (wallet.Ledger.IdempotencyWindow): an operation whose marker survived is
+// answered from it and applied nowhere twice, and one applied again leaves
+// its marker, so a client retrying it within the window gets the stored
+// answer. The entries the repair appends to Redis's journal are found
+// booked by the sink (duplicate_op anomalies) and change nothing in the
+// book.
 //
-// What it cannot repair, reported as skipped: openings, closings,
-// checkpoints and holds (their TTL is not in the journal) with their
-// captures and voids, the steps of transfers across slot groups, and an
-// operation Redis now refuses (ErrInsufficientFunds after other postings,
-// a *ConflictError when Redis kept an operation of that ID with other
-// fields). Entries Redis lost that were never booked (lost before the sink
-// read them) are not in the book and cannot be given back; nor can writes
-// Redis lost whose entries it still holds, which the book cannot tell
-// apart. RepairStock is the stock counterpart, for deducts.
+// What it cannot give back exactly is reported as skipped with
+// ErrUnrepairable and never sent: openings, closings, checkpoints and holds
+// (their TTL is not in the journal) with their captures and voids; the
+// steps of transfers across slot groups (each step is one side of a
+// transfer whose state lives in the source's group: sent again as a
+// Transfer, it would be answered from a record the source kept while the
+// destination lacks the credit, or begin a second transfer once that
+// record is gone); and any entry older than its idempotency window less a
+// tenth (a replay would be a new operation). An operation Redis now
+// refuses (ErrInsufficientFunds after other postings, a *ConflictError
+// when Redis kept an operation of that ID with other fields) is skipped
+// with that refusal. A drift with no lost booked entry behind it (entries
+// Redis lost before the sink read them, or older than Redis's journal) is
+// ErrUnrepairable, with no repair. Writes Redis lost whose entries it
+// still holds cannot be told apart. RepairStock is the stock counterpart,
+// for deducts.
 func (b *Book) RepairWallet(ctx context.Context, l *wallet.Ledger, account string) ([]Repair, error) {
+	if l == nil {
+		return nil, fmt.Errorf("%w: nil ledger", ErrInvalid)
+	}
 	ds, err := b.ReconcileWallet(ctx, l, account)
-	if err != nil || len(ds) == 0 || len(ds[0].BookOnly) == 0 {
+	if err != nil || len(ds) == 0 {
 		return nil, err
 	}
-	type entry struct {
-		id, kind, op, peer, memo string
-		delta, held              int64
+	if len(ds[0].BookOnly) == 0 {
+		return nil, fmt.Errorf("pgjournal: repair %s: %w: %v in Redis, %v in the book, and no booked entry Redis's journal lacks",
+			account, ErrUnrepairable, ds[0].Redis, ds[0].Book)
 	}
-	es, err := bookedLost(ctx, b, walletJournalDesc, []any{account}, ds[0].BookOnly, "peer, memo, d_posted, d_held",
+	type entry struct {
+		id, kind, op, peer, memo, currency string
+		raw                                []byte
+		delta, held, ms                    int64
+	}
+	es, err := bookedLost(ctx, b, walletJournalDesc, []any{account}, ds[0].BookOnly, "peer, memo, memo_raw, currency, d_posted, d_held, ms",
 		func(r pgx.CollectableRow) (entry, error) {
 			var e entry
-			err := r.Scan(&e.id, &e.kind, &e.op, &e.peer, &e.memo, &e.delta, &e.held)
+			err := r.Scan(&e.id, &e.kind, &e.op, &e.peer, &e.memo, &e.raw, &e.currency, &e.delta, &e.held, &e.ms)
 			return e, err
 		})
 	if err != nil {
 		return nil, fmt.Errorf("pgjournal: repair %s: %w", account, err)
 	}
+	window := l.IdempotencyWindow()
 	out := make([]Repair, 0, len(es))
 	for _, e := range es {
 		r := Repair{StreamID: e.id, Kind: e.kind, Op: e.op}
+		memo := e.memo
+		if e.raw != nil {
+			memo = string(e.raw)
+		}
+		transfer := e.kind == wallet.KindTransferOut || e.kind == wallet.KindTransferIn
 		var res wallet.Result
 		var err error
 		switch {
-		case e.op == "" || e.held != 0:
-			err = fmt.Errorf("%w: %s entries cannot be replayed", ErrInvalid, e.kind)
+		case e.op == "" || e.held != 0 || !transfer && e.kind != wallet.KindCredit && e.kind != wallet.KindDebit:
+			err = fmt.Errorf("%w: %s entries cannot be replayed", ErrUnrepairable, e.kind)
+		case transfer && groupOf(e.peer) != groupOf(account):
+			err = fmt.Errorf("%w: a step of a transfer across slot groups (with %s)", ErrUnrepairable, e.peer)
+		case replayable(e.ms, window) != "":
+			err = fmt.Errorf("%w: %s", ErrUnrepairable, replayable(e.ms, window))
 		case e.kind == wallet.KindCredit:
-			res, err = l.Credit(ctx, wallet.Tx{ID: e.op, Account: account, Amount: e.delta, Memo: e.memo})
+			res, err = l.Credit(ctx, wallet.Tx{ID: e.op, Account: account, Amount: e.delta, Currency: e.currency, Memo: memo})
 		case e.kind == wallet.KindDebit:
-			res, err = l.Debit(ctx, wallet.Tx{ID: e.op, Account: account, Amount: -e.delta, Memo: e.memo})
+			res, err = l.Debit(ctx, wallet.Tx{ID: e.op, Account: account, Amount: -e.delta, Currency: e.currency, Memo: memo})
 		case e.kind == wallet.KindTransferOut:
-			res, err = l.Transfer(ctx, wallet.Transfer{ID: e.op, From: account, To: e.peer, Amount: -e.delta, Memo: e.memo})
-		case e.kind == wallet.KindTransferIn:
-			res, err = l.Transfer(ctx, wallet.Transfer{ID: e.op, From: e.peer, To: account, Amount: e.delta, Memo: e.memo})
-		default:
-			err = fmt.Errorf("%w: %s entries cannot be replayed", ErrInvalid, e.kind)
+			res, err = l.Transfer(ctx, wallet.Transfer{ID: e.op, From: account, To: e.peer, Amount: -e.delta, Memo: memo})
+		default: // transfer_in within the group
+			res, err = l.Transfer(ctx, wallet.Transfer{ID: e.op, From: e.peer, To: account, Amount: e.delta, Memo: memo})
 		}
 		if err := settle(ctx, account, &r, res.Replayed, err, wallet.ErrUnknownOutcome); err != nil {
 			return out, err
@@ -125,30 +176,38 @@ func (b *Book) RepairStock(ctx context.Context, inv *stock.Inventory, sku string
 		return nil, fmt.Errorf("%w: nil inventory or order function", ErrInvalid)
 	}
 	ds, err := b.ReconcileStock(ctx, inv, sku)
-	if err != nil || len(ds) == 0 || len(ds[0].BookOnly) == 0 {
+	if err != nil || len(ds) == 0 {
 		return nil, err
+	}
+	if len(ds[0].BookOnly) == 0 {
+		return nil, fmt.Errorf("pgjournal: repair %s: %w: %v in Redis, %v in the book, and no booked entry Redis's journal lacks",
+			sku, ErrUnrepairable, ds[0].Redis, ds[0].Book)
 	}
 	type entry struct {
 		id, kind, op, buyer string
-		sold                int64
+		sold, ms            int64
 	}
-	es, err := bookedLost(ctx, b, stockJournalDesc, []any{sku, 0}, ds[0].BookOnly, "buyer, d_sold",
+	es, err := bookedLost(ctx, b, stockJournalDesc, []any{sku, 0}, ds[0].BookOnly, "buyer, d_sold, ms",
 		func(r pgx.CollectableRow) (entry, error) {
 			var e entry
-			err := r.Scan(&e.id, &e.kind, &e.op, &e.buyer, &e.sold)
+			err := r.Scan(&e.id, &e.kind, &e.op, &e.buyer, &e.sold, &e.ms)
 			return e, err
 		})
 	if err != nil {
 		return nil, fmt.Errorf("pgjournal: repair %s: %w", sku, err)
 	}
+	window := inv.IdempotencyWindow()
 	out := make([]Repair, 0, len(es))
 	for _, e := range es {
 		r := Repair{StreamID: e.id, Kind: e.kind, Op: e.op}
 		var res stock.Result
 		var err error
-		if e.kind != stock.KindDeduct || e.op == "" {
-			err = fmt.Errorf("%w: %s entries cannot be replayed", ErrInvalid, e.kind)
-		} else {
+		switch {
+		case e.kind != stock.KindDeduct || e.op == "":
+			err = fmt.Errorf("%w: %s entries cannot be replayed", ErrUnrepairable, e.kind)
+		case replayable(e.ms, window) != "":
+			err = fmt.Errorf("%w: %s", ErrUnrepairable, replayable(e.ms, window))
+		default:
 			var o stock.Order
 			var ok bool
 			o, ok, err = order(ctx, e.op)
@@ -156,9 +215,9 @@ func (b *Book) RepairStock(ctx context.Context, inv *stock.Inventory, sku string
 			case err != nil:
 				return out, fmt.Errorf("pgjournal: repair %s: order %s: %w", sku, e.op, err)
 			case !ok:
-				err = fmt.Errorf("%w: order %s is not known", ErrInvalid, e.op)
+				err = fmt.Errorf("%w: order %s is not known", ErrUnrepairable, e.op)
 			case o.ID != e.op || o.Buyer != e.buyer || qtyOf(o, sku) != e.sold:
-				err = fmt.Errorf("%w: order %s does not match the booked entry (buyer %q, %d units)", ErrInvalid, e.op, e.buyer, e.sold)
+				err = fmt.Errorf("%w: order %s does not match the booked entry (buyer %q, %d units)", ErrUnrepairable, e.op, e.buyer, e.sold)
 			default:
 				res, err = inv.Deduct(ctx, o)
 			}

@@ -92,7 +92,7 @@ func TestRepairStock_lostOrders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := outcomes(rs), []string{"rs-unknown skipped"}; !slices.Equal(got, want) || !errors.Is(rs[0].Err, pgjournal.ErrInvalid) {
+	if got, want := outcomes(rs), []string{"rs-unknown skipped"}; !slices.Equal(got, want) || !errors.Is(rs[0].Err, pgjournal.ErrUnrepairable) {
 		t.Fatalf("repair of rs/c: %v (%v), want %v", got, rs, want)
 	}
 	// The client retries within the window: answered from the marker.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -29,10 +28,11 @@ var walletJournalDesc = &journal{
 	module: "wallet", entries: "wallet_entries", proj: "wallet_balances",
 	keyCols: []string{"account"},
 	levels:  []string{"posted", "held"},
-	extra:   []string{"peer", "memo", "memo_raw"},
+	extra:   []string{"peer", "memo", "memo_raw", "currency", "src_group"},
 	keyLabel: func(key []any) (string, int) {
 		return key[0].(string), 0
 	},
+	scope: "src_group",
 }
 
 var stockKinds = map[string]bool{
@@ -63,7 +63,7 @@ func (b *Book) SinkStock(ctx context.Context, inv *stock.Inventory, c stock.Cons
 		return fmt.Errorf("%w: nil inventory", ErrInvalid)
 	}
 	handle := func(ctx context.Context, es []stock.Entry) error {
-		return b.bookStock(ctx, c.SKUs, es)
+		return b.bookStock(ctx, es)
 	}
 	return b.retry(ctx, func() error {
 		err := inv.Consume(ctx, c, handle)
@@ -74,22 +74,25 @@ func (b *Book) SinkStock(ctx context.Context, inv *stock.Inventory, c stock.Cons
 	})
 }
 
-// bookStock books one batch of one stock journal (Consume hands over the
-// entries of one stream at a time).
-func (b *Book) bookStock(ctx context.Context, skus []string, es []stock.Entry) error {
+// bookStock books one batch of one stock journal: Consume hands over the
+// entries of one stream at a time, and says whose (Entry.Journal).
+func (b *Book) bookStock(ctx context.Context, es []stock.Entry) error {
 	if len(es) == 0 {
 		return nil
 	}
-	sku := ""
-	for _, e := range es {
-		if slices.Contains(skus, e.SKU) {
-			sku = e.SKU
-			break
-		}
+	sku, bucket := es[0].Journal, es[0].Bucket
+	if sku == "" {
+		return backoff.Permanent(fmt.Errorf("%w: a stock entry without its journal", ErrInvalid))
 	}
-	if sku == "" && len(skus) == 1 {
-		sku = skus[0]
-	}
+	recs := stockRecs(sku, es)
+	return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		_, err := b.apply(ctx, tx, stockJournalDesc, []any{sku, bucket}, recs, false)
+		return err
+	})
+}
+
+// stockRecs reads the entries of sku's journal for the book.
+func stockRecs(sku string, es []stock.Entry) []rec {
 	recs := make([]rec, len(es))
 	for i, e := range es {
 		r := rec{id: e.ID, kind: e.Kind, op: e.Op, extra: []any{e.Buyer},
@@ -99,12 +102,11 @@ func (b *Book) bookStock(ctx context.Context, skus []string, es []stock.Entry) e
 		r.ms, r.seq, ok = parseID(e.ID)
 		switch {
 		case !ok:
-			r.bad = fmt.Sprintf("stream ID %q", e.ID)
-		case e.Kind == "" && e.SKU == "":
-			// XREADGROUP hands out a pending entry the stream no longer
-			// holds with no fields.
-			r.bad, r.lost = "entry deleted from the journal before it was booked", true
+			r.ms, r.seq, r.bad = -1, -1, fmt.Sprintf("stream ID %q", e.ID)
 		case !stockKinds[e.Kind]:
+			// Consume hands over no entry deleted from its journal (it
+			// acknowledges those itself): one without a kind was written
+			// there by other means than stock's scripts.
 			r.bad = fmt.Sprintf("unknown kind %q", e.Kind)
 		case e.SKU != sku:
 			r.bad = fmt.Sprintf("entry of SKU %q in the journal of %q", e.SKU, sku)
@@ -115,10 +117,7 @@ func (b *Book) bookStock(ctx context.Context, skus []string, es []stock.Entry) e
 		}
 		recs[i] = r
 	}
-	return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		_, err := b.apply(ctx, tx, stockJournalDesc, []any{sku, es[0].Bucket}, recs)
-		return err
-	})
+	return recs
 }
 
 // WalletSource names the accounts whose journals SinkWallet books.
@@ -133,11 +132,17 @@ type WalletSource struct {
 }
 
 // SinkWallet books the journals of src.Accounts. The wallet has no consumer
-// group: the book keeps each account's position itself (the newest stream
-// ID it saw) and moves it in the same transaction that books the entries,
-// so a crash before the commit reads them again and one after it does not.
-// Accounts not opened yet are looked at again each round. It retries every
-// error but ErrInvalid (see SinkStock) and returns ctx.Err() when ctx ends.
+// group: the book keeps each account's position itself (the last entry it
+// read) and moves it in the same transaction that books the entries, so a
+// crash before the commit reads them again and one after it does not.
+// Each read starts at the entry at the position, which must be there as
+// booked: an entry there with other content is recorded as a reused_id
+// anomaly, and a journal that no longer holds it (with no checkpoint
+// after it to explain that: Redis lost entries, or its journal was written
+// again from a clock that went back) is read again from its start, so no
+// entry below the position is skipped. Accounts not opened yet are looked
+// at again each round. It retries every error but ErrInvalid (see
+// SinkStock) and returns ctx.Err() when ctx ends.
 //
 // wallet.Ledger.Checkpoint trims an account's journal without asking any
 // reader: entries trimmed before SinkWallet read them are lost to the book.
@@ -159,22 +164,24 @@ func (b *Book) SinkWallet(ctx context.Context, l *wallet.Ledger, src WalletSourc
 	if src.Poll <= 0 {
 		src.Poll = 100 * time.Millisecond
 	}
+	// A page holds the entry at the position, then what follows it.
+	limit := min(src.Batch+1, wallet.MaxPage)
 	return b.retry(ctx, func() error {
 		// Positions are read from the book once per run and then kept
 		// here; after an error (a commit whose outcome is unknown) the
 		// next run reads them again.
-		cursors := map[string]string{}
+		cursors := map[string]*walletCursor{}
 		for {
 			busy := false
 			for _, a := range src.Accounts {
-				n, err := b.bookWallet(ctx, l, a, src.Batch, cursors)
+				more, err := b.bookWallet(ctx, l, a, limit, cursors)
 				if errors.Is(err, wallet.ErrInvalid) {
 					return backoff.Permanent(err)
 				}
 				if err != nil {
 					return err
 				}
-				busy = busy || n == src.Batch
+				busy = busy || more
 			}
 			if busy {
 				continue
@@ -186,37 +193,85 @@ func (b *Book) SinkWallet(ctx context.Context, l *wallet.Ledger, src WalletSourc
 	})
 }
 
-// bookWallet books the next page of one account's journal; it returns how
-// many entries the page had.
-func (b *Book) bookWallet(ctx context.Context, l *wallet.Ledger, account string, limit int, cursors map[string]string) (int, error) {
-	cursor, ok := cursors[account]
+// walletCursor is where a wallet sink is in one account's journal: the
+// book's position (the last entry it read, "" for none) and, once read in
+// this run, what the entry there says.
+type walletCursor struct {
+	pos     string
+	content string // "" until read
+}
+
+// bookWallet books the next page of one account's journal and reports
+// whether the page was full (more may follow).
+func (b *Book) bookWallet(ctx context.Context, l *wallet.Ledger, account string, limit int, cursors map[string]*walletCursor) (bool, error) {
+	c, ok := cursors[account]
 	if !ok {
-		var lastMs, lastSeq int64
-		err := b.pool.QueryRow(ctx, "SELECT last_ms, last_seq FROM "+b.t("wallet_balances")+" WHERE account = $1", account).Scan(&lastMs, &lastSeq)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return 0, err
+		pos, err := b.WalletPosition(ctx, account)
+		if err != nil {
+			return false, err
 		}
-		if lastMs != 0 || lastSeq != 0 {
-			cursor = fmt.Sprintf("%d-%d", lastMs, lastSeq)
-		}
-		cursors[account] = cursor
+		c = &walletCursor{pos: pos}
+		cursors[account] = c
 	}
-	es, _, err := l.Entries(ctx, account, cursor, limit)
+	from := ""
+	pms, pseq, _ := parseID(c.pos)
+	if c.pos != "" {
+		from = before(pms, pseq)
+	}
+	es, _, err := l.Entries(ctx, account, from, limit)
 	if errors.Is(err, wallet.ErrAccountNotFound) {
-		return 0, nil
+		return false, nil
 	}
-	if err != nil || len(es) == 0 {
-		return 0, err
+	if err != nil {
+		return false, err
+	}
+	rewind := false
+	switch {
+	case c.pos == "":
+	case len(es) > 0 && es[0].ID == c.pos:
+		if len(es) == 1 && c.content != "" && c.content == walletContent(es[0]) {
+			return false, nil // nothing new, and the entry at the position is the one read before
+		}
+	case len(es) > 0 && es[0].Kind == wallet.KindCheckpoint:
+		// A checkpoint trimmed the entries before it, the position's too.
+	default:
+		// The entry at the position is gone and no checkpoint explains it:
+		// read the journal again from its start.
+		rewind = true
+		if es, _, err = l.Entries(ctx, account, "", limit); err != nil {
+			if errors.Is(err, wallet.ErrAccountNotFound) {
+				return false, nil
+			}
+			return false, err
+		}
+	}
+	if len(es) == 0 {
+		return false, nil
 	}
 	recs := walletRecs(es)
 	err = pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		_, err := b.apply(ctx, tx, walletJournalDesc, []any{account}, recs)
+		_, err := b.apply(ctx, tx, walletJournalDesc, []any{account}, recs, rewind)
 		return err
 	})
-	if err == nil {
-		cursors[account] = es[len(es)-1].ID
+	if err != nil {
+		return false, err
 	}
-	return len(es), err
+	last := es[len(es)-1]
+	c.pos, c.content = last.ID, walletContent(last)
+	return len(es) == limit, nil
+}
+
+// walletContent is what a wallet entry says, for comparing two reads of it.
+func walletContent(e wallet.Entry) string {
+	return fmt.Sprintf("%q", []any{e.TxID, e.Kind, e.Delta, e.HeldDelta, e.Posted, e.Held, e.Peer, e.Memo, e.Currency})
+}
+
+// groupOf is the slot group of a wallet account or stock SKU: the part of
+// its ID before the '/', or the whole ID when it has none (see wallet's
+// documentation of slot groups).
+func groupOf(id string) string {
+	g, _, _ := strings.Cut(id, "/")
+	return g
 }
 
 func walletRecs(es []wallet.Entry) []rec {
@@ -226,16 +281,22 @@ func walletRecs(es []wallet.Entry) []rec {
 		if strings.IndexByte(memo, 0) >= 0 {
 			memo, raw = strings.ReplaceAll(memo, "\x00", "\uFFFD"), []byte(e.Memo)
 		}
-		r := rec{id: e.ID, kind: e.Kind, op: e.TxID, extra: []any{e.Peer, memo, raw},
+		scope := ""
+		if e.Kind == wallet.KindTransferIn {
+			// A transfer into an account is named by its source's group
+			// and ID: the same ID from two groups is two transfers.
+			scope = groupOf(e.Peer)
+		}
+		r := rec{id: e.ID, kind: e.Kind, op: e.TxID, scope: scope, extra: []any{e.Peer, memo, raw, e.Currency, scope},
 			delta: []int64{e.Delta, e.HeldDelta}, after: []int64{e.Posted, e.Held}}
 		var ok bool
 		r.ms, r.seq, ok = parseID(e.ID)
 		switch {
 		case !ok:
-			r.bad = fmt.Sprintf("stream ID %q", e.ID)
+			r.ms, r.seq, r.bad = -1, -1, fmt.Sprintf("stream ID %q", e.ID)
 		case !walletKinds[e.Kind]:
 			r.bad = fmt.Sprintf("unknown kind %q", e.Kind)
-		case !storable(e.TxID, e.Peer) || !utf8.ValidString(e.Memo):
+		case !storable(e.TxID, e.Peer, e.Currency) || !utf8.ValidString(e.Memo):
 			r.bad = "a field is not UTF-8 text"
 		}
 		recs[i] = r

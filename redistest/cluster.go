@@ -27,12 +27,24 @@ type ClusterOptions struct {
 
 // Cluster is a Redis Cluster of local redis-server processes.
 type Cluster struct {
-	nodes []*Server
+	opts Options // of every node, also of a node that replaces another
 
-	mu      sync.Mutex
-	shards  []*shard
-	clients []*redis.ClusterClient
-	closed  bool
+	mu    sync.Mutex
+	nodes []*Server // the cluster's members, a killed one included until it rejoins or is replaced
+	// dead are members killed and not (yet) back: the other nodes flag
+	// them failed, and a check of the cluster's agreement skips them.
+	dead map[*Server]bool
+	// retired are processes the cluster no longer counts (a node that came
+	// back on another port, a node replaced): Close stops them last, as a
+	// node restarted on another port shares its predecessor's directory.
+	retired []*Server
+	// votedAbout is when a failover of each master last asked the other
+	// masters' votes (CLUSTER FAILOVER plain or FORCE).
+	votedAbout map[*Server]time.Time
+	shards     []*shard
+	clients    []*redis.ClusterClient // made by Client, refreshed by Failover
+	appClients []*redis.ClusterClient // made by AppClient, never refreshed
+	closed     bool
 }
 
 // shard is one master and its replicas; FailoverShard swaps them.
@@ -63,7 +75,7 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 		return nil, errors.New("redistest: StartCluster: Options.Port and Options.Dir must be zero")
 	}
 	n := opts.Masters * (1 + opts.Replicas)
-	c := &Cluster{nodes: make([]*Server, n)}
+	c := &Cluster{opts: opts.Options, nodes: make([]*Server, n), dead: map[*Server]bool{}, votedAbout: map[*Server]time.Time{}}
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -156,10 +168,11 @@ func (s *Server) clusterNodes(ctx context.Context) ([]clusterNode, error) {
 }
 
 func (c *Cluster) waitAllKnown(ctx context.Context) error {
+	members, live := c.members()
 	return poll(ctx, 30*time.Second, func() (bool, error) {
-		for _, s := range c.nodes {
+		for _, s := range live {
 			nodes, err := s.clusterNodes(ctx)
-			if err != nil || len(nodes) != len(c.nodes) {
+			if err != nil || len(nodes) != len(members) {
 				return false, nil
 			}
 			for _, n := range nodes {
@@ -172,22 +185,43 @@ func (c *Cluster) waitAllKnown(ctx context.Context) error {
 	}, "cluster nodes to meet")
 }
 
-// waitStable waits until every node reports cluster_state:ok and every
-// node has the same view: the same masters with the same slots, each
-// replica following the master recorded in c.shards, all links connected.
+// members returns the cluster's members and, of them, those not dead.
+func (c *Cluster) members() (members, live []*Server) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	members = slices.Clone(c.nodes)
+	for _, s := range members {
+		if !c.dead[s] {
+			live = append(live, s)
+		}
+	}
+	return members, live
+}
+
+// waitStable waits until every live node reports cluster_state:ok and
+// every live node has the same view: the same masters with the same slots,
+// each replica following the master recorded in c.shards, all links to
+// live nodes connected. A dead node is only required to be known, as
+// failed or not.
 func (c *Cluster) waitStable(ctx context.Context) error {
 	c.mu.Lock()
 	want := make(map[string]string) // addr -> "master" or master's addr
+	dead := make(map[string]bool)
 	for _, sh := range c.shards {
 		want[sh.master.Addr()] = "master"
 		for _, r := range sh.replicas {
 			want[r.Addr()] = sh.master.Addr()
 		}
 	}
+	for s := range c.dead {
+		delete(want, s.Addr())
+		dead[s.Addr()] = true
+	}
 	c.mu.Unlock()
+	members, live := c.members()
 	return poll(ctx, 60*time.Second, func() (bool, error) {
 		var views []string
-		for _, s := range c.nodes {
+		for _, s := range live {
 			if want[s.Addr()] != "master" {
 				info, err := s.info(ctx, "replication")
 				if err != nil || infoField(info, "master_link_status") != "up" {
@@ -199,7 +233,7 @@ func (c *Cluster) waitStable(ctx context.Context) error {
 				return false, nil
 			}
 			nodes, err := s.clusterNodes(ctx)
-			if err != nil || len(nodes) != len(c.nodes) {
+			if err != nil || len(nodes) != len(members) {
 				return false, nil
 			}
 			byID := map[string]string{}
@@ -208,6 +242,9 @@ func (c *Cluster) waitStable(ctx context.Context) error {
 			}
 			var view []string
 			for _, n := range nodes {
+				if dead[n.addr] {
+					continue
+				}
 				if n.link != "connected" || strings.Contains(n.flags, "fail") || strings.Contains(n.flags, "handshake") {
 					return false, nil
 				}
@@ -235,7 +272,7 @@ func (c *Cluster) waitStable(ctx context.Context) error {
 // Client returns a new cluster client seeded with every node, closed by
 // Close. Extra options are applied on top of Addrs.
 func (c *Cluster) Client(opt ...func(*redis.ClusterOptions)) *redis.ClusterClient {
-	o := &redis.ClusterOptions{Addrs: c.Addrs(), TLSConfig: c.nodes[0].tlsConfig()}
+	o := &redis.ClusterOptions{Addrs: c.Addrs(), TLSConfig: c.Nodes()[0].tlsConfig()}
 	for _, f := range opt {
 		f(o)
 	}
@@ -246,10 +283,12 @@ func (c *Cluster) Client(opt ...func(*redis.ClusterOptions)) *redis.ClusterClien
 	return cc
 }
 
-// Addrs returns the address of every node.
+// Addrs returns the address of every node (a killed one included until it
+// rejoins or is replaced).
 func (c *Cluster) Addrs() []string {
-	out := make([]string, len(c.nodes))
-	for i, s := range c.nodes {
+	nodes := c.Nodes()
+	out := make([]string, len(nodes))
+	for i, s := range nodes {
 		out[i] = s.Addr()
 	}
 	return out
@@ -275,14 +314,31 @@ func (c *Cluster) Replica(ctx context.Context, key string) (*Server, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(sh.replicas) == 0 {
-		return nil, errors.New("redistest: Replica needs a replica (ClusterOptions.Replicas ≥ 1)")
+	r := c.liveReplica(sh)
+	if r == nil {
+		return nil, errors.New("redistest: Replica needs a running replica (ClusterOptions.Replicas ≥ 1)")
 	}
-	return sh.replicas[0], nil
+	return r, nil
 }
 
-// Nodes returns every node, masters and replicas.
-func (c *Cluster) Nodes() []*Server { return slices.Clone(c.nodes) }
+// liveReplica returns the first replica of sh that is not dead, or nil.
+// Called with c.mu.
+func (c *Cluster) liveReplica(sh *shard) *Server {
+	for _, r := range sh.replicas {
+		if !c.dead[r] {
+			return r
+		}
+	}
+	return nil
+}
+
+// Nodes returns every node, masters and replicas (a killed one included
+// until it rejoins or is replaced).
+func (c *Cluster) Nodes() []*Server {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.nodes)
+}
 
 // FailoverShard fails over the shard that owns key: its first replica runs
 // CLUSTER FAILOVER (a coordinated failover, so no acknowledged write is
@@ -301,14 +357,15 @@ func (c *Cluster) Close() error {
 		return nil
 	}
 	c.closed = true
-	clients := c.clients
-	c.clients = nil
+	clients := append(c.clients, c.appClients...)
+	c.clients, c.appClients = nil, nil
+	nodes := append(slices.Clone(c.nodes), c.retired...)
 	c.mu.Unlock()
 	var errs []error
 	for _, cc := range clients {
 		errs = append(errs, cc.Close())
 	}
-	for _, s := range c.nodes {
+	for _, s := range nodes {
 		if s != nil {
 			errs = append(errs, s.Close())
 		}

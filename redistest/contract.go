@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"strings"
@@ -229,8 +230,10 @@ func (c Contract) RunChaos(t *testing.T) {
 
 // LostReplyThenFault loses the reply of each write and then injects each
 // fault before the retry: the call ends in nil or Unknown, and the same ID
-// again returns the first decision, applied once. With full false, faults
-// other than the cut run the Core writes only.
+// again returns the first decision, applied once. When the reply is lost,
+// a key of the write's hash tag must have changed (the write ran), or the
+// test fails. With full false, faults other than the cut run the Core
+// writes only.
 func (c Contract) LostReplyThenFault(t *testing.T, full bool) {
 	ForEachFault(t, func(t *testing.T, fault ContractFault, newRun func() *FaultRun) {
 		for _, w := range c.Writes {
@@ -239,8 +242,10 @@ func (c Contract) LostReplyThenFault(t *testing.T, full bool) {
 			}
 			t.Run(w.Name, func(t *testing.T) {
 				f := newRun()
-				c.run(t, f.Client, 4, w, true, func(_ string, call func() error) error {
-					return LostReplyAfter(t, f.Proxy, w.Skip, call, func() { fault.Then(t, f) })
+				direct := f.Server.Client()
+				c.run(t, f.Client, 4, w, true, func(tag string, call func() error) error {
+					wrote := writesOf(t, direct, tag)
+					return LostReplyAfter(t, f.Proxy, w.Skip, call, func() { wrote(); fault.Then(t, f) })
 				}, func() { fault.Heal(t, f) })
 			})
 		}
@@ -296,9 +301,10 @@ func (c *ContractCluster) ProxyOf(t testing.TB, key string) *Proxy {
 }
 
 // LostReplyThenSlotMoved runs the Core and Moved writes on a loopback
-// Cluster of two masters: the reply is lost and the key's slot moves to the
-// other master before the retry, which meets MOVED (and, once go-redis's
-// redirects ran out or are off, returns it).
+// Cluster of two masters: the reply is lost (a key of the write's hash tag
+// changed, or the test fails) and the key's slot moves to the other master
+// before the retry, which meets MOVED (and, once go-redis's redirects ran
+// out or are off, returns it).
 func (c Contract) LostReplyThenSlotMoved(t *testing.T) {
 	cl := NewContractCluster(t)
 	for _, v := range ContractVariants {
@@ -312,7 +318,13 @@ func (c Contract) LostReplyThenSlotMoved(t *testing.T) {
 				// redirects ran out or are off) and is the last.
 				var moved func() bool
 				c.run(t, rdb, 2, w, true, func(tag string, call func() error) error {
+					owner, err := cl.Direct.MasterForKey(t.Context(), "{"+tag+"}")
+					if err != nil {
+						t.Fatal(err)
+					}
+					wrote := writesOf(t, owner, tag)
 					return LostReplyAfter(t, cl.ProxyOf(t, "{"+tag+"}"), w.Skip, call, func() {
+						wrote()
 						to, err := cl.MoveSlot(t.Context(), "{"+tag+"}")
 						if err != nil {
 							t.Fatal(err)
@@ -400,6 +412,29 @@ func (c Contract) run(t *testing.T, rdb redis.UniversalClient, attempts int, w C
 		t.Fatalf("replayed = %v: the first call %s", replayed, map[bool]string{true: "applied it", false: "did not run"}[ran])
 	}
 	call.Check(t)
+}
+
+// writesOf takes the keys of the hash tag tag on c and returns a check,
+// run once a reply was lost, that fails t unless one of them changed: the
+// reply lost must be that of the write, which ran, not of a command that
+// changed nothing.
+func writesOf(t *testing.T, c redis.Cmdable, tag string) func() {
+	t.Helper()
+	pattern := "*{" + tag + "}*"
+	before, err := Snapshot(t.Context(), c, pattern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		t.Helper()
+		after, err := Snapshot(t.Context(), c, pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if maps.Equal(before, after) {
+			t.Fatalf("redistest: a reply was lost, yet no key matching %s changed: the command that ran was not the write", pattern)
+		}
+	}
 }
 
 // Tag returns the hash tag of a "group/name" ID: the part before '/'.

@@ -164,11 +164,17 @@ type Fataler interface {
 	Fatalf(format string, args ...any)
 }
 
-// LostReply runs call while px drops replies, waits until a reply was
-// dropped (a command of call ran and its client will time out), runs then
-// (the fault that follows: Cut, Kill, Busy, MoveSlot...), lets replies
-// through again and returns call's result. It fails the test if call
-// returns before any reply was dropped.
+// LostReply runs call while px drops replies, waits until the reply of a
+// command that ran was dropped (Dropped grew: a command of call ran and its
+// client will time out), runs then (the fault that follows: Cut, Kill,
+// Busy, MoveSlot...), lets replies through again and returns call's result.
+//
+// It fails the test if call returns before such a reply was dropped: when
+// nothing reached the server, when every reply was one that passes (a
+// handshake's, or an error that says the command did not run), or when
+// the only replies dropped could not be matched to commands (see Proxy).
+// Whatever px drops meanwhile for other callers counts too: a test makes
+// sure that the command that ran is call's, by its effect in Redis.
 func LostReply(tb Fataler, px *Proxy, call func() error, then func()) error {
 	tb.Helper()
 	return LostReplyAfter(tb, px, 0, call, then)
@@ -179,7 +185,7 @@ func LostReply(tb Fataler, px *Proxy, call func() error, then func()) error {
 // write's reply.
 func LostReplyAfter(tb Fataler, px *Proxy, skip int, call func() error, then func()) error {
 	tb.Helper()
-	n := px.Dropped()
+	n, u := px.Dropped(), px.droppedUnmatched()
 	px.DropRepliesAfter(skip)
 	errc := make(chan error, 1)
 	go func() { errc <- call() }()
@@ -189,7 +195,12 @@ func LostReplyAfter(tb Fataler, px *Proxy, skip int, call func() error, then fun
 		select {
 		case err := <-errc:
 			px.DropReplies(false)
-			tb.Fatalf("redistest: the call returned (%v) before a reply was dropped", err)
+			why := ""
+			if d := px.droppedUnmatched() - u; d > 0 {
+				why = fmt.Sprintf("; %d replies that the proxy could not match to commands were dropped", d)
+			}
+			tb.Fatalf("redistest: the call returned (%v) before the reply of a command that ran was dropped%s", err, why)
+			return err
 		case <-tick.C:
 		}
 	}

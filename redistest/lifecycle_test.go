@@ -96,10 +96,12 @@ func requireGone(t *testing.T, pid int) {
 	}, 30*time.Second, 10*time.Millisecond, "process %d still alive", pid)
 }
 
-// TestHelperProcess is not a real test: TestServer_diesWithOwner runs the
-// test binary again with it, to own a server and be killed.
+// TestHelperProcess is not a real test: TestServer_diesWithOwner and
+// TestServer_deadOwnerLeavesNoDataDir run the test binary again with it,
+// to own servers and be killed, or to start and close one.
 func TestHelperProcess(t *testing.T) {
-	if os.Getenv("REDISTEST_HELPER") != "1" {
+	mode := os.Getenv("REDISTEST_HELPER")
+	if mode == "" {
 		return // only the child process runs it
 	}
 	// Start from a locked thread that never exits, so Pdeathsig is tied to
@@ -110,23 +112,87 @@ func TestHelperProcess(t *testing.T) {
 		fmt.Println("ERR", err)
 		os.Exit(1)
 	}
+	switch mode {
+	case "close":
+		_ = s.Close()
+		fmt.Println("closed")
+		return
+	case "killed":
+		// A second server, killed for good: its pidfile is gone, its data
+		// directory is not.
+		k, err := redistest.Start(context.Background(), redistest.Options{AOF: true})
+		if err == nil {
+			err = k.Kill()
+		}
+		if err != nil {
+			fmt.Println("ERR", err)
+			os.Exit(1)
+		}
+	}
 	fmt.Println(s.PID(), s.Addr())
 	select {} // wait to be killed
 }
 
-func TestServer_diesWithOwner(t *testing.T) {
+// helper runs the test binary's TestHelperProcess in mode with tmp as its
+// TMPDIR and returns it running, with its standard output.
+func helper(t *testing.T, mode, tmp string) (*exec.Cmd, *bufio.Reader, func()) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
-	// A private TMPDIR keeps the helper's pidfile away from other test
-	// processes, whose reaping would otherwise also kill the orphan.
-	cmd.Env = append(os.Environ(), "REDISTEST_HELPER=1", "TMPDIR="+t.TempDir())
+	cmd.Env = append(os.Environ(), "REDISTEST_HELPER="+mode, "TMPDIR="+tmp)
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
 	var once sync.Once
 	wait := func() { once.Do(func() { _ = cmd.Wait() }) }
 	t.Cleanup(func() { _ = cmd.Process.Kill(); wait() })
+	return cmd, bufio.NewReader(out), wait
+}
 
-	line, err := bufio.NewReader(out).ReadString('\n')
+// dataDirs returns the servers' data directories in tmp.
+func dataDirs(t *testing.T, tmp string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(tmp)
+	require.NoError(t, err)
+	var dirs []string
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "redistest-") && e.Name() != "redistest-pids" {
+			dirs = append(dirs, e.Name())
+		}
+	}
+	return dirs
+}
+
+// TestServer_deadOwnerLeavesNoDataDir: a test binary killed while it owns
+// a running server and one it killed for good leaves both data directories
+// behind; the next Start, in another binary, removes them.
+func TestServer_deadOwnerLeavesNoDataDir(t *testing.T) {
+	tmp := t.TempDir()
+	cmd, out, wait := helper(t, "killed", tmp)
+	line, err := out.ReadString('\n')
+	require.NoError(t, err)
+	var pid int
+	_, err = fmt.Sscan(line, &pid)
+	require.NoError(t, err, "helper said %q", line)
+	require.Len(t, dataDirs(t, tmp), 2)
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	wait()
+	requireGone(t, pid)
+	require.Len(t, dataDirs(t, tmp), 2, "a dead binary cannot clean up")
+
+	_, out, wait = helper(t, "close", tmp)
+	line, err = out.ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "closed\n", line)
+	wait()
+	require.Empty(t, dataDirs(t, tmp), "the next Start removed the dead binary's data directories")
+}
+
+func TestServer_diesWithOwner(t *testing.T) {
+	// A private TMPDIR keeps the helper's pidfile away from other test
+	// processes, whose reaping would otherwise also kill the orphan.
+	cmd, out, wait := helper(t, "running", t.TempDir())
+	line, err := out.ReadString('\n')
 	require.NoError(t, err)
 	var pid int
 	var addr string

@@ -18,6 +18,32 @@ import (
 // (ResetConnections, Cut). That is what makes the outcome of a command
 // ambiguous for the client: it ran, but the client cannot know.
 //
+// The proxy reads the RESP it forwards and matches each reply to the
+// command it answers, so that HoldReplies and DropReplies act only on
+// replies of the user's commands that ran. These pass at once (after
+// SetLatency), keeping their order on the connection:
+//
+//   - the replies to a new connection's handshake: the commands a client
+//     sends before its first other command (HELLO, AUTH, SELECT, READONLY,
+//     READWRITE, CLIENT SETNAME, SETINFO, TRACKING and MAINT_NOTIFICATIONS),
+//     so a client that connects under the fault still sends its command;
+//   - the replies to COMMAND and CLUSTER SLOTS, SHARDS and NODES, which
+//     clients send on their own to learn the server;
+//   - the replies to MULTI and to the commands queued after it (the reply
+//     to EXEC says what the transaction did, or a null that nothing ran);
+//   - errors that say the command did not run: NOSCRIPT (an EVALSHA of a
+//     script the server does not have; go-redis then sends EVAL, whose
+//     reply is the one lost), MOVED, ASK, TRYAGAIN, CROSSSLOT, CLUSTERDOWN,
+//     BUSY, LOADING, MASTERDOWN, READONLY, NOREPLICAS, NOAUTH, OOM, MISCONF
+//     and EXECABORT.
+//
+// On a connection whose replies cannot be matched to commands (one that
+// subscribed, ran MONITOR or CLIENT REPLY, or whose traffic is not RESP,
+// such as a proxy in front of PostgreSQL) every reply, pub/sub messages
+// included, is held or dropped, and Dropped does not count them. Pushes
+// (RESP3 out-of-band replies) are treated the same way on every
+// connection.
+//
 // Its methods are safe for concurrent use; settings apply to replies that
 // arrive from the server after the call.
 type Proxy struct {
@@ -32,8 +58,11 @@ type Proxy struct {
 	drop    bool
 	cut     bool
 	closed  bool
-	dropped int64 // reply chunks discarded by DropReplies
-	pass    int   // reply chunks DropReplies still lets through
+	// dropped counts the replies of commands that ran that DropReplies
+	// discarded; unmatched, the reads it discarded on connections whose
+	// replies cannot be matched to commands.
+	dropped, unmatched int64
+	pass               int // replies of commands that ran DropReplies still lets through
 
 	wg sync.WaitGroup
 }
@@ -73,45 +102,59 @@ func (p *Proxy) SetLatency(d time.Duration) {
 	p.mu.Unlock()
 }
 
-// HoldReplies holds back every reply for d after the server sent it (0
-// stops holding), on top of SetLatency. The command has already run when
-// its reply is held: with d longer than the client's read timeout, the
-// client sees a timeout for a command that took effect. Replies to a new
-// connection's handshake (HELLO, AUTH) are held too, so connect the client
-// before holding when the command itself must reach the server.
+// HoldReplies holds back the reply of every command that ran for d after
+// the server sent it (0 stops holding), on top of SetLatency. The command
+// has already run when its reply is held: with d longer than the client's
+// read timeout, the client sees a timeout for a command that took effect.
+// Replies to a new connection's handshake are not held (see Proxy), so a
+// client that connects meanwhile sends its command, and it runs.
 func (p *Proxy) HoldReplies(d time.Duration) {
 	p.mu.Lock()
 	p.hold = d
 	p.mu.Unlock()
 }
 
-// DropReplies discards every reply that arrives from the server while on.
-// Commands still run; their clients wait until their read timeout. Turning
-// it off does not bring back the dropped replies, so a connection that lost
-// a reply is out of step; clients close connections that time out.
+// DropReplies discards, while on, the reply of every command that ran.
+// Commands still run; their clients wait until their read timeout. The
+// replies to a new connection's handshake and the errors that say a
+// command did not run pass (see Proxy), so a client that connects
+// meanwhile sends its command, and each reply dropped belongs to a command
+// that ran. Turning it off does not bring back the dropped replies, so a
+// connection that lost a reply is out of step; clients close connections
+// that time out.
 func (p *Proxy) DropReplies(on bool) {
 	p.mu.Lock()
 	p.drop, p.pass = on, 0
 	p.mu.Unlock()
 }
 
-// DropRepliesAfter(n) is DropReplies(true) that first lets n replies
-// through (each read from the server counts as one; a reply to one command
-// on an idle connection arrives in one read), so the reply lost is that of
-// a call's n+1-th command.
+// DropRepliesAfter(n) is DropReplies(true) that first lets the replies of
+// n commands that ran through (on all connections, in the order the proxy
+// reads them), so the reply lost is that of a call's n+1-th command. The
+// replies DropReplies lets pass anyway do not count.
 func (p *Proxy) DropRepliesAfter(n int) {
 	p.mu.Lock()
 	p.drop, p.pass = true, n
 	p.mu.Unlock()
 }
 
-// Dropped returns how many reads of server replies DropReplies has
+// Dropped returns how many replies of commands that ran DropReplies has
 // discarded so far. A test waits for it to grow to know that a command ran
-// and its reply is gone, before it injects the next fault.
+// and its reply is gone, before it injects the next fault. It does not
+// count what was dropped on connections whose replies cannot be matched to
+// commands (see Proxy).
 func (p *Proxy) Dropped() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.dropped
+}
+
+// droppedUnmatched returns how many reads DropReplies has discarded on
+// connections whose replies cannot be matched to commands.
+func (p *Proxy) droppedUnmatched() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.unmatched
 }
 
 // ResetConnections aborts every open connection with a TCP RST (linger 0),
@@ -201,14 +244,6 @@ func (p *Proxy) snapshot() []*link {
 	return out
 }
 
-// replyDelay returns how long a reply arriving now is held, and whether it
-// is dropped.
-func (p *Proxy) replyDelay() (time.Duration, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.latency + p.hold, p.drop
-}
-
 // serveLocked accepts connections on ln until it is closed; p.mu is held.
 func (p *Proxy) serveLocked(ln net.Listener) {
 	p.ln = ln
@@ -235,7 +270,7 @@ func (p *Proxy) accept(client net.Conn) {
 		_ = client.Close()
 		return
 	}
-	l := &link{client: client, server: server, done: make(chan struct{}), replies: make(chan chunk, 256)}
+	l := &link{client: client, server: server, done: make(chan struct{}), replies: make(chan chunk, 256), track: &tracker{}}
 	p.mu.Lock()
 	if p.closed || p.cut {
 		p.mu.Unlock()
@@ -251,12 +286,13 @@ func (p *Proxy) accept(client net.Conn) {
 		delete(p.links, l)
 		p.mu.Unlock()
 	}
-	go func() { // requests: straight through
+	go func() { // requests: recorded, then straight through
 		defer p.wg.Done()
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := client.Read(buf)
 			if n > 0 {
+				l.track.sent(buf[:n])
 				if _, werr := server.Write(buf[:n]); werr != nil {
 					break
 				}
@@ -268,26 +304,16 @@ func (p *Proxy) accept(client net.Conn) {
 		l.close(false)
 		forget()
 	}()
-	go func() { // replies: read from the server, stamp, queue
+	go func() { // replies: read from the server, matched, stamped, queued
 		defer p.wg.Done()
 		defer close(l.replies)
+		buf := make([]byte, 32<<10)
 		for {
-			buf := make([]byte, 32<<10)
 			n, err := server.Read(buf)
 			if n > 0 {
-				delay, drop := p.replyDelay()
-				if drop {
-					p.mu.Lock()
-					if drop = p.pass == 0; drop {
-						p.dropped++
-					} else {
-						p.pass--
-					}
-					p.mu.Unlock()
-				}
-				if !drop {
+				for _, c := range p.route(l.track.received(buf[:n])) {
 					select {
-					case l.replies <- chunk{data: buf[:n], at: time.Now().Add(delay)}:
+					case l.replies <- c:
 					case <-l.done:
 						return
 					}
@@ -320,6 +346,42 @@ func (p *Proxy) accept(client net.Conn) {
 	}()
 }
 
+// route applies the faults to the replies read at once from the server:
+// each reply that passes gets its delivery time; the others are counted.
+// Replies that pass together with one delay are joined into one chunk.
+func (p *Proxy) route(parts []part) []chunk {
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []chunk
+	for _, r := range parts {
+		at := now.Add(p.latency)
+		switch r.kind {
+		case replyRan:
+			if p.drop && p.pass == 0 {
+				p.dropped++
+				continue
+			}
+			if p.drop {
+				p.pass--
+			}
+			at = at.Add(p.hold)
+		case replyUnknown:
+			if p.drop {
+				p.unmatched++
+				continue
+			}
+			at = at.Add(p.hold)
+		}
+		if k := len(out) - 1; k >= 0 && out[k].at.Equal(at) {
+			out[k].data = append(out[k].data, r.data...)
+			continue
+		}
+		out = append(out, chunk{data: r.data, at: at})
+	}
+	return out
+}
+
 type chunk struct {
 	data []byte
 	at   time.Time
@@ -331,6 +393,7 @@ type link struct {
 	replies        chan chunk
 	done           chan struct{}
 	once           sync.Once
+	track          *tracker
 }
 
 func (l *link) close(reset bool) {

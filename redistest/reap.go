@@ -16,6 +16,12 @@ import (
 // with its owner's PID and start time; the next Start in any process reaps
 // the children whose owner is gone, and only those, so test binaries of
 // several packages can run at once.
+//
+// A data directory outlives its pidfile when its server was killed for good
+// (Kill forgets the pidfile) or was never recorded, and its owner then died
+// without Close. So each temporary data directory carries its owner in its
+// name, "redistest-<owner pid>-<owner start>-<random>", and the next Start
+// removes those whose owner is gone.
 
 func childAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
@@ -65,9 +71,43 @@ func forgetChild(pid int) {
 var reapOnce sync.Once
 
 // reapOrphans kills redis-server processes left behind by owners that have
-// died. It runs once per process, at the first Start.
+// died, and removes their data directories. It runs once per process, at
+// the first Start.
 func reapOrphans() {
-	reapOnce.Do(func() { reapDir(pidDir()) })
+	reapOnce.Do(func() {
+		reapDir(pidDir())
+		reapDataDirs(os.TempDir())
+	})
+}
+
+// dataDirPattern is the os.MkdirTemp pattern of a server's temporary data
+// directory: it names this process as the owner.
+func dataDirPattern() string {
+	if selfStart() == "" {
+		return "redistest-" // no /proc: reapDataDirs cannot tell the owner
+	}
+	return fmt.Sprintf("redistest-%d-%s-", os.Getpid(), selfStart())
+}
+
+// reapDataDirs removes the data directories in tmp whose owner is dead.
+// Directories of live owners and those it cannot read an owner from (not
+// made by dataDirPattern) are left alone.
+func reapDataDirs(tmp string) {
+	entries, err := os.ReadDir(tmp)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		f := strings.Split(e.Name(), "-")
+		if !e.IsDir() || len(f) != 4 || f[0] != "redistest" {
+			continue
+		}
+		owner, err := strconv.Atoi(f[1])
+		if err != nil || owner <= 0 || f[2] == "" || procStart(owner) == f[2] {
+			continue // not ours, or the owner is alive
+		}
+		_ = os.RemoveAll(filepath.Join(tmp, e.Name()))
+	}
 }
 
 // reapDir reaps the children recorded in dir whose owner is dead.

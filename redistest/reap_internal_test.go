@@ -125,3 +125,36 @@ func TestRecordChild_writesOwner(t *testing.T) {
 	forgetChild(cmd.Process.Pid)
 	require.NoFileExists(t, filepath.Join(pidDir(), strconv.Itoa(cmd.Process.Pid)))
 }
+
+func TestReapDataDirs_deadOwnersOnly(t *testing.T) {
+	tmp := t.TempDir()
+	mk := func(name string) string {
+		p := filepath.Join(tmp, name)
+		require.NoError(t, os.MkdirAll(filepath.Join(p, "appendonlydir"), 0o755))
+		return p
+	}
+	dead := mk(fmt.Sprintf("redistest-%d-1-123", deadPID(t)))
+	reused := mk(fmt.Sprintf("redistest-%d-1-456", os.Getpid())) // our PID, another start: a dead owner's PID reused
+	live := mk(fmt.Sprintf("redistest-%d-%s-789", os.Getpid(), selfStart()))
+	old := mk("redistest-123456") // no owner in the name
+	pids := mk("redistest-pids")
+	other := mk("somethingelse-1-1-1")
+	file := filepath.Join(tmp, "redistest-1-1-1")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+
+	reapDataDirs(tmp)
+	require.NoDirExists(t, dead)
+	require.NoDirExists(t, reused)
+	for _, kept := range []string{live, old, pids, other, file} {
+		_, err := os.Stat(kept)
+		require.NoError(t, err, "%s is kept", kept)
+	}
+}
+
+func TestDataDirPattern_namesOwner(t *testing.T) {
+	d, err := os.MkdirTemp(t.TempDir(), dataDirPattern())
+	require.NoError(t, err)
+	reapDataDirs(filepath.Dir(d))
+	require.DirExists(t, d, "a live owner's directory stays")
+	require.Regexp(t, fmt.Sprintf(`^redistest-%d-%s-\d+$`, os.Getpid(), selfStart()), filepath.Base(d))
+}

@@ -137,7 +137,7 @@ func startServer(ctx context.Context, opts Options, setup func(*Server)) (*Serve
 		setup(s)
 	}
 	if s.dir == "" {
-		d, err := os.MkdirTemp("", "redistest-")
+		d, err := os.MkdirTemp("", dataDirPattern())
 		if err != nil {
 			return nil, err
 		}

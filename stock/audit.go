@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redkit-go/redkit/internal/stream"
 )
 
 // AuditReport is what Audit found for one SKU. Problems is empty when every
@@ -44,7 +46,13 @@ func (r *AuditReport) problem(format string, a ...any) {
 	r.Problems = append(r.Problems, fmt.Sprintf(format, a...))
 }
 
-const auditPage = 1000
+// auditPage is how many journal entries an audit reads per round trip
+// (tests lower it, export_test.go).
+var auditPage int64 = 1000
+
+// auditRounds bounds how often an audit of one bucket starts over because a
+// checkpoint moved the journal's start while it was read.
+const auditRounds = 5
 
 // Audit checks sku's books and reports what differs:
 //
@@ -58,7 +66,12 @@ const auditPage = 1000
 //     (a hold counted twice, or one gone while its units stay reserved).
 //
 // The counters and the journal position are read in one atomic step; entries
-// appended afterwards are not part of the audit. A SKU split into buckets is
+// appended afterwards are not part of the audit. A Checkpoint and a Trim
+// (by any process) may run meanwhile: each page of the journal is read
+// together with the SKU's last checkpoint, and when that moved the audit
+// of the bucket starts over from the new checkpoint, so what they changed
+// is never reported as drift; when a checkpoint comes during each of 5
+// attempts, Audit returns an error that says so (not a finding). A SKU split into buckets is
 // audited bucket by bucket (each bucket's supply also counts the units moved
 // in and out), and the identity is checked over all buckets plus the units
 // in flight; those are read one bucket after the other, so the sum is exact
@@ -132,9 +145,10 @@ var auditFields = []string{"initial", "restocked", "written_off", "supply",
 // journal.
 func (inv *Inventory) auditBucket(ctx context.Context, tag, sku string) (AuditReport, error) {
 	skuKey, journal := inv.skuKey(tag, sku), inv.journalKey(tag, sku)
-	// A concurrent Trim may delete the checkpoint's predecessors while the
-	// journal is paged; start over (rarely) when the start moved.
-	for attempt := 0; ; attempt++ {
+	// A Checkpoint and a Trim may run while the journal is paged: each page
+	// is read with the SKU's checkpoint (stream.Range), and the audit
+	// starts over from the new checkpoint when it moved.
+	for attempt := 1; ; attempt++ {
 		var h *redis.SliceCmd
 		var last *redis.XMessageSliceCmd
 		var holds *redis.StringSliceCmd
@@ -171,15 +185,16 @@ func (inv *Inventory) auditBucket(ctx context.Context, tag, sku string) (AuditRe
 		if msgs := last.Val(); len(msgs) > 0 {
 			end = msgs[0].ID
 		}
-		trimmed, err := inv.replay(ctx, journal, end, &r)
+		restart, err := inv.replay(ctx, skuKey, journal, end, &r)
 		if err != nil {
 			return AuditReport{}, fmt.Errorf("stock: audit %s: %w", sku, err)
 		}
-		if trimmed {
-			if attempt < 3 {
+		if restart {
+			if attempt < auditRounds {
 				continue
 			}
-			r.problem("journal trimmed past checkpoint %s during the audit", r.Checkpoint)
+			return AuditReport{}, fmt.Errorf("stock: audit %s: a checkpoint came during each of %d reads of the journal; "+
+				"nothing is wrong with it so far, call again", sku, auditRounds)
 		}
 		if want := r.Initial + r.Restocked - r.WrittenOff + moved; r.Supply != want {
 			r.problem("supply %d, but initial %d + restocked %d - written off %d + moved in %d = %d",
@@ -210,9 +225,13 @@ func (inv *Inventory) auditBucket(ctx context.Context, tag, sku string) (AuditRe
 func units(l Levels) int64 { return l.Available + l.Reserved + l.Sold - l.Refunded }
 
 // replay walks the journal from r.Checkpoint (or the start) to end and
-// records what differs in r. moved reports that the start was trimmed away
-// during the walk.
-func (inv *Inventory) replay(ctx context.Context, journal, end string, r *AuditReport) (moved bool, err error) {
+// records what differs in r. moved reports that the SKU's checkpoint
+// (skuKey's ckpt) is no longer r.Checkpoint: a Checkpoint, maybe followed
+// by a Trim, came during the walk, and what the walk found says nothing.
+// While it is unchanged no entry from r.Checkpoint on was trimmed (Trim
+// keeps every entry from the last checkpoint on), so a missing entry is
+// drift.
+func (inv *Inventory) replay(ctx context.Context, skuKey, journal, end string, r *AuditReport) (moved bool, err error) {
 	var lv Levels
 	var supply int64
 	start, first := "-", true
@@ -220,9 +239,12 @@ func (inv *Inventory) replay(ctx context.Context, journal, end string, r *AuditR
 		start = r.Checkpoint
 	}
 	for end != "" {
-		msgs, err := inv.rdb.XRangeN(ctx, journal, start, end, auditPage).Result()
+		msgs, ckpt, err := stream.Range(ctx, inv.rdb, inv.cfg.retry, journal, start, end, auditPage, skuKey, "ckpt")
 		if err != nil {
 			return false, err
+		}
+		if ckpt != r.Checkpoint {
+			return true, nil
 		}
 		for _, m := range msgs {
 			e := parseEntry(m)
@@ -230,7 +252,9 @@ func (inv *Inventory) replay(ctx context.Context, journal, end string, r *AuditR
 				first = false
 				switch {
 				case r.Checkpoint != "" && (e.ID != r.Checkpoint || e.Kind != KindCheckpoint):
-					return true, nil
+					r.problem("journal starts with %s entry %s, not with checkpoint %s", e.Kind, e.ID, r.Checkpoint)
+					lv, supply = e.After, e.Supply
+					continue
 				case r.Checkpoint != "":
 					lv, supply = e.After, e.Supply
 				case e.Kind != KindCreate:
@@ -254,14 +278,15 @@ func (inv *Inventory) replay(ctx context.Context, journal, end string, r *AuditR
 				r.problem("entry %s (%s %s): levels %+v do not add up to supply %d", e.ID, e.Kind, e.Op, e.After, e.Supply)
 			}
 		}
-		if len(msgs) < auditPage {
+		if int64(len(msgs)) < auditPage {
 			break
 		}
 		start = "(" + msgs[len(msgs)-1].ID
 	}
 	switch {
 	case first && r.Checkpoint != "":
-		return true, nil
+		r.problem("journal entries from checkpoint %s up to %s are missing", r.Checkpoint, end)
+		return false, nil
 	case end == "":
 		r.problem("journal is empty")
 		return false, nil

@@ -2,8 +2,11 @@ package stock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -149,5 +152,124 @@ func BenchmarkInventory_Deduct_clusterBuckets(b *testing.B) {
 			b.ReportAllocs()
 			deductParallel(b, inv)
 		})
+	}
+}
+
+// serverMicros is the server time of the commands a client sent, in µs,
+// from INFO commandstats: EVALSHA's alone when scripts ran (it includes the
+// commands they call, which Redis also counts apart), else every command's
+// but INFO and CONFIG.
+func serverMicros(b *testing.B, rdb *redis.Client) int64 {
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total, scripts int64
+	for line := range strings.Lines(info) {
+		name, fields, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_info" || name == "cmdstat_config" {
+			continue
+		}
+		for f := range strings.SplitSeq(fields, ",") {
+			if v, ok := strings.CutPrefix(f, "usec="); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				total += n
+				if name == "cmdstat_evalsha" {
+					scripts = n
+				}
+			}
+		}
+	}
+	if scripts > 0 {
+		return scripts
+	}
+	return total
+}
+
+// BenchmarkConsume_serverTime: the Redis time per journal entry of one
+// consumer reading a journal in batches of 1 and of 100, each batch handed
+// out and acknowledged: Consume's two scripts (consume.lua, consumed.lua)
+// beside the commands a consumer that keeps no order across consumers
+// sends (XAUTOCLAIM, XPENDING, XREADGROUP, XACK). Reports srv-µs/entry
+// from INFO commandstats.
+func BenchmarkConsume_serverTime(b *testing.B) {
+	for _, batch := range []int64{1, 100} {
+		for _, way := range []string{"consume.lua", "commands"} {
+			b.Run(fmt.Sprintf("batch=%d/%s", batch, way), func(b *testing.B) {
+				srv, err := redistest.Start(context.Background(), redistest.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = srv.Close() })
+				rdb := srv.Client()
+				b.Cleanup(func() { _ = rdb.Close() })
+				ctx := context.Background()
+				inv := mustNew(b, rdb, stock.WithReclaimInterval(0))
+				b.Cleanup(func() { _ = inv.Close() })
+				const sku = "bench/sku"
+				if err := inv.Create(ctx, sku, 1<<53-1); err != nil {
+					b.Fatal(err)
+				}
+				n := b.N * int(batch)
+				for done := 0; done < n; done += 500 {
+					var orders []stock.Order
+					for i := done; i < min(done+500, n); i++ {
+						orders = append(orders, stock.Order{ID: fmt.Sprintf("o%d", i), Buyer: "b", Items: []stock.Item{{SKU: sku, Qty: 1}}})
+					}
+					for _, r := range inv.DeductBatch(ctx, orders) {
+						if r.Err != nil {
+							b.Fatal(r.Err)
+						}
+					}
+				}
+				journal := inv.JournalKeyForTest(sku)
+				if err := rdb.XGroupCreate(ctx, journal, "g", "0").Err(); err != nil {
+					b.Fatal(err)
+				}
+				if _, _, err := inv.NextEntriesForTest(ctx, sku, "warm", "c", 1, time.Minute); err == nil {
+					b.Fatal("no group warm, yet no error")
+				}
+				_, _ = inv.ConsumedForTest(ctx, sku, "g", "c", []string{"0-1"}) // loads the script
+				if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+					b.Fatal(err)
+				}
+				entries := 0
+				b.ResetTimer()
+				for range b.N {
+					var ids []string
+					if way == "consume.lua" {
+						ids, _, err = inv.NextEntriesForTest(ctx, sku, "g", "c", batch, time.Minute)
+						if err == nil {
+							_, err = inv.ConsumedForTest(ctx, sku, "g", "c", ids)
+						}
+					} else {
+						_, _, err = rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: journal, Group: "g", Consumer: "c",
+							MinIdle: time.Minute, Start: "0-0", Count: batch}).Result()
+						if err == nil {
+							if err = rdb.XPending(ctx, journal, "g").Err(); errors.Is(err, redis.Nil) {
+								err = nil
+							}
+						}
+						var res []redis.XStream
+						if err == nil {
+							res, err = rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: "c",
+								Streams: []string{journal, ">"}, Count: batch, Block: -1}).Result()
+						}
+						if err == nil {
+							for _, m := range res[0].Messages {
+								ids = append(ids, m.ID)
+							}
+							err = rdb.XAck(ctx, journal, "g", ids...).Err()
+						}
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					entries += len(ids)
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(serverMicros(b, rdb))/float64(max(entries, 1)), "srv-µs/entry")
+			})
+		}
 	}
 }

@@ -83,7 +83,11 @@ func (inv *Inventory) lookupBuckets(ctx context.Context, g, sku string) (int, er
 	if v, ok := inv.buckets.Load(sku); ok {
 		return v.(int), nil
 	}
-	v, err := inv.rdb.HMGet(ctx, inv.skuKey(g, sku), "available", "buckets").Result()
+	var v []any
+	err := retry.Read(ctx, inv.cfg.retry, func(ctx context.Context, _ int) (err error) {
+		v, err = inv.rdb.HMGet(ctx, inv.skuKey(g, sku), "available", "buckets").Result()
+		return err
+	})
 	if err != nil {
 		return 0, err
 	}
@@ -179,9 +183,13 @@ func (inv *Inventory) refill(ctx context.Context, sku string, want int64, to int
 // units, batch after batch.
 func (inv *Inventory) reclaimAll(ctx context.Context, tag, sku string) error {
 	for range maxAgain {
-		v, err := reclaimScript.Run(ctx, inv.rdb,
-			[]string{inv.skuKey(tag, sku), inv.buyersKey(tag, sku), inv.journalKey(tag, sku), inv.holdsKey(tag, sku)},
-			sku, reclaimBatch).Int64Slice()
+		var v []int64
+		err := retry.Do(ctx, inv.cfg.retry, func(ctx context.Context, _ int) (err error) {
+			v, err = reclaimScript.Run(ctx, inv.rdb,
+				[]string{inv.skuKey(tag, sku), inv.buyersKey(tag, sku), inv.journalKey(tag, sku), inv.holdsKey(tag, sku)},
+				sku, reclaimBatch).Int64Slice()
+			return err
+		})
 		if err != nil {
 			return err
 		}
@@ -252,7 +260,9 @@ func (inv *Inventory) transferIn(ctx context.Context, tags []string, sku string,
 			}
 		}
 	}
-	return inv.rdb.HDel(ctx, inv.transfersKey(tags[p.from], sku), p.id).Err()
+	return retry.Do(ctx, inv.cfg.retry, func(ctx context.Context, _ int) error {
+		return inv.rdb.HDel(ctx, inv.transfersKey(tags[p.from], sku), p.id).Err()
+	})
 }
 
 // errOverflow is a transfer the receiving bucket cannot take: it would pass
@@ -291,16 +301,24 @@ type buckets struct {
 // bucketState reads, in one pipelined round trip (one per node on a
 // Cluster), the out-records of every bucket of sku, sorted as
 // pendingTransfers returns them, and each bucket's available, reserved and
-// supply units.
+// supply units. The read is retried as any read (retry.Read): on a Cluster
+// a reply that says a bucket's slot moved, or a node that is gone, is read
+// again on a reloaded slot map.
 func (inv *Inventory) bucketState(ctx context.Context, tags []string, sku string) (buckets, error) {
-	pipe := inv.rdb.Pipeline()
 	outs := make([]*redis.MapStringStringCmd, len(tags))
 	levels := make([]*redis.SliceCmd, len(tags))
-	for k, t := range tags {
-		outs[k] = pipe.HGetAll(ctx, inv.transfersKey(t, sku))
-		levels[k] = pipe.HMGet(ctx, inv.skuKey(t, sku), "available", "reserved", "supply")
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	err := retry.Read(ctx, inv.cfg.retry, func(ctx context.Context, _ int) error {
+		pipe := inv.rdb.Pipeline()
+		for k, t := range tags {
+			outs[k] = pipe.HGetAll(ctx, inv.transfersKey(t, sku))
+			levels[k] = pipe.HMGet(ctx, inv.skuKey(t, sku), "available", "reserved", "supply")
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
 		return buckets{}, err
 	}
 	st := buckets{avail: make([]int64, len(tags)), reserved: make([]int64, len(tags)), supply: make([]int64, len(tags))}
@@ -370,8 +388,15 @@ func (inv *Inventory) inFlight(ctx context.Context, tags []string, sku string) (
 	}
 	var n int64
 	for _, p := range ps {
-		last, err := inv.rdb.HGet(ctx, inv.skuKey(tags[p.to], sku), "in:"+strconv.Itoa(p.from)).Int64()
-		if err != nil && !errors.Is(err, redis.Nil) {
+		var last int64
+		err := retry.Read(ctx, inv.cfg.retry, func(ctx context.Context, _ int) (err error) {
+			last, err = inv.rdb.HGet(ctx, inv.skuKey(tags[p.to], sku), "in:"+strconv.Itoa(p.from)).Int64()
+			if errors.Is(err, redis.Nil) {
+				return nil
+			}
+			return err
+		})
+		if err != nil {
 			return 0, err
 		}
 		if p.seq > last {

@@ -19,7 +19,14 @@ var ErrRiskySettings = health.ErrRiskySettings
 //   - appendonly no: a restart loses everything since the last snapshot,
 //     including acknowledged orders;
 //   - appendfsync other than always: a crash (power loss, kill -9 of the
-//     host) can lose up to about a second of acknowledged orders.
+//     host) can lose up to about a second of acknowledged orders;
+//   - no-appendfsync-on-rewrite yes: the same crash while an AOF rewrite or
+//     RDB save runs can lose up to ~30 s of them, even with appendfsync
+//     always;
+//   - stop-writes-on-bgsave-error no (RDB only): orders are still
+//     acknowledged while snapshots fail.
+//
+// health.Check lists what each finding rates.
 //
 // A server that does not answer CONFIG GET gives findings of unknown
 // severity, not an error.

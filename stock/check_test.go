@@ -26,4 +26,13 @@ func TestInventory_Check(t *testing.T) {
 	rep, err = mustNew(t, safe.Client()).Check(t.Context())
 	require.NoError(t, err)
 	require.Less(t, rep.Worst(), health.Warning, rep.Findings)
+
+	// appendfsync always is not enough: with no-appendfsync-on-rewrite yes
+	// Redis skips the fsync while a rewrite or RDB save runs.
+	skips := redistest.New(t, redistest.Options{AOF: true, AppendFsync: "always",
+		Config: []string{"no-appendfsync-on-rewrite yes"}})
+	rep, err = mustNew(t, skips.Client()).Check(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, health.Warning, rep.Worst(), rep.Findings)
+	require.ErrorContains(t, rep.Err(health.Warning), "no-appendfsync-on-rewrite")
 }

@@ -71,7 +71,12 @@
 //     stock does not count its entries as wallet does), and compares
 //     reserved with the units of the holds in the deadline index. A level
 //     that is not a whole number, and a bucket whose hash is missing, are
-//     reported too. Verify gives the same check as a verdict: an error
+//     reported too. A Checkpoint or Trim running meanwhile is never
+//     reported: the audit reads each page with the SKU's last checkpoint
+//     and starts over (at most 5 times) when it moved
+//     (TestAudit_checkpointAndTrimBetweenPages,
+//     TestAudit_besideCheckpointsConcurrentSafe).
+//     Verify gives the same check as a verdict: an error
 //     wrapping ErrMismatch, as wallet's Verify does. Checkpoint audits first
 //     and refuses with ErrMismatch rather than write a checkpoint over
 //     levels the journal does not explain. Entries reads a SKU's journal in
@@ -143,12 +148,23 @@
 // replay, refuses the call (ErrStaleFence). Every token accepted in the
 // group went through {g}, so a lower token is stale through every bucket
 // of every SKU of the group.
-// WithReplicaAck(n, timeout) pipelines WAIT with every write (CloseSKU, the
-// claim of an ID in {g} and the fence records of a SKU split into buckets
-// included) on the connection to the primary that owns its key (the right
-// node on a Cluster); fewer acknowledgements return ErrReplicaAck alongside a valid
-// Result, because the write did happen. DeductBatch sends many orders in one
-// pipeline with the same guarantees per order.
+// WithReplicaAck(n, timeout) pipelines WAIT with every write (CloseSKU,
+// Checkpoint, the claim of an ID in {g} and the fence records of a SKU
+// split into buckets included) on the connection to the primary that owns
+// its key (the right node on a Cluster); fewer acknowledgements return
+// ErrReplicaAck alongside a valid Result, because the write did happen.
+// Reclaim and Trim learn from their script whether they changed anything:
+// when they did (units returned, entries deleted), WAIT follows the script,
+// with the same result (the background reclaimer runs Reclaim, so it
+// waits too); the reclaim a refill makes in the bucket it takes units from
+// is covered by the transfer step that follows in that bucket. Not waited
+// for is Consume's consumer-group bookkeeping (creating a group, handing
+// entries out, acknowledging them, removing idle consumers, Trim giving
+// every bucket's journal the groups of bucket 0's): it changes no level,
+// entry or decision, and a failover that loses some of it hands the
+// entries concerned out again, as at-least-once delivery allows.
+// (TestReplicaAck_reclaimCheckpointTrimWait.) DeductBatch sends many
+// orders in one pipeline with the same guarantees per order.
 //
 // # Telemetry
 //
@@ -159,8 +175,9 @@
 // stock.deduct_batch), a child of the caller's span, with redkit.outcome
 // and redkit.replayed; refusals are outcomes, not span errors. Background
 // work has a root span per batch: stock.reclaim_batch per round of the
-// reclaimer (its stock.reclaim calls under it) and stock.consume_batch per
-// batch Consume hands to its handler (linked to the span of Consume's
+// reclaimer (its stock.reclaim calls under it; linked to the span of the
+// caller of the Reserve that started the reclaimer) and stock.consume_batch
+// per batch Consume hands to its handler (linked to the span of Consume's
 // caller; the handler's spans and the acknowledgement under it). Metrics:
 //
 //	redkit.stock.operation.duration  s          histogram  redkit.operation, redkit.outcome
@@ -173,8 +190,12 @@
 // redkit.operation is the operation's name as in the span; redkit.outcome
 // is ok (applied), replayed (answered from the idempotency record), a
 // refusal (sold_out, buyer_limit, closed, sku_not_found, order_not_found,
-// conflict, cancelled, hold_expired, stale_fence, invalid), unknown_outcome,
-// replica_ack_missing or error. A DeductBatch counts each of its orders as
+// conflict, cancelled, hold_expired, stale_fence, cross_group, invalid),
+// unknown_outcome, replica_ack_missing, mismatch (an audit, verification
+// or checkpoint that found books the journal does not explain) or error:
+// the words every redkit module uses (otelx.Outcomes). A failed span's
+// error.type is a sentinel's text ("stock: sold out") or a Go type, never
+// an error text that could hold an ID. A DeductBatch counts each of its orders as
 // a deduct. units.sold counts first applications only (a replay sells
 // nothing new) and does not subtract refunds. Every attribute set may also
 // hold redkit.label (WithLabel); SKUs, IDs, buyers and quantities never
@@ -187,10 +208,19 @@
 // Version as the scope version and otelx.SchemaURL.
 //
 // Consume hands the journal to a service (to persist it in a database, say)
-// through a Redis consumer group: at least once, in order per SKU (per
-// bucket), with entries a crashed consumer left unacknowledged taken over
-// after MinIdle; newer entries of that journal wait until then (or until
-// their holder acknowledges them), so a takeover keeps the order. A SKU
+// through a Redis consumer group: at least once, and in order per SKU (per
+// bucket) across every consumer of the group: no consumer is handed an
+// entry while an older entry of that journal is pending for another, one
+// script deciding and handing out in one step. Entries a crashed or stalled
+// consumer left unacknowledged are taken over after MinIdle, oldest first;
+// newer entries of that journal wait until then (or until their holder
+// acknowledges them). A consumer acknowledges only the entries it still
+// holds, so one that stalled past MinIdle and finishes late does not
+// release the batch another took over (its own late work is a duplicate,
+// which the handler must take: see Consume). TestConsume_orderAcrossConsumers,
+// TestConsume_lateAckLeavesTakenOverBatchHeld and the model-based
+// TestConsume_model (consumers that crash, stall, acknowledge late and
+// take over) check it. A SKU
 // that does not exist yet when Consume starts is looked up again at every
 // idle round; once created, every bucket's journal is read from its first
 // entry. Meanwhile the group waits on bucket 0's journal (created empty for
@@ -250,10 +280,14 @@
 //     sent: the client sends each command once (MaxRetries -1; MaxRedirects
 //     -1 on a Cluster) and none reached Redis, or the failing command was a
 //     read before the write (TestContract/nothingSent). Retry it freely.
-//   - A Redis crash with appendonly yes and appendfsync always: every
-//     acknowledged operation survives the restart. With appendfsync everysec
-//     about the last second of acknowledged operations can be lost; with AOF
-//     off, everything since the last snapshot. Check reports these settings.
+//   - A Redis crash with appendonly yes, appendfsync always and
+//     no-appendfsync-on-rewrite no: every acknowledged operation survives
+//     the restart. With appendfsync everysec about the last second of
+//     acknowledged operations can be lost (with no-appendfsync-on-rewrite
+//     yes, up to ~30 s while an AOF rewrite or RDB save runs, even with
+//     always); with AOF off, everything since the last snapshot (or the
+//     last one that worked, with stop-writes-on-bgsave-error no). Check
+//     reports these settings.
 //   - Failover to a replica: writes not yet replicated are lost, including
 //     their markers, so a retry of such an operation is applied again on the
 //     new primary (it is then applied once there). WithReplicaAck narrows
@@ -274,6 +308,17 @@
 //     once; an error returned meanwhile (ErrReplicaAck, ErrUnknownOutcome)
 //     is resolved by calling again with the same ID, and each order is
 //     applied once (TestChaos_Cluster_failover, under make chaos).
+//   - A master killed for good (left down, or back on another port) while
+//     the client's slot map still names its address: a refused dial, EOF,
+//     reset or i/o timeout there is sent again, on a map reloaded at once
+//     (at most once per 100 ms per client), within WithClusterBudget. A
+//     call made while the cluster fails over waits for it within the
+//     budget; the first call after every live node agreed on the new
+//     master succeeds, on go-redis defaults and send-once, with and
+//     without WithReplicaAck, Level too (TestDeduct_Cluster_masterKilledForGood),
+//     and a refill after a failover of another bucket's shard reads the
+//     buckets on a reloaded map (TestDeduct_Cluster_bucketRefillAfterFailover).
+//     TestChaos_Cluster_recovery measures each Cluster fault (README).
 //   - maxmemory-policy other than noeviction: Redis may evict SKUs, markers
 //     or journals. Check reports it as critical.
 //
@@ -312,7 +357,10 @@
 // other wrote. Until every instance runs this version, a Trim run by an
 // older instance lets consumer groups hold back the trim without the
 // holdback bound, and an older CloseSKU leaves per-buyer counters (a
-// CloseSKU of this version, even of a closed SKU, deletes them). The
+// CloseSKU of this version, even of a closed SKU, deletes them). Consumers
+// of one group keep each journal's order only once all of them run this
+// version: an older one reads new entries while older ones are pending,
+// and takes over idle entries in any order. The
 // scripts are loaded by their SHA, so both versions' scripts coexist in
 // the server's script cache.
 //

@@ -36,3 +36,40 @@ func (inv *Inventory) TransferInOnlyForTest(ctx context.Context, sku string, fro
 // SetJournalHoldbackForTest sets the journal holdback below the minimum
 // WithJournalHoldback allows.
 func (inv *Inventory) SetJournalHoldbackForTest(d time.Duration) { inv.cfg.holdback = d }
+
+// BucketTagForTest is the hash tag of bucket k of a SKU in group g.
+func BucketTagForTest(g string, k int) string { return bucketTag(g, k) }
+
+// SetAuditPageForTest makes audits read n journal entries per round trip
+// until restore is called, so that a test sees many pages without
+// thousands of entries. Tests that call it must not run in parallel.
+func SetAuditPageForTest(n int64) (restore func()) {
+	old := auditPage
+	auditPage = n
+	return func() { auditPage = old }
+}
+
+// JournalKeyForTest is the key of sku's journal (of bucket 0).
+func (inv *Inventory) JournalKeyForTest(sku string) string {
+	g, _ := inv.checkSKU(sku)
+	return inv.journalKey(g, sku)
+}
+
+// NextEntriesForTest is one step of Consume on sku's journal (of bucket 0):
+// the IDs of the entries handed to consumer name of group, and how many
+// pending entries were dropped because the journal no longer holds them.
+func (inv *Inventory) NextEntriesForTest(ctx context.Context, sku, group, name string, batch int64, minIdle time.Duration) (
+	[]string, int64, error) {
+	msgs, dropped, err := inv.nextEntries(ctx, inv.JournalKeyForTest(sku), group, name, batch, minIdle)
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.ID
+	}
+	return ids, dropped, err
+}
+
+// ConsumedForTest is Consume's acknowledgement of ids (oldest first) by
+// consumer name of group on sku's journal (of bucket 0).
+func (inv *Inventory) ConsumedForTest(ctx context.Context, sku, group, name string, ids []string) (int64, error) {
+	return inv.consumed(ctx, inv.JournalKeyForTest(sku), group, name, ids)
+}

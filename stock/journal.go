@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redkit-go/redkit/internal/keys"
+	"github.com/redkit-go/redkit/internal/script"
 	"github.com/redkit-go/redkit/internal/stream"
 	"github.com/redkit-go/redkit/internal/valid"
 )
@@ -48,7 +49,11 @@ type Entry struct {
 	// Bucket is the bucket whose journal holds the entry (0 unless the SKU is
 	// split into buckets; set by Consume, IDs are unique per bucket).
 	Bucket int
-	Time   time.Time // server time of the entry (from its ID)
+	// Journal is the SKU whose journal holds the entry (set by Consume). It
+	// differs from SKU only in an entry written there by other means than
+	// stock's scripts (a damaged entry).
+	Journal string
+	Time    time.Time // server time of the entry (from its ID)
 }
 
 func parseEntry(m redis.XMessage) Entry {
@@ -117,6 +122,10 @@ var ErrMismatch = errors.New("stock: the levels differ from what the journal exp
 // ErrMismatch (writing nothing to that bucket) when the audit found a problem,
 // and the script that writes it refuses too when the levels differ from the
 // journal's last entry (changed since the audit).
+//
+// With WithReplicaAck each bucket's checkpoint waits for the replicas (WAIT
+// pipelined with the script); a shortfall returns the ID with an error
+// wrapping ErrReplicaAck, after every bucket got its checkpoint.
 func (inv *Inventory) Checkpoint(ctx context.Context, sku string) (_ string, err error) {
 	ctx, done := inv.tel.begin(ctx, "checkpoint")
 	defer func() { done(err) }()
@@ -129,26 +138,38 @@ func (inv *Inventory) Checkpoint(ctx context.Context, sku string) (_ string, err
 		return "", fmt.Errorf("stock: checkpoint %s: %w", sku, err)
 	}
 	var first string
+	var ackErr error
 	for k := len(tags) - 1; k >= 0; k-- {
 		r, err := inv.auditBucket(ctx, tags[k], sku)
 		if err != nil {
-			return "", fmt.Errorf("stock: checkpoint %s: %w", sku, err)
+			return "", errors.Join(fmt.Errorf("stock: checkpoint %s: %w", sku, err), ackErr)
 		}
 		if err := r.Err(); err != nil {
-			return "", fmt.Errorf("stock: checkpoint %s bucket %d: %w", sku, k, err)
+			return "", errors.Join(fmt.Errorf("stock: checkpoint %s bucket %d: %w", sku, k, err), ackErr)
 		}
-		id, err := checkpointScript.Run(ctx, inv.rdb, []string{inv.skuKey(tags[k], sku), inv.journalKey(tags[k], sku)}, sku).Text()
+		cmd, _, err := script.RunAck(ctx, inv.rdb, inv.cfg.ack, checkpointScript,
+			[]string{inv.skuKey(tags[k], sku), inv.journalKey(tags[k], sku)}, sku)
+		if errors.Is(err, ErrReplicaAck) {
+			if ackErr == nil {
+				ackErr = fmt.Errorf("stock: checkpoint %s: %w", sku, err)
+			}
+			err = nil
+		}
+		var id string
+		if err == nil {
+			id, err = cmd.Text()
+		}
 		switch {
 		case errors.Is(err, redis.Nil):
-			return "", fmt.Errorf("stock: checkpoint %s: %w", sku, ErrSKUNotFound)
+			return "", errors.Join(fmt.Errorf("stock: checkpoint %s: %w", sku, ErrSKUNotFound), ackErr)
 		case err != nil && strings.HasPrefix(err.Error(), "DRIFT"):
-			return "", fmt.Errorf("stock: checkpoint %s bucket %d: %w: %w", sku, k, ErrMismatch, err)
+			return "", errors.Join(fmt.Errorf("stock: checkpoint %s bucket %d: %w: %w", sku, k, ErrMismatch, err), ackErr)
 		case err != nil:
-			return "", fmt.Errorf("stock: checkpoint %s: %w", sku, err)
+			return "", errors.Join(fmt.Errorf("stock: checkpoint %s: %w", sku, err), ackErr)
 		}
 		first = id
 	}
-	return first, nil
+	return first, ackErr
 }
 
 // Trim deletes the journal entries of sku (of every bucket) that are older
@@ -157,7 +178,9 @@ func (inv *Inventory) Checkpoint(ctx context.Context, sku string) (_ string, err
 // (WithJournalHoldback, default 7 days): an abandoned group holds back the
 // trim for that long at most. It returns how many entries it deleted; a
 // group that lost entries it had not acknowledged is counted in the
-// redkit.stock.journal.overrun counter.
+// redkit.stock.journal.overrun counter. With WithReplicaAck, a journal it
+// deleted entries from waits for the replicas (WAIT after the script); a
+// shortfall returns the count with an error wrapping ErrReplicaAck.
 func (inv *Inventory) Trim(ctx context.Context, sku string) (_ int64, err error) {
 	ctx, done := inv.tel.begin(ctx, "trim")
 	defer func() { done(err) }()
@@ -173,18 +196,24 @@ func (inv *Inventory) Trim(ctx context.Context, sku string) (_ int64, err error)
 		return 0, fmt.Errorf("stock: trim %s: %w", sku, err)
 	}
 	var total int64
+	var ackErr error
 	for _, t := range tags {
 		v, err := trimScript.Run(ctx, inv.rdb, []string{inv.skuKey(t, sku), inv.journalKey(t, sku)},
 			sku, strconv.FormatInt(inv.cfg.holdback.Milliseconds(), 10)).Slice()
 		if err != nil {
-			return total, fmt.Errorf("stock: trim %s: %w", sku, err)
+			return total, errors.Join(fmt.Errorf("stock: trim %s: %w", sku, err), ackErr)
 		}
 		total += num(v, 0)
 		if n := num(v, 1); n > 0 {
 			inv.tel.overrun.Add(ctx, n, inv.tel.attrs("trim", "overrun"))
 		}
+		if num(v, 0) > 0 {
+			if err := inv.acked(ctx, inv.journalKey(t, sku)); err != nil && ackErr == nil {
+				ackErr = fmt.Errorf("stock: trim %s: %w", sku, err)
+			}
+		}
 	}
-	return total, nil
+	return total, ackErr
 }
 
 // mirrorGroups gives every bucket's journal of sku the consumer groups of
@@ -224,11 +253,14 @@ type Consumer struct {
 	Group string   // consumer group, e.g. "warehouse-db"
 	Name  string   // this consumer within the group, e.g. the host name
 	SKUs  []string // the SKUs whose journals are read
-	// Batch is the most entries handed to the handler at once (default 100).
+	// Batch is the most entries handed to the handler at once, 1..MaxPage
+	// (default 100).
 	Batch int64
-	// MinIdle is how long an entry delivered to another consumer of the
-	// group stays unacknowledged before this one takes it over (default
-	// 30s): a crashed consumer's entries are not lost.
+	// MinIdle is how long an entry handed to another consumer of the group
+	// stays unacknowledged before this one takes it over (default 30s): a
+	// crashed consumer's entries are not lost. Keep it well above the
+	// handler's longest run: a consumer whose batch is taken over may still
+	// be handling it (see Consume).
 	MinIdle time.Duration
 	// Poll is the wait between rounds when no journal had anything new
 	// (default 100ms).
@@ -243,20 +275,46 @@ type Consumer struct {
 }
 
 // Consume reads the journals of c.SKUs and calls handle with each batch of
-// entries, in journal order per SKU. An entry is acknowledged only after
-// handle returns nil, so every entry is handled at least once: make handle
-// idempotent by (SKU, Bucket, ID): IDs are unique within one journal. Entries this consumer read but did not
-// acknowledge before (a crash) are handed over first; entries pending for
-// another consumer of the group are taken over after MinIdle before any
-// newer entry of their journal is read. Consume returns when
-// ctx ends (with ctx.Err()) or when handle fails (with its error; the batch
-// stays unacknowledged and is delivered again).
+// entries of one journal, at least once each and in journal order across
+// the whole group: no consumer of the group is handed an entry of a
+// journal while an older entry of it is pending for (handed to, not yet
+// acknowledged by) another consumer, however many consumers run and
+// whichever of them crash, stall or restart. Each round asks Redis, in one
+// script per journal, for the oldest pending entries this consumer holds
+// already (a handler that failed, a restart under the same name) or that
+// another consumer left unacknowledged for MinIdle (taken over, in order,
+// up to the first one still held by a live consumer); only when nothing is
+// pending are new entries read. So the consumers of a group take each
+// journal one batch at a time; several SKUs spread the work over several
+// consumers. The entries pass through that script, which costs the
+// journal's Redis node more time per entry than a bare XREADGROUP would
+// (BenchmarkConsume_serverTime measures both): larger batches cost less
+// per entry.
+//
+// An entry is acknowledged only after handle returns nil, and only if
+// this consumer still holds it: when another took it over meanwhile (this
+// handler ran past MinIdle), the acknowledgement is the other's, and the
+// late handler's work is a duplicate. So make handle idempotent by (SKU,
+// Bucket, ID) (IDs are unique within one journal), and keep its runs well
+// below MinIdle: a batch taken over is handed to the other consumer while
+// the first may still be handling it, and the first may finish after the
+// other, and after newer entries were handed out, since nothing newer is
+// handed out only while the batch is pending.
+//
+// Consume returns when ctx ends (with ctx.Err()) or when handle fails (with
+// its error; the batch stays unacknowledged and comes again, to this
+// consumer when it restarts under the same name, or to another after
+// MinIdle). Errors before any I/O: ErrInvalid (names, no SKU, Batch above
+// MaxPage).
 func (inv *Inventory) Consume(ctx context.Context, c Consumer, handle func(ctx context.Context, entries []Entry) error) error {
 	if err := errors.Join(valid.Name("consumer group", c.Group), valid.Name("consumer name", c.Name)); err != nil {
 		return err
 	}
 	if len(c.SKUs) == 0 {
 		return fmt.Errorf("%w: consumer has no SKUs", ErrInvalid)
+	}
+	if c.Batch > MaxPage {
+		return fmt.Errorf("%w: consumer batch %d above %d", ErrInvalid, c.Batch, MaxPage)
 	}
 	if c.Batch <= 0 {
 		c.Batch = 100
@@ -275,8 +333,9 @@ func (inv *Inventory) Consume(ctx context.Context, c Consumer, handle func(ctx c
 			return err
 		}
 	}
-	var streams, cursors []string
-	bucketOf := map[string]int{} // stream -> bucket
+	var streams []string
+	bucketOf := map[string]int{}     // stream -> bucket
+	journalOf := map[string]string{} // stream -> SKU
 	// waiting holds the SKUs not created yet when Consume started: only
 	// bucket 0's journal is known for them, so they are looked up again at
 	// every idle round until they exist, and then every bucket is read.
@@ -297,7 +356,7 @@ func (inv *Inventory) Consume(ctx context.Context, c Consumer, handle func(ctx c
 			if _, ok := bucketOf[s]; ok {
 				continue
 			}
-			streams, cursors, bucketOf[s] = append(streams, s), append(cursors, "0-0"), k
+			streams, bucketOf[s], journalOf[s] = append(streams, s), k, sku
 			// From "0": a bucket's journal created after Consume started is
 			// read from its first entry.
 			err = inv.rdb.XGroupCreateMkStream(ctx, s, c.Group, "0").Err()
@@ -316,62 +375,31 @@ func (inv *Inventory) Consume(ctx context.Context, c Consumer, handle func(ctx c
 			waiting = append(waiting, sku)
 		}
 	}
-	deliver := func(stream string, msgs []redis.XMessage) error {
-		if len(msgs) == 0 {
-			return nil
+	// round hands the next entries of one journal to handle and
+	// acknowledges them; n counts what it found (entries handed out or
+	// dropped), so an idle round reads 0.
+	round := func(stream string) (n int, err error) {
+		msgs, dropped, err := inv.nextEntries(ctx, stream, c.Group, c.Name, c.Batch, c.MinIdle)
+		if err != nil || len(msgs) == 0 {
+			return int(dropped), err
 		}
-		entries := make([]Entry, 0, len(msgs))
+		entries := make([]Entry, len(msgs))
 		ids := make([]string, len(msgs))
 		for i, m := range msgs {
-			ids[i] = m.ID
-			if len(m.Values) == 0 {
-				// Trimmed while pending (older than the holdback): nothing
-				// to hand over, only to acknowledge.
-				continue
-			}
-			e := parseEntry(m)
-			e.Bucket = bucketOf[stream]
-			entries = append(entries, e)
-		}
-		if len(entries) == 0 {
-			return inv.rdb.XAck(context.WithoutCancel(ctx), stream, c.Group, ids...).Err()
+			entries[i], ids[i] = parseEntry(m), m.ID
+			entries[i].Bucket, entries[i].Journal = bucketOf[stream], journalOf[stream]
 		}
 		bctx, done := inv.tel.consumeBatch(ctx)
 		if err := handle(bctx, entries); err != nil {
 			done(err)
-			return err
+			return 0, err
 		}
 		// Handled entries are acknowledged even when ctx ended meanwhile.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(bctx), 5*time.Second)
 		defer cancel()
-		err := inv.rdb.XAck(actx, stream, c.Group, ids...).Err()
+		_, err = inv.consumed(actx, stream, c.Group, c.Name, ids)
 		done(err)
-		return err
-	}
-	read := func(stream, from string) (int, error) {
-		res, err := inv.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
-			Group: c.Group, Consumer: c.Name, Streams: []string{stream, from}, Count: c.Batch, Block: -1,
-		}).Result()
-		if errors.Is(err, redis.Nil) || err == nil && len(res) == 0 {
-			return 0, nil
-		}
-		if err != nil {
-			return 0, err
-		}
-		return len(res[0].Messages), deliver(stream, res[0].Messages)
-	}
-	// First this consumer's own unacknowledged entries, then new ones and
-	// those abandoned by others.
-	for _, s := range streams {
-		for {
-			n, err := read(s, "0")
-			if err != nil {
-				return consumeErr(ctx, err)
-			}
-			if n == 0 {
-				break
-			}
-		}
+		return len(msgs), err
 	}
 	// forget removes the group's idle consumers, every ForgetIdle/2 at most.
 	var forgotAt time.Time
@@ -402,33 +430,8 @@ func (inv *Inventory) Consume(ctx context.Context, c Consumer, handle func(ctx c
 		}
 		waiting = still
 		busy := false
-		for i, s := range streams {
-			msgs, next, err := inv.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-				Stream: s, Group: c.Group, Consumer: c.Name, MinIdle: c.MinIdle, Start: cursors[i], Count: c.Batch,
-			}).Result()
-			if err != nil {
-				return consumeErr(ctx, err)
-			}
-			cursors[i] = next
-			if err := deliver(s, msgs); err != nil {
-				return consumeErr(ctx, err)
-			}
-			busy = busy || len(msgs) > 0
-			// Entries pending for another consumer of the group are older
-			// than any new one: they are taken over (after MinIdle) or
-			// acknowledged by their holder before new entries are read, so
-			// the handler sees each journal in order.
-			if len(msgs) > 0 || next != "0-0" {
-				continue
-			}
-			p, err := inv.rdb.XPending(ctx, s, c.Group).Result()
-			if err != nil {
-				return consumeErr(ctx, err)
-			}
-			if p.Count > 0 {
-				continue
-			}
-			n, err := read(s, ">")
+		for _, s := range streams {
+			n, err := round(s)
 			if err != nil {
 				return consumeErr(ctx, err)
 			}
@@ -448,6 +451,50 @@ func (inv *Inventory) Consume(ctx context.Context, c Consumer, handle func(ctx c
 		case <-t.C:
 		}
 	}
+}
+
+// nextEntries runs consume.lua: the entries of stream handed to consumer
+// name of group (its own pending ones again, others' idle for minIdle, or
+// new ones; see the script), and how many pending entries were dropped
+// because the journal no longer holds them.
+func (inv *Inventory) nextEntries(ctx context.Context, stream, group, name string, batch int64, minIdle time.Duration) (
+	[]redis.XMessage, int64, error) {
+	v, err := consumeScript.Run(ctx, inv.rdb, []string{stream}, group, name, batch,
+		max(minIdle.Milliseconds(), 1)).Slice()
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(v) == 0 {
+		return nil, 0, fmt.Errorf("consume.lua: empty reply")
+	}
+	dropped, _ := v[0].(int64)
+	msgs := make([]redis.XMessage, 0, len(v)-1)
+	for _, x := range v[1:] {
+		e, _ := x.([]any)
+		if len(e) != 2 {
+			return nil, 0, fmt.Errorf("consume.lua: malformed entry %v", x)
+		}
+		id, _ := e[0].(string)
+		kv, _ := e[1].([]any)
+		m := redis.XMessage{ID: id, Values: make(map[string]any, len(kv)/2)}
+		for i := 0; i+1 < len(kv); i += 2 {
+			k, _ := kv[i].(string)
+			m.Values[k] = kv[i+1]
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs, dropped, nil
+}
+
+// consumed runs consumed.lua: it acknowledges those of ids (oldest first)
+// that consumer name of group still holds, and returns how many.
+func (inv *Inventory) consumed(ctx context.Context, stream, group, name string, ids []string) (int64, error) {
+	args := make([]any, 0, len(ids)+2)
+	args = append(args, group, name)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	return consumedScript.Run(ctx, inv.rdb, []string{stream}, args...).Int64()
 }
 
 func consumeErr(ctx context.Context, err error) error {

@@ -38,7 +38,7 @@ func (quietLogger) Printf(context.Context, string, ...any) {}
 
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietLogger{}) // faults make go-redis log every failed dial
-	goleak.VerifyTestMain(mainRun{m})
+	goleak.VerifyTestMain(mainRun{m}, goleak.IgnoreAnyFunction(redistest.DialProber))
 }
 
 var prefixes atomic.Int64

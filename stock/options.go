@@ -87,9 +87,12 @@ func WithRetry(attempts int, minBackoff, maxBackoff time.Duration) Option {
 
 // WithClusterBudget sets how long, from a call's first attempt, a write is
 // sent again past WithRetry's attempts while a Redis Cluster client meets
-// replies that say the key's slot is moving (MOVED, ASK, TRYAGAIN,
-// CLUSTERDOWN: the command did not run where it was sent), never past the
-// call's context (default 5s, allowed up to 1m; 0 turns it off).
+// errors that say its slot map is out of date: replies that say the key's
+// slot is moving (MOVED, ASK, TRYAGAIN, CLUSTERDOWN: the command did not
+// run where it was sent), or a node the map names that is gone (a refused
+// dial, EOF, a reset, an i/o timeout: a master killed, not yet replaced in
+// the map). Each attempt runs on a map reloaded after the error. Never past
+// the call's context (default 5s, allowed up to 1m; 0 turns it off).
 func WithClusterBudget(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.retry.SetClusterBudget(d) })
 }
@@ -101,7 +104,10 @@ func WithClusterBudget(d time.Duration) Option {
 var ErrReplicaAck = script.ErrReplicaAck
 
 // WithReplicaAck makes every write wait until n replicas acknowledged it,
-// at most timeout (default: no waiting). WAIT is pipelined with the script on
+// at most timeout (default: no waiting): orders, restocks, write-offs,
+// Create, CloseSKU, Checkpoint, and Reclaim and Trim when they changed
+// something (the package documentation lists the consumer-group
+// bookkeeping of Consume, which does not wait, and why). WAIT is pipelined with the script on
 // the connection to the primary that owns the SKU's slot, so it counts this
 // write (and, for a replay, the first call's). timeout must be shorter than
 // the client's ReadTimeout. A refill between the buckets of a SKU split into

@@ -2,11 +2,15 @@ package stock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/redkit-go/redkit/internal/script"
 	"github.com/redkit-go/redkit/internal/valid"
 	"github.com/redkit-go/redkit/internal/worker"
 )
@@ -27,7 +31,7 @@ func (inv *Inventory) Reserve(ctx context.Context, o Order, ttl time.Duration, o
 	}
 	res, err := inv.order(ctx, "reserve", deductScript, o, strconv.FormatInt(ttl.Milliseconds(), 10), nil, opts)
 	if err == nil {
-		inv.reclaimer.watch(inv, o.Items)
+		inv.reclaimer.watch(inv, o.Items, trace.SpanContextFromContext(ctx))
 	}
 	return res, err
 }
@@ -113,7 +117,9 @@ const reclaimBatch = 256
 // Reclaim returns the units of up to 256 holds of sku (per bucket) whose
 // deadline has passed to available. It is what the background reclaimer runs; calling
 // it is never needed for correctness, since Deduct and Reserve reclaim
-// expired holds of the SKUs they touch first.
+// expired holds of the SKUs they touch first. With WithReplicaAck, a bucket
+// where it returned units waits for the replicas (WAIT after the script),
+// and a shortfall returns the result with an error wrapping ErrReplicaAck.
 func (inv *Inventory) Reclaim(ctx context.Context, sku string) (_ ReclaimResult, err error) {
 	ctx, done := inv.tel.begin(ctx, "reclaim")
 	defer func() { done(err) }()
@@ -126,26 +132,45 @@ func (inv *Inventory) Reclaim(ctx context.Context, sku string) (_ ReclaimResult,
 		return ReclaimResult{}, fmt.Errorf("stock: reclaim %s: %w", sku, err)
 	}
 	var res ReclaimResult
+	var ackErr error
 	for _, t := range tags {
 		v, err := reclaimScript.Run(ctx, inv.rdb,
 			[]string{inv.skuKey(t, sku), inv.buyersKey(t, sku), inv.journalKey(t, sku), inv.holdsKey(t, sku)},
 			sku, reclaimBatch).Int64Slice()
 		if err != nil {
-			return res, fmt.Errorf("stock: reclaim %s: %w", sku, err)
+			return res, errors.Join(fmt.Errorf("stock: reclaim %s: %w", sku, err), ackErr)
 		}
 		res.Reclaimed += int(v[0])
 		res.Remaining += int(v[1])
 		res.Lag = max(res.Lag, time.Duration(v[2])*time.Millisecond)
+		if v[0] > 0 {
+			if err := inv.acked(ctx, inv.skuKey(t, sku)); err != nil && ackErr == nil {
+				ackErr = fmt.Errorf("stock: reclaim %s: %w", sku, err)
+			}
+		}
 	}
-	return res, nil
+	return res, ackErr
+}
+
+// acked waits, with WithReplicaAck, until the replicas have every write the
+// primary owning key had (script.Acked): for a write made by a script run
+// without RunAck because whether it changes anything is known only from
+// its reply. A failed WAIT is a shortfall, wrapping ErrReplicaAck.
+func (inv *Inventory) acked(ctx context.Context, key string) error {
+	_, err := script.Acked(ctx, inv.rdb, inv.cfg.ack, key)
+	if err != nil && !errors.Is(err, ErrReplicaAck) {
+		err = fmt.Errorf("%w: %w", ErrReplicaAck, err)
+	}
+	return err
 }
 
 // reclaimer runs Reclaim in the background for every SKU this Inventory
 // reserved, from the first Reserve until Close.
 type reclaimer struct {
-	mu   sync.Mutex
-	skus map[string]struct{}
-	w    worker.Worker
+	mu    sync.Mutex
+	skus  map[string]struct{}
+	cause trace.SpanContext // the span of the first Reserve's caller, linked from each round
+	w     worker.Worker
 }
 
 // Watch adds SKUs to the background reclaimer, for SKUs that other
@@ -159,10 +184,10 @@ func (inv *Inventory) Watch(skus ...string) {
 			items = append(items, Item{SKU: sku})
 		}
 	}
-	inv.reclaimer.watch(inv, items)
+	inv.reclaimer.watch(inv, items, trace.SpanContext{})
 }
 
-func (r *reclaimer) watch(inv *Inventory, items []Item) {
+func (r *reclaimer) watch(inv *Inventory, items []Item, cause trace.SpanContext) {
 	if inv.cfg.reclaimEvery <= 0 {
 		return
 	}
@@ -172,6 +197,9 @@ func (r *reclaimer) watch(inv *Inventory, items []Item) {
 	}
 	for _, it := range items {
 		r.skus[it.SKU] = struct{}{}
+	}
+	if !r.cause.IsValid() {
+		r.cause = cause
 	}
 	r.mu.Unlock()
 	r.w.Start(func(ctx context.Context) { r.run(ctx, inv) })
@@ -193,17 +221,18 @@ func (r *reclaimer) run(ctx context.Context, inv *Inventory) {
 		for sku := range r.skus {
 			skus = append(skus, sku)
 		}
+		cause := r.cause
 		r.mu.Unlock()
-		rctx, endRound := inv.tel.reclaimRound(ctx)
+		rctx, endRound := inv.tel.reclaimRound(ctx, cause)
 		for _, sku := range skus {
 			for ctx.Err() == nil {
 				res, err := inv.Reclaim(rctx, sku)
-				if err != nil {
+				if err != nil && !errors.Is(err, ErrReplicaAck) {
 					break
 				}
 				inv.tel.reclaimedBatch(rctx, res)
-				if res.Remaining == 0 {
-					break
+				if err != nil || res.Remaining == 0 {
+					break // replicas behind: the next round goes on
 				}
 			}
 		}

@@ -152,6 +152,12 @@ func TestScripts_errorsWriteNothing(t *testing.T) {
 		{"trim: holdback", "trim.lua", two("a", "a"), []any{"a", "0"}, "ERR holdback"},
 		{"forget: idle", "forget.lua", []string{key("a", "journal", "a")}, []any{"g", "c", "0"}, "ERR idle"},
 		{"forget: no group", "forget.lua", []string{key("a", "journal", "a")}, []any{"g", "c", "1"}, "0"},
+		{"consume: batch", "consume.lua", []string{key("a", "journal", "a")}, []any{"g", "c", "0", "1"}, "ERR batch"},
+		{"consume: batch past 1000", "consume.lua", []string{key("a", "journal", "a")}, []any{"g", "c", "1001", "1"}, "ERR batch"},
+		{"consume: idle", "consume.lua", []string{key("a", "journal", "a")}, []any{"g", "c", "1", "0"}, "ERR idle"},
+		{"consume: no group", "consume.lua", []string{key("a", "journal", "a")}, []any{"g", "c", "1", "1"}, "NOGROUP"},
+		{"consumed: no IDs", "consumed.lua", []string{key("a", "journal", "a")}, []any{"g", "c"}, "0"},
+		{"consumed: no group", "consumed.lua", []string{key("a", "journal", "a")}, []any{"g", "c", "1-0"}, "NOGROUP"},
 	}
 	src := stock.Scripts()
 	for _, c := range cases {

@@ -25,6 +25,8 @@ var (
 	xferScript       = scripts.Script("xfer.lua")
 	claimScript      = scripts.Script("claim.lua")
 	forgetScript     = scripts.Script("forget.lua")
+	consumeScript    = scripts.Script("consume.lua")
+	consumedScript   = scripts.Script("consumed.lua")
 )
 
 // Scripts returns the Lua source of every script the package runs, as

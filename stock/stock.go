@@ -60,6 +60,11 @@ func (inv *Inventory) Close() error {
 	return nil
 }
 
+// IdempotencyWindow returns how long this Inventory's scripts keep an
+// operation's marker (WithIdempotencyWindow): an operation ID used again
+// within it is answered from the marker; after it, it is a new operation.
+func (inv *Inventory) IdempotencyWindow() time.Duration { return inv.cfg.window }
+
 // Levels are the unit counts of a SKU. Available units can be sold; reserved
 // units are held for a pending order; sold counts every unit ever sold;
 // refunded counts sold units that came back (they are available again). So
@@ -356,7 +361,11 @@ func (inv *Inventory) Level(ctx context.Context, sku string) (_ Levels, err erro
 		return Levels{}, err
 	}
 	fields := []string{"available", "reserved", "sold", "refunded", "buckets"}
-	v, err := inv.rdb.HMGet(ctx, inv.skuKey(g, sku), fields...).Result()
+	var v []any
+	err = retry.Read(ctx, inv.cfg.retry, func(ctx context.Context, _ int) (err error) {
+		v, err = inv.rdb.HMGet(ctx, inv.skuKey(g, sku), fields...).Result()
+		return err
+	})
 	if err != nil {
 		return Levels{}, fmt.Errorf("stock: level %s: %w", sku, err)
 	}
@@ -370,11 +379,14 @@ func (inv *Inventory) Level(ctx context.Context, sku string) (_ Levels, err erro
 	}
 	inv.buckets.Store(sku, b)
 	cmds := make([]*redis.SliceCmd, b)
-	_, err = inv.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for k := 1; k < b; k++ {
-			cmds[k] = p.HMGet(ctx, inv.skuKey(bucketTag(g, k), sku), fields...)
-		}
-		return nil
+	err = retry.Read(ctx, inv.cfg.retry, func(ctx context.Context, _ int) error {
+		_, err := inv.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for k := 1; k < b; k++ {
+				cmds[k] = p.HMGet(ctx, inv.skuKey(bucketTag(g, k), sku), fields...)
+			}
+			return nil
+		})
+		return err
 	})
 	if err != nil {
 		return Levels{}, fmt.Errorf("stock: level %s: %w", sku, err)

@@ -63,6 +63,13 @@ func TestAudit_catchesTamperingOfEachKind(t *testing.T) {
 			err = redis.NewScript(stock.Scripts()["checkpoint.lua"]).Run(ctx, b.rdb, []string{b.sku, b.journal}, "s").Err()
 			require.ErrorContains(t, err, "DRIFT")
 		}, "journal ends at levels"},
+		{"the last checkpoint's entry removed", func(ctx context.Context, t *testing.T, b books) {
+			ckpt, err := b.inv.Checkpoint(ctx, "s")
+			require.NoError(t, err)
+			_, err = b.inv.Deduct(ctx, order("after-ckpt", "u2", "s", 1))
+			require.NoError(t, err)
+			require.NoError(t, b.rdb.XDel(ctx, b.journal, ckpt).Err())
+		}, "not with checkpoint"},
 		{"a hold removed, its units still reserved", func(ctx context.Context, t *testing.T, b books) {
 			m := b.rdb.ZRange(ctx, b.holds, 0, 0).Val()
 			require.NoError(t, b.rdb.ZRem(ctx, b.holds, m[0]).Err())

@@ -105,11 +105,11 @@ func (t *telemetry) count(ctx context.Context, op, outcome string) {
 }
 
 // reclaimRound starts the span of one round of the background reclaimer:
-// background work with no caller, one stock.reclaim_batch root span per
-// round, with a stock.reclaim span under it per call, instead of a root
-// per SKU and call.
-func (t *telemetry) reclaimRound(ctx context.Context) (context.Context, func()) {
-	ctx, span := otelx.Start(ctx, t.tracer, "stock.reclaim_batch", t.label)
+// background work, one stock.reclaim_batch root span per round, with a
+// stock.reclaim span under it per call, instead of a root per SKU and
+// call, linked to the span of the call that started the reclaimer.
+func (t *telemetry) reclaimRound(ctx context.Context, cause trace.SpanContext) (context.Context, func()) {
+	ctx, span := otelx.StartBackground(ctx, t.tracer, "stock.reclaim_batch", t.label, cause)
 	return ctx, func() { otelx.End(span, "", nil) }
 }
 
@@ -128,9 +128,9 @@ func (t *telemetry) consumeBatch(ctx context.Context) (context.Context, func(err
 	}
 	ctx, span := t.tracer.Start(ctx, "stock.consume_batch", opts...)
 	return ctx, func(err error) {
-		outcome := "ok"
+		outcome := otelx.OutcomeOK
 		if err != nil {
-			outcome = "error"
+			outcome = otelx.OutcomeError
 		}
 		otelx.End(span, outcome, err)
 	}
@@ -147,7 +147,7 @@ func (t *telemetry) unitsSold(ctx context.Context, op string, items []Item, res 
 		n += it.Qty
 	}
 	if n > 0 {
-		t.sold.Add(ctx, n, t.attrs(op, "ok"))
+		t.sold.Add(ctx, n, t.attrs(op, otelx.OutcomeOK))
 	}
 }
 
@@ -163,23 +163,31 @@ func (t *telemetry) reclaimedBatch(ctx context.Context, res ReclaimResult) {
 	t.lag.Record(ctx, res.Lag.Seconds(), opt)
 }
 
+// The sentinels whose text error.type may carry (otelx.ErrorType).
+func init() {
+	otelx.RegisterSentinels(ErrRiskySettings, ErrSoldOut, ErrBuyerLimit, ErrConflict, ErrSKUClosed,
+		ErrSKUNotFound, ErrOrderNotFound, ErrHoldExpired, ErrCancelled, ErrCrossGroup, ErrInvalid,
+		ErrUnknownOutcome, ErrStaleFence, ErrMismatch, ErrReplicaAck, errContended)
+}
+
 // outcomes, in the order they are tested: business refusals are outcomes,
-// not span errors.
+// not span errors. The words are those every redkit module uses
+// (otelx.Outcomes).
 var outcomes = []struct {
 	err     error
 	outcome string
 }{
-	{ErrSoldOut, "sold_out"},
-	{ErrBuyerLimit, "buyer_limit"},
-	{ErrSKUClosed, "closed"},
-	{ErrSKUNotFound, "sku_not_found"},
-	{ErrOrderNotFound, "order_not_found"},
-	{ErrConflict, "conflict"},
-	{ErrCancelled, "cancelled"},
-	{ErrHoldExpired, "hold_expired"},
-	{ErrStaleFence, "stale_fence"},
-	{ErrCrossGroup, "invalid"},
-	{ErrInvalid, "invalid"},
+	{ErrSoldOut, otelx.OutcomeSoldOut},
+	{ErrBuyerLimit, otelx.OutcomeBuyerLimit},
+	{ErrSKUClosed, otelx.OutcomeClosed},
+	{ErrSKUNotFound, otelx.OutcomeSKUNotFound},
+	{ErrOrderNotFound, otelx.OutcomeOrderNotFound},
+	{ErrConflict, otelx.OutcomeConflict},
+	{ErrCancelled, otelx.OutcomeCancelled},
+	{ErrHoldExpired, otelx.OutcomeHoldExpired},
+	{ErrStaleFence, otelx.OutcomeStaleFence},
+	{ErrCrossGroup, otelx.OutcomeCrossGroup},
+	{ErrInvalid, otelx.OutcomeInvalid},
 }
 
 // outcomeOf returns the outcome attribute of a call and the error to mark
@@ -187,9 +195,11 @@ var outcomes = []struct {
 func outcomeOf(res Result, err error) (string, error) {
 	switch {
 	case errors.Is(err, ErrReplicaAck):
-		return "replica_ack_missing", err
+		return otelx.OutcomeReplicaAckMissing, err
 	case errors.Is(err, ErrUnknownOutcome):
-		return "unknown_outcome", err
+		return otelx.OutcomeUnknownOutcome, err
+	case errors.Is(err, ErrMismatch):
+		return otelx.OutcomeMismatch, err
 	}
 	for _, o := range outcomes {
 		if errors.Is(err, o.err) {
@@ -198,9 +208,9 @@ func outcomeOf(res Result, err error) (string, error) {
 	}
 	switch {
 	case err != nil:
-		return "error", err
+		return otelx.OutcomeError, err
 	case res.Replayed:
-		return "replayed", nil
+		return otelx.OutcomeReplayed, nil
 	}
-	return "ok", nil
+	return otelx.OutcomeOK, nil
 }

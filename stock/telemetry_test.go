@@ -213,11 +213,13 @@ func TestSpanTree_reclaimRound(t *testing.T) {
 		stock.WithReclaimInterval(20*time.Millisecond))
 	t.Cleanup(func() { _ = inv.Close() })
 	require.NoError(t, rdb.Ping(t.Context()).Err())
+	ctx, req := rec.TracerProvider.Tracer("caller").Start(t.Context(), "request")
 	for _, sku := range []string{"a", "b"} {
-		require.NoError(t, inv.Create(t.Context(), sku, 5))
-		_, err := inv.Reserve(t.Context(), order("r-"+sku, "b1", sku, 1), time.Second)
+		require.NoError(t, inv.Create(ctx, sku, 5))
+		_, err := inv.Reserve(ctx, order("r-"+sku, "b1", sku, 1), time.Second)
 		require.NoError(t, err)
 	}
+	req.End()
 	require.Eventually(t, func() bool {
 		lv, err := inv.Level(t.Context(), "b")
 		return err == nil && lv.Reserved == 0
@@ -230,7 +232,15 @@ func TestSpanTree_reclaimRound(t *testing.T) {
 		}
 	}
 	tree := rec.Tree(t, "stock.reclaim_batch")
-	require.Contains(t, tree, "stock.reclaim_batch\n  stock.reclaim outcome=ok\n    evalsha", tree)
+	require.Contains(t, tree, "stock.reclaim_batch link=request\n  stock.reclaim outcome=ok\n    evalsha", tree)
+	// Every round is a root linked to the call that started the reclaimer.
+	for _, s := range rec.Spans.Ended() {
+		if s.Name() == "stock.reclaim_batch" {
+			require.False(t, s.Parent().IsValid(), rec.Trees())
+			require.Len(t, s.Links(), 1, rec.Trees())
+			require.Equal(t, req.SpanContext().SpanID(), s.Links()[0].SpanContext.SpanID(), rec.Trees())
+		}
+	}
 }
 
 // Consume hands each batch to its handler under one stock.consume_batch
@@ -259,6 +269,8 @@ func TestSpanTree_consumeBatch(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	consumer.End()
 
-	require.Equal(t, "stock.consume_batch outcome=ok link=journal consumer\n  db write\n  xack\n",
+	// The acknowledgement is consumed.lua, run for the first time on this
+	// server: EVALSHA misses the script cache and EVAL follows.
+	require.Equal(t, "stock.consume_batch outcome=ok link=journal consumer\n  db write\n  evalsha cache_miss\n  eval\n",
 		rec.Tree(t, "stock.consume_batch"), rec.Trees())
 }

@@ -24,7 +24,12 @@ var ErrRiskySettings = health.ErrRiskySettings
 //     loses up to about a second of acknowledged transactions; "no"
 //     (critical) up to the operating system's flush interval (~30 s).
 //     appendfsync always loses none (each script's writes reach disk
-//     before the reply), at the cost of one fsync per write.
+//     before the reply), at the cost of one fsync per write, unless
+//     no-appendfsync-on-rewrite is yes (warning): Redis then skips the
+//     fsync while an AOF rewrite or RDB save runs, and a crash meanwhile
+//     loses up to ~30 s of acknowledged transactions.
+//   - stop-writes-on-bgsave-error no (warning, with RDB snapshots only):
+//     transactions are still acknowledged while snapshots fail.
 //
 // A replica does not help with any of these unless writes wait for it
 // (replication is asynchronous): a failover can drop the last writes the

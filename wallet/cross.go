@@ -250,7 +250,11 @@ func decodeCross(t Transfer, r []string, res Result) (Result, error) {
 // cancelled call left in flight (its amount held on the source), and
 // forgets finished ones still on the in-flight index. It returns how many
 // transfers it handled. Transfers still being run by live calls may be
-// handled too; every step is idempotent, so that is harmless.
+// handled too; every step is idempotent, so that is harmless. It also
+// releases the expired holds of accounts no call has touched since. With
+// WithReplicaAck each step that moves money, and each release of holds,
+// waits for the replicas; a shortfall is an error wrapping ErrReplicaAck
+// (a transfer then stays in flight, finished by the next Recover).
 //
 // It finds them by scanning the keyspace (SCAN, on every primary of a
 // Cluster) for the in-flight index keys, so call it now and then (for
@@ -332,7 +336,7 @@ func (l *Ledger) sweepQuiet(ctx context.Context) []error {
 			if z, err := firsts[k].Result(); err != nil || len(z) == 0 || int64(z[0].Score) > now.UnixMilli() {
 				continue // nothing due yet (or looked at on the next run)
 			}
-			if _, _, err := l.sweep(ctx, account, sweepLimit); err != nil && !errors.Is(err, ErrAccountNotFound) {
+			if _, err := l.sweepAcked(ctx, account, sweepLimit); err != nil && !errors.Is(err, ErrAccountNotFound) {
 				errs = append(errs, fmt.Errorf("sweep %s: %w", account, err))
 			}
 		}

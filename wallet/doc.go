@@ -65,8 +65,9 @@
 // false when only the Ledger's own retry found the first attempt's work.
 //
 // Every balance change appends an immutable entry (transaction ID, kind,
-// deltas, balances after, peer account, memo) to the account's journal in
-// the same script. Verify replays the journal from the last checkpoint (or
+// deltas, balances after, peer account, memo, and the currency a Credit or
+// Debit named) to the account's journal in the same script, so a posting
+// can be sent again from its entry alone and be answered from its marker. Verify replays the journal from the last checkpoint (or
 // the opening entry) and compares: each entry's recorded balances with the
 // sum of the deltas before it; the result with the stored Posted and Held;
 // the sums of credits, of debits and captures, of transfers in and of
@@ -113,7 +114,17 @@
 // at its first step). WithReplicaAck(n, timeout) waits (WAIT, pipelined with the
 // script on the primary owning the account) until n replicas have each
 // posting, and reports a shortfall with ErrReplicaAck next to the Result or
-// the refusal.
+// the refusal; so do Open, CloseAccount, Checkpoint, each step of a
+// transfer across groups, and the release of expired holds by the hold
+// reclaimer and by Recover (WAIT after the sweep, when it released or
+// forgot a hold). Two writes do not wait. Balance releases expired holds
+// before it reads, but it is a read: a failover that loses that release
+// leaves the holds expired on the new primary, where the next call on the
+// account releases them first, so no answer changes. And the bookkeeping
+// of finished transfers across groups (the source account's mark, the
+// in-flight index, the expiry of finished records): a failover that loses
+// it makes the next call on the account, or Recover, do it again
+// (TestLedger_WithReplicaAck_everyWrite).
 // TransferBatch sends many single-group transfers in one pipeline; each
 // stays its own atomic, idempotent transaction.
 //
@@ -257,10 +268,12 @@
 //     command was a read before the first write, such as a cross-group
 //     transfer's look at its destination (TestContract/nothingSent).
 //   - Redis crash or kill -9: postings acknowledged before it survive only
-//     as far as the server's persistence allows. With appendonly yes and
-//     appendfsync always none is lost; with everysec up to about a second
-//     of acknowledged postings may be lost; without AOF everything since the
-//     last snapshot. A posting is never half applied either way (AOF holds
+//     as far as the server's persistence allows. With appendonly yes,
+//     appendfsync always and no-appendfsync-on-rewrite no none is lost;
+//     with everysec up to about a second of acknowledged postings may be
+//     lost (and with no-appendfsync-on-rewrite yes, up to ~30 s while an
+//     AOF rewrite or RDB save runs); without AOF everything since the last
+//     snapshot. Check reports these settings. A posting is never half applied either way (AOF holds
 //     a script's writes as one MULTI/EXEC block).
 //   - Failover to a replica: replication is asynchronous, so the last
 //     postings the old primary acknowledged may be missing on the new one.
@@ -277,6 +290,15 @@
 //     follow the redirection to the new master at once (internal/script's
 //     TestRunAck_cluster_followsNewOwner); without acknowledgement, as
 //     "Failover to a replica" above.
+//   - A master killed for good (left down, or back on another port) while
+//     the client's slot map still names its address: a refused dial, EOF,
+//     reset or i/o timeout there is sent again, with the same ID, on a map
+//     reloaded at once (at most once per 100 ms per client), within
+//     WithClusterBudget. A call made while the cluster fails over waits for
+//     it within the budget; the first posting after every live node agreed
+//     on the new master succeeds, on go-redis defaults and send-once, with
+//     and without WithReplicaAck (TestLedger_Cluster_masterKilledForGood).
+//     TestChaos_Cluster_recovery measures each Cluster fault (README).
 //   - Eviction: with a maxmemory-policy other than noeviction Redis may
 //     drop markers (a retry then applies twice) or accounts. Never run a
 //     ledger on an evicting instance.
@@ -322,7 +344,12 @@
 // wallet.checkpoint, wallet.verify, wallet.balance, wallet.entries,
 // wallet.trial_balance; wallet.recover, also one per round of the
 // background recovery), a child of the caller's span, with redkit.outcome
-// and redkit.replayed; refusals are outcomes, not span errors. Metrics:
+// and redkit.replayed; refusals are outcomes, not span errors. Background
+// work is a root span of its own, linked to what caused it: a Recover
+// without a caller's span (each round of WithRecovery's worker) to the
+// transfers across groups this Ledger left in flight since the last one
+// (ErrUnknownOutcome), and each sweep of the hold reclaimer
+// (wallet.reclaim) to the Hold whose expiry it waits for. Metrics:
 //
 //	redkit.wallet.operation.duration  s           histogram  redkit.operation, redkit.outcome
 //	redkit.wallet.operations          {operation} counter    redkit.operation, redkit.outcome
@@ -331,8 +358,11 @@
 // redkit.outcome is ok (applied), replayed (answered from the idempotency
 // record), a refusal (insufficient_funds, account_not_found,
 // currency_mismatch, closed, conflict, hold_not_found, hold_expired,
-// stale_fence, transfer_expired, destination_full), unknown, invalid,
-// cross_group, replica_ack, mismatch or error. A TransferBatch counts each
+// stale_fence, transfer_expired, destination_full), unknown_outcome,
+// invalid, cross_group, replica_ack_missing, mismatch or error: the words
+// every redkit module uses (otelx.Outcomes). A failed span's error.type is
+// a sentinel's text ("wallet: insufficient funds") or a Go type, never an
+// error text that could hold an account or transaction ID. A TransferBatch counts each
 // transfer as a transfer. They go to the global OpenTelemetry providers unless
 // WithTracerProvider or WithMeterProvider say otherwise. Account IDs,
 // transaction IDs and amounts are never recorded; WithLabel adds

@@ -9,6 +9,7 @@ import (
 	"github.com/redkit-go/redkit/lock"
 	"github.com/redkit-go/redkit/redistest"
 	"github.com/redkit-go/redkit/wallet"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -133,4 +134,47 @@ func TestLedger_WithReplicaAck_transferAcrossGroupsWaitsForEachStep(t *testing.T
 	for _, a := range []string{"gx/a", "gy/b"} {
 		require.NoError(t, acked.Verify(ctx, a))
 	}
+}
+
+// WithReplicaAck covers every write, not only postings: Open, CloseAccount,
+// Checkpoint and the release of an expired hold by Recover each report a
+// shortfall with ErrReplicaAck (and did happen on the primary). Balance
+// releases expired holds too but reads: it does not wait.
+func TestLedger_WithReplicaAck_everyWrite(t *testing.T) {
+	ctx := t.Context()
+	_, rdb, acked := replicaAcked(t)
+	openFunded(t, acked, map[string]int64{"q/a": 100})
+	short := mustNew(t, rdb, wallet.WithReplicaAck(2, 100*time.Millisecond)) // one replica: never enough
+	defer short.Close()
+
+	assert.ErrorIs(t, short.Open(ctx, "q/b", wallet.WithCurrency("CNY")), wallet.ErrReplicaAck, "Open")
+	require.Equal(t, "CNY", balanceOf(t, acked, "q/b").Currency, "opened all the same")
+
+	id, _, err := short.Checkpoint(ctx, "q/a")
+	assert.ErrorIs(t, err, wallet.ErrReplicaAck, "Checkpoint")
+	require.NotEmpty(t, id, "written all the same")
+
+	// A hold placed by a Ledger that is gone: Recover releases it.
+	placer := mustNew(t, rdb)
+	h, err := placer.Hold(ctx, wallet.HoldReq{ID: "h1", Account: "q/a", Amount: 10, TTL: time.Second})
+	require.NoError(t, err)
+	require.NoError(t, placer.Close())
+	time.Sleep(time.Until(h.Expires) + 50*time.Millisecond)
+	_, err = short.Recover(ctx)
+	assert.ErrorIs(t, err, wallet.ErrReplicaAck, "Recover released an expired hold")
+	_, err = short.Recover(ctx)
+	require.NoError(t, err, "nothing left to release: nothing to wait for")
+	require.Zero(t, balanceOf(t, acked, "q/a").Held)
+
+	placer = mustNew(t, rdb)
+	h, err = placer.Hold(ctx, wallet.HoldReq{ID: "h2", Account: "q/a", Amount: 10, TTL: time.Second})
+	require.NoError(t, err)
+	require.NoError(t, placer.Close())
+	time.Sleep(time.Until(h.Expires) + 50*time.Millisecond)
+	bal, err := short.Balance(ctx, "q/a")
+	require.NoError(t, err, "Balance releases the expired hold without waiting")
+	require.Zero(t, bal.Held)
+
+	assert.ErrorIs(t, short.CloseAccount(ctx, "q/b"), wallet.ErrReplicaAck, "CloseAccount")
+	require.True(t, balanceOf(t, acked, "q/b").Closed, "closed all the same")
 }

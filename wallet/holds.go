@@ -2,9 +2,12 @@ package wallet
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/redkit-go/redkit/internal/keys"
 	"github.com/redkit-go/redkit/internal/retry"
@@ -65,7 +68,7 @@ func (l *Ledger) Hold(ctx context.Context, r HoldReq, opts ...CallOption) (res R
 		exp, _ := strconv.ParseInt(reply[10], 10, 64)
 		now, _ := strconv.ParseInt(reply[11], 10, 64)
 		res.Expires = time.UnixMilli(exp)
-		l.reclaim.schedule(l, r.Account, time.Duration(exp-now)*time.Millisecond)
+		l.reclaim.schedule(l, r.Account, time.Duration(exp-now)*time.Millisecond, trace.SpanContextFromContext(ctx))
 	}
 	return res, err
 }
@@ -117,22 +120,25 @@ func (l *Ledger) resolve(ctx context.Context, kind, account, holdID string, amou
 // written) without waiting for the next call on the account. Holds placed
 // by other processes are released by the first call on their account.
 type reclaimer struct {
-	mu   sync.Mutex
-	due  map[string]time.Time // account -> when to sweep it
-	wake chan struct{}
-	w    worker.Worker
+	mu     sync.Mutex
+	due    map[string]time.Time         // account -> when to sweep it
+	causes map[string]trace.SpanContext // account -> the span of its last Hold, linked from the sweep
+	wake   chan struct{}
+	w      worker.Worker
 }
 
 // schedule asks for a sweep of account after d, starting the reclaimer
 // goroutine on first use.
-func (r *reclaimer) schedule(l *Ledger, account string, d time.Duration) {
+func (r *reclaimer) schedule(l *Ledger, account string, d time.Duration, cause trace.SpanContext) {
 	at := time.Now().Add(d + reclaimSlack)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.due == nil {
 		r.due = map[string]time.Time{}
+		r.causes = map[string]trace.SpanContext{}
 		r.wake = make(chan struct{}, 1)
 	}
+	r.causes[account] = cause
 	if cur, ok := r.due[account]; !ok || at.Before(cur) {
 		r.due[account] = at
 	}
@@ -188,24 +194,32 @@ func (r *reclaimer) loop(ctx context.Context, l *Ledger) {
 func (r *reclaimer) sweepOne(ctx context.Context, l *Ledger, account string) (stopped bool) {
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, next, err := l.sweep(sctx, account, sweepLimit)
+	r.mu.Lock()
+	cause := r.causes[account]
+	r.mu.Unlock()
+	sctx, end := l.tel.reclaim(sctx, cause)
+	next, err := l.sweepAcked(sctx, account, sweepLimit)
+	end(err)
 	if ctx.Err() != nil {
 		return true
 	}
 	switch {
+	case errors.Is(err, ErrReplicaAck): // swept; the replicas were behind
 	case err != nil && err != ErrAccountNotFound:
 		next = time.Second // try again later
 	case err != nil:
-		return false
+		next = -1
 	}
+	r.mu.Lock()
 	if next >= 0 {
-		r.mu.Lock()
 		at := time.Now().Add(next + reclaimSlack)
 		if cur, ok := r.due[account]; !ok || at.Before(cur) {
 			r.due[account] = at
 		}
-		r.mu.Unlock()
+	} else if _, ok := r.due[account]; !ok {
+		delete(r.causes, account)
 	}
+	r.mu.Unlock()
 	return false
 }
 

@@ -41,6 +41,7 @@ type Entry struct {
 	Held      int64     // Held after the entry
 	Peer      string    // the other account of a transfer
 	Memo      string    // the transaction's memo
+	Currency  string    // the currency a Credit or Debit named (Tx.Currency); "" when it named none
 	Time      time.Time // server time of the entry (from its ID)
 }
 
@@ -76,7 +77,7 @@ func decodeEntry(m redis.XMessage) Entry {
 	s := func(k string) string { v, _ := m.Values[k].(string); return v }
 	n := func(k string) int64 { v, _ := strconv.ParseInt(s(k), 10, 64); return v }
 	e := Entry{ID: m.ID, TxID: s("tx"), Kind: s("kind"), Delta: n("delta"), HeldDelta: n("hdelta"),
-		Posted: n("posted"), Held: n("held"), Peer: s("peer"), Memo: s("memo")}
+		Posted: n("posted"), Held: n("held"), Peer: s("peer"), Memo: s("memo"), Currency: s("cur")}
 	if i := indexByte(m.ID, '-'); i > 0 {
 		ms, _ := strconv.ParseInt(m.ID[:i], 10, 64)
 		e.Time = time.UnixMilli(ms)
@@ -102,7 +103,9 @@ func indexByte(s string, b byte) int {
 // the checkpoint's entry ID and how many entries were trimmed. Read (and
 // keep elsewhere) what you need with Entries before checkpointing: trimmed
 // entries are gone. Safe to call at any time and to repeat. Errors:
-// ErrInvalid, ErrAccountNotFound, a *MismatchError (nothing written).
+// ErrInvalid, ErrAccountNotFound, a *MismatchError (nothing written),
+// ErrReplicaAck with the ID (WithReplicaAck: too few replicas have the
+// checkpoint, which was written).
 func (l *Ledger) Checkpoint(ctx context.Context, account string) (id string, trimmed int64, err error) {
 	ctx, op := l.tel.start(ctx, "checkpoint")
 	defer func() { op.end(err, false) }()
@@ -115,10 +118,11 @@ func (l *Ledger) Checkpoint(ctx context.Context, account string) (id string, tri
 		if err != nil {
 			return "", 0, fmt.Errorf("checkpoint %s: %w", account, err)
 		}
-		v, err := l.run(ctx, checkpointScript, []string{l.accountKey(g, account), l.journalKey(g, account)}, last)
-		if err != nil {
+		v, err := l.write(ctx, checkpointScript, []string{l.accountKey(g, account), l.journalKey(g, account)}, last)
+		if v == nil {
 			return "", 0, fmt.Errorf("checkpoint %s: %w", account, err)
 		}
+		ackErr := err // WithReplicaAck: a checkpoint written all the same
 		r := strs(v)
 		switch status(r, 0) {
 		case "not_found":
@@ -130,6 +134,9 @@ func (l *Ledger) Checkpoint(ctx context.Context, account string) (id string, tri
 			return "", 0, fmt.Errorf("checkpoint %s: unexpected reply %q", account, r)
 		}
 		trimmed, _ = strconv.ParseInt(r[1], 10, 64)
+		if ackErr != nil {
+			return r[0], trimmed, fmt.Errorf("checkpoint %s: %w", account, ackErr)
+		}
 		return r[0], trimmed, nil
 	}
 	return "", 0, fmt.Errorf("checkpoint %s: the account changed during each of %d verifications; nothing written, call again",
@@ -159,7 +166,10 @@ const verifyRounds = 5
 // transfers across groups in flight from the account (read in the same
 // step). A disagreement is a *MismatchError (errors.Is ErrMismatch).
 // Verify reads the journal in pages while postings continue; it stops at
-// the entry that was newest when it began. Its first step reads every
+// the entry that was newest when it began. Each page is read together with
+// the account's last checkpoint: when a Checkpoint (which trims) came in
+// between, Verify starts over from it (at most 5 times, then an error that
+// says to call again), so it never reports what a checkpoint changed. Its first step reads every
 // hold record of the account in one script, which an account with very
 // many holds in its window makes long.
 func (l *Ledger) Verify(ctx context.Context, account string) (err error) {
@@ -255,14 +265,14 @@ func (l *Ledger) verifyOnce(ctx context.Context, account string) (string, error)
 	var count, base int64 = 0, 1 // entries read; the count of the first
 	first, seenLast := true, false
 	for !seenLast {
-		var msgs []redis.XMessage
-		err := retry.Read(ctx, l.cfg.policy, func(ctx context.Context, _ int) error {
-			var err error
-			msgs, err = l.rdb.XRangeN(ctx, jk, start, last, MaxPage).Result()
-			return err
-		})
+		// Each page comes with the account's checkpoint: while it is ck, no
+		// entry from ck on was trimmed, so what the page lacks is drift.
+		msgs, now, err := stream.Range(ctx, l.rdb, l.cfg.policy, jk, start, last, MaxPage, ak, "ck")
 		if err != nil {
 			return "", err
+		}
+		if now != ck {
+			return "", errRestart
 		}
 		if len(msgs) == 0 {
 			break
@@ -270,8 +280,7 @@ func (l *Ledger) verifyOnce(ctx context.Context, account string) (string, error)
 		for _, m := range msgs {
 			e := decodeEntry(m)
 			mismatch := func(field string, want, got int64) error {
-				return l.mismatchOrRestart(ctx, ak, ck, &MismatchError{Account: account, EntryID: e.ID,
-					Field: field, Want: want, Got: got})
+				return &MismatchError{Account: account, EntryID: e.ID, Field: field, Want: want, Got: got}
 			}
 			switch {
 			case first && fromCheckpoint:
@@ -307,7 +316,7 @@ func (l *Ledger) verifyOnce(ctx context.Context, account string) (string, error)
 		start = "(" + msgs[len(msgs)-1].ID
 	}
 	if !seenLast {
-		return "", l.mismatchOrRestart(ctx, ak, ck, &MismatchError{Account: account, Field: "last entry"})
+		return "", &MismatchError{Account: account, Field: "last entry"}
 	}
 	if p != posted {
 		return "", &MismatchError{Account: account, Field: "posted", Want: p, Got: posted}
@@ -325,8 +334,7 @@ func (l *Ledger) verifyOnce(ctx context.Context, account string) (string, error)
 		}
 	}
 	if want := added - base + 1; countable && count != want {
-		return "", l.mismatchOrRestart(ctx, ak, ck, &MismatchError{Account: account, Field: "entries",
-			Want: want, Got: count})
+		return "", &MismatchError{Account: account, Field: "entries", Want: want, Got: count}
 	}
 	return last, nil
 }
@@ -363,16 +371,6 @@ func checkpointTotals(m redis.XMessage) totals {
 
 // errRestart makes Verify start over: a checkpoint moved under it.
 var errRestart = errors.New("wallet: verify: checkpoint moved")
-
-// mismatchOrRestart returns errRestart when the account's checkpoint
-// moved since ck was read, and the mismatch otherwise.
-func (l *Ledger) mismatchOrRestart(ctx context.Context, accountKey, ck string, m *MismatchError) error {
-	now, err := l.rdb.HGet(ctx, accountKey, "ck").Result()
-	if err == nil && now != ck {
-		return errRestart
-	}
-	return m
-}
 
 type accountInts struct {
 	n        []int64

@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 	}
 	shared = s
 	wallet.DisableDefaultRecovery()
-	goleak.VerifyTestMain(runAndClose{m})
+	goleak.VerifyTestMain(runAndClose{m}, goleak.IgnoreAnyFunction(redistest.DialProber))
 }
 
 var prefixSeq atomic.Int64

@@ -588,9 +588,6 @@ func runModel(t *testing.T, steps int) {
 		// same ID; the model applies it once.
 		lost := func(what string, call func(*wallet.Ledger) (wallet.Result, error), to bool, want func() mOutcome) {
 			if rapid.IntRange(0, 14).Draw(rt, "lose reply") == 0 {
-				// A connection that works, so the command is sent (a new
-				// connection's handshake would lose its reply instead).
-				require.NoError(rt, r.lossyRDB.Ping(ctx).Err())
 				r.px.DropReplies(true)
 				_, err := call(r.lossy)
 				r.px.DropReplies(false)
@@ -642,7 +639,6 @@ func runModel(t *testing.T, steps int) {
 				// Across groups: the first step's reply lost, then the call
 				// repeated; or cut after a step (1..4) or run whole (5).
 				if !m.destFull(tr) && rapid.IntRange(0, 7).Draw(rt, "lose begin reply") == 0 {
-					require.NoError(rt, r.lossyRDB.Ping(ctx).Err())
 					dropBegin.Store(true)
 					_, err := r.lossy.Transfer(ctx, tr)
 					dropBegin.Store(false)

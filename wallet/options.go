@@ -96,18 +96,23 @@ func WithRetry(attempts int, minBackoff, maxBackoff time.Duration) Option {
 
 // WithClusterBudget sets how long, from a call's first attempt, a write is
 // sent again past WithRetry's attempts while a Redis Cluster client meets
-// replies that say the key's slot is moving (MOVED, ASK, TRYAGAIN,
-// CLUSTERDOWN: the command did not run where it was sent), never past the
-// call's context (default 5s, allowed up to 1m; 0 turns it off).
+// errors that say its slot map is out of date: replies that say the key's
+// slot is moving (MOVED, ASK, TRYAGAIN, CLUSTERDOWN: the command did not
+// run where it was sent), or a node the map names that is gone (a refused
+// dial, EOF, a reset, an i/o timeout: a master killed, not yet replaced in
+// the map). Each attempt runs on a map reloaded after the error. Never past
+// the call's context (default 5s, allowed up to 1m; 0 turns it off).
 func WithClusterBudget(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.policy.SetClusterBudget(d) })
 }
 
 // WithReplicaAck makes every posting (Credit, Debit, Transfer, Hold,
-// Capture, Void) wait until n replicas have it, up to
-// timeout (default: no waiting). WAIT is sent in the same pipeline as the
-// script, on the connection to the primary that owns the account's slot,
-// so it covers exactly that write. The timeout must be shorter than the
+// Capture, Void), and Open, CloseAccount, Checkpoint and Recover, wait
+// until n replicas have it, up to timeout (default: no waiting); the
+// package documentation names the two writes that do not wait, and why.
+// WAIT is sent in the same pipeline as the script, on the connection to
+// the primary that owns the account's slot, so it covers exactly that
+// write. The timeout must be shorter than the
 // client's ReadTimeout. When fewer replicas acknowledge in time, the call
 // returns its Result together with an error wrapping ErrReplicaAck: the
 // transaction WAS applied on the primary, but a failover before the

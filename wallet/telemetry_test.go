@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/redkit-go/redkit/otelx"
 	"github.com/redkit-go/redkit/otelx/otelxtest"
@@ -19,7 +20,7 @@ import (
 func TestLedger_telemetry(t *testing.T) {
 	ctx := t.Context()
 	rec := otelxtest.New(t)
-	led, px, _, _ := proxied(t, 100*time.Millisecond, wallet.WithTracerProvider(rec.TracerProvider),
+	led, px, direct, prefix := proxied(t, 100*time.Millisecond, wallet.WithTracerProvider(rec.TracerProvider),
 		wallet.WithMeterProvider(rec.MeterProvider), wallet.WithLabel("payouts"))
 	defer led.Close()
 
@@ -28,6 +29,8 @@ func TestLedger_telemetry(t *testing.T) {
 	_, err := led.Debit(ctx, wallet.Tx{ID: "secret-tx3", Account: "secret-account", Amount: 1})
 	require.ErrorIs(t, err, wallet.ErrUnknownOutcome)
 	px.DropReplies(false)
+	require.EqualValues(t, 1, direct.Exists(ctx, prefix+":wallet:v2:{secret-account}:tx:secret-tx3").Val(),
+		"the debit whose reply was lost ran")
 
 	type seen struct {
 		name, outcome string
@@ -50,7 +53,7 @@ func TestLedger_telemetry(t *testing.T) {
 		{"wallet.credit", "ok", false, codes.Unset},
 		{"wallet.credit", "replayed", true, codes.Unset},
 		{"wallet.debit", "insufficient_funds", false, codes.Unset},
-		{"wallet.debit", "unknown", false, codes.Error},
+		{"wallet.debit", "unknown_outcome", false, codes.Error},
 	}, got)
 
 	var rm metricdata.ResourceMetrics
@@ -75,7 +78,7 @@ func TestLedger_telemetry(t *testing.T) {
 		"redkit.wallet.operations credit ok":                1,
 		"redkit.wallet.operations credit replayed":          1,
 		"redkit.wallet.operations debit insufficient_funds": 1,
-		"redkit.wallet.operations debit unknown":            1,
+		"redkit.wallet.operations debit unknown_outcome":    1,
 		"redkit.wallet.unknown_outcomes  ":                  1,
 	}, counts)
 }
@@ -168,4 +171,67 @@ func TestSpanTree_TransferAcrossGroups(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, misses, 2, "both groups' scripts were new to the server\n%s", tree)
+}
+
+// The Ledger's background work is made of root spans, each linked to the
+// call that caused it: a sweep of the hold reclaimer (wallet.reclaim) to
+// the Hold whose expiry it waits for, and a Recover of the WithRecovery
+// worker (wallet.recover) to the transfer across groups this Ledger left
+// in flight. Neither had a link before.
+func TestSpanTree_backgroundWorkLinksToItsCause(t *testing.T) {
+	rec := otelxtest.New(t)
+	led, px, _, _ := proxied(t, 100*time.Millisecond, wallet.WithTracerProvider(rec.TracerProvider),
+		wallet.WithMeterProvider(rec.MeterProvider), wallet.WithRecovery(time.Second))
+	defer led.Close()
+	openFunded(t, led, map[string]int64{"a/src": 100, "b/dst": 0, "a/holder": 50})
+	tracer := rec.TracerProvider.Tracer("caller")
+
+	ctx, hold := tracer.Start(t.Context(), "hold request")
+	_, err := led.Hold(ctx, wallet.HoldReq{ID: "h-1", Account: "a/holder", Amount: 5, TTL: time.Second})
+	require.NoError(t, err)
+	hold.End()
+
+	// A first transfer loads the scripts; the second loses every reply
+	// after the one to its read of the destination: its first step may
+	// have run, so it is left in flight.
+	_, err = led.Transfer(t.Context(), wallet.Transfer{ID: "x-0", From: "a/src", To: "b/dst", Amount: 1})
+	require.NoError(t, err)
+	ctx, transfer := tracer.Start(t.Context(), "transfer request")
+	px.DropRepliesAfter(1)
+	_, err = led.Transfer(ctx, wallet.Transfer{ID: "x-1", From: "a/src", To: "b/dst", Amount: 10})
+	px.DropReplies(false)
+	require.ErrorIs(t, err, wallet.ErrUnknownOutcome)
+	transfer.End()
+
+	linkedTo := func(name, parent string) bool {
+		ended := rec.Spans.Ended()
+		want := map[trace.SpanID]bool{}
+		for _, s := range ended {
+			for _, p := range ended {
+				if p.Name() == parent && s.Parent().SpanID() == p.SpanContext().SpanID() {
+					want[s.SpanContext().SpanID()] = true // the wallet.* span of that request
+				}
+			}
+		}
+		for _, s := range ended {
+			if s.Name() != name {
+				continue
+			}
+			for _, l := range s.Links() {
+				if want[l.SpanContext.SpanID()] && !s.Parent().IsValid() {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	waitFor(t, func() bool {
+		return linkedTo("wallet.reclaim", "hold request") && linkedTo("wallet.recover", "transfer request")
+	})
+	require.NoError(t, led.Close())
+	for _, s := range rec.Spans.Ended() {
+		if s.Name() == "wallet.reclaim" || s.Name() == "wallet.recover" {
+			require.False(t, s.Parent().IsValid(), "%s is background work, a root:\n%s", s.Name(), rec.Trees())
+		}
+	}
 }

@@ -78,6 +78,11 @@ func (l *Ledger) Close() error {
 	return nil
 }
 
+// IdempotencyWindow returns how long this Ledger's scripts keep a
+// transaction's marker (WithIdempotencyWindow): a call with the same ID
+// within it is answered from the marker; after it, it is a new transaction.
+func (l *Ledger) IdempotencyWindow() time.Duration { return l.cfg.window }
+
 // Tx is a credit or a debit of one account.
 type Tx struct {
 	// ID identifies the transaction (1–128 bytes of A-Z a-z 0-9 . _ - :
@@ -167,7 +172,9 @@ func (l *Ledger) accountKeys(account string) []string {
 // Open creates an account, or does nothing when it exists with the same
 // settings. WithCurrency is required. Errors: ErrInvalid, a *ConflictError
 // (field "currency" or "overdraft") when the account exists with other
-// settings, ErrAccountClosed when it was closed (accounts are never reopened).
+// settings, ErrAccountClosed when it was closed (accounts are never reopened),
+// ErrReplicaAck (WithReplicaAck: too few replicas have the account, which
+// exists on the primary).
 func (l *Ledger) Open(ctx context.Context, account string, opts ...AccountOption) (err error) {
 	ctx, op := l.tel.start(ctx, "open")
 	defer func() { op.end(err, false) }()
@@ -181,18 +188,22 @@ func (l *Ledger) Open(ctx context.Context, account string, opts ...AccountOption
 		overdraft(ac.overdraft)); err != nil {
 		return err
 	}
-	v, err := l.run(ctx, openScript, l.accountKeys(account), ac.currency, strconv.FormatInt(ac.overdraft, 10))
-	if err != nil {
+	v, err := l.write(ctx, openScript, l.accountKeys(account), ac.currency, strconv.FormatInt(ac.overdraft, 10))
+	if v == nil {
 		return fmt.Errorf("open %s: %w", account, err)
 	}
+	ackErr := err // WithReplicaAck: the account exists on the primary all the same
 	r := strs(v)
 	switch status(r, 0) {
 	case "ok", "exists":
+		if ackErr != nil {
+			return fmt.Errorf("open %s: %w", account, ackErr)
+		}
 		return nil
 	case "closed":
-		return fmt.Errorf("open %s: %w", account, ErrAccountClosed)
+		return withAck(fmt.Errorf("open %s: %w", account, ErrAccountClosed), ackErr)
 	case "conflict":
-		return &ConflictError{ID: account, Field: status(r, 1)}
+		return withAck(&ConflictError{ID: account, Field: status(r, 1)}, ackErr)
 	}
 	return fmt.Errorf("open %s: unexpected reply %q", account, r)
 }
@@ -297,6 +308,7 @@ func (l *Ledger) Transfer(ctx context.Context, t Transfer, opts ...CallOption) (
 	res.TxID = t.ID
 	call, err := l.transferCall(t, opts)
 	if errors.Is(err, ErrCrossGroup) {
+		op.acrossGroups = true
 		return l.crossTransfer(ctx, t, opts, allSteps)
 	}
 	if err != nil {
@@ -410,7 +422,8 @@ func decodeBalance(f []string) Balance {
 
 // Balance returns an account's current balance, or ErrAccountNotFound.
 // Holds whose expiry has passed on the server's clock are released first,
-// so Held never counts an expired hold.
+// so Held never counts an expired hold; that release does not wait for
+// replicas (WithReplicaAck), see the package documentation.
 func (l *Ledger) Balance(ctx context.Context, account string) (_ Balance, err error) {
 	ctx, op := l.tel.start(ctx, "balance")
 	defer func() { op.end(err, false) }()
@@ -437,40 +450,65 @@ const sweepLimit = 1000
 
 // sweep releases an account's expired holds and forgets decided ones past
 // the window (at most limit), and returns the balance and how long until
-// the next index entry is due (-1: none).
+// the next index entry is due (-1: none). It does not wait for replicas:
+// Balance reads through it, and a posting after it waits for it too.
 func (l *Ledger) sweep(ctx context.Context, account string, limit int) (Balance, time.Duration, error) {
-	return l.sweepThen(ctx, account, limit, true)
+	bal, next, _, err := l.sweepThen(ctx, account, limit, true)
+	return bal, next, err
 }
 
-// sweepThen is sweep; with recover set, transfers across groups the
-// account's reply says may be left in flight are finished (recoverStale),
-// and the account swept and read again.
-func (l *Ledger) sweepThen(ctx context.Context, account string, limit int, recover bool) (Balance, time.Duration, error) {
+// sweepAcked is sweep for the background work (the hold reclaimer,
+// Recover): when it released or forgot a hold, it waits for the replicas
+// as WithReplicaAck says, and a shortfall is an error wrapping
+// ErrReplicaAck (the sweep happened).
+func (l *Ledger) sweepAcked(ctx context.Context, account string, limit int) (time.Duration, error) {
+	_, next, handled, err := l.sweepThen(ctx, account, limit, true)
+	if err != nil || handled == 0 {
+		return next, err
+	}
+	if _, err := script.Acked(ctx, l.rdb, l.cfg.ack, l.accountKey(keys.Group(account), account)); err != nil {
+		if !errors.Is(err, ErrReplicaAck) {
+			err = fmt.Errorf("%w: %w", ErrReplicaAck, err)
+		}
+		return next, err
+	}
+	return next, nil
+}
+
+// sweepThen is sweep, also returning how many hold index entries it
+// handled; with recover set, transfers across groups the account's reply
+// says may be left in flight are finished (recoverStale), and the account
+// swept and read again.
+func (l *Ledger) sweepThen(ctx context.Context, account string, limit int, recover bool) (Balance, time.Duration, int64, error) {
 	v, err := l.run(ctx, sweepScript, l.accountKeys(account), l.cfg.window.Milliseconds(), limit)
 	if err != nil {
-		return Balance{}, 0, err
+		return Balance{}, 0, 0, err
 	}
 	v, stale := flagged(v)
 	r := strs(v)
 	if status(r, 0) == "not_found" {
-		return Balance{}, 0, ErrAccountNotFound
+		return Balance{}, 0, 0, ErrAccountNotFound
 	}
+	if len(r) != 8 {
+		return Balance{}, 0, 0, fmt.Errorf("unexpected reply %q", r)
+	}
+	handled, _ := strconv.ParseInt(r[6], 10, 64)
 	if stale && recover {
 		// Finished transfers change the balance: read it again after.
 		l.recoverStale(ctx, account)
-		return l.sweepThen(ctx, account, limit, false)
-	}
-	if len(r) != 8 {
-		return Balance{}, 0, fmt.Errorf("unexpected reply %q", r)
+		bal, next, more, err := l.sweepThen(ctx, account, limit, false)
+		return bal, next, handled + more, err
 	}
 	next, _ := strconv.ParseInt(r[7], 10, 64)
-	return decodeBalance(r[1:6]), time.Duration(next) * time.Millisecond, nil
+	return decodeBalance(r[1:6]), time.Duration(next) * time.Millisecond, handled, nil
 }
 
 // CloseAccount closes an account to new postings: every later Credit,
 // Debit or Transfer touching it is refused with ErrAccountClosed. Its balance and
 // journal stay readable; it cannot be reopened. Closing a closed account is
-// a no-op. Errors: ErrInvalid, ErrAccountNotFound.
+// a no-op. Errors: ErrInvalid, ErrAccountNotFound, ErrReplicaAck
+// (WithReplicaAck: too few replicas have the close, which happened on the
+// primary).
 func (l *Ledger) CloseAccount(ctx context.Context, account string) (err error) {
 	ctx, op := l.tel.start(ctx, "close_account")
 	defer func() { op.end(err, false) }()
@@ -478,12 +516,15 @@ func (l *Ledger) CloseAccount(ctx context.Context, account string) (err error) {
 		return err
 	}
 	g := keys.Group(account)
-	v, err := l.run(ctx, closeScript, []string{l.accountKey(g, account), l.journalKey(g, account)})
-	if err != nil {
+	v, err := l.write(ctx, closeScript, []string{l.accountKey(g, account), l.journalKey(g, account)})
+	if v == nil {
 		return fmt.Errorf("close account %s: %w", account, err)
 	}
 	switch s, _ := v.(string); s {
 	case "ok", "closed":
+		if err != nil { // WithReplicaAck: closed on the primary all the same
+			return fmt.Errorf("close account %s: %w", account, err)
+		}
 		return nil
 	case "not_found":
 		return fmt.Errorf("close account %s: %w", account, ErrAccountNotFound)

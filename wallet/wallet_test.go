@@ -334,6 +334,15 @@ func TestLedger_Check(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, health.OK, rep.Worst(), "%v", rep.Findings)
 	require.NoError(t, rep.Err(health.Warning))
+
+	// appendfsync always is not enough: with no-appendfsync-on-rewrite yes
+	// Redis skips the fsync while a rewrite or RDB save runs.
+	skips := redistest.New(t, redistest.Options{AOF: true, AppendFsync: "always",
+		Config: []string{"no-appendfsync-on-rewrite yes"}})
+	rep, err = mustNew(t, skips.Client()).Check(ctx)
+	require.NoError(t, err)
+	require.Equal(t, health.Warning, rep.Worst(), "%v", rep.Findings)
+	require.ErrorContains(t, rep.Err(health.Warning), "no-appendfsync-on-rewrite")
 }
 
 func TestLedger_postings_oneRoundTrip(t *testing.T) {

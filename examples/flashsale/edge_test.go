@@ -117,14 +117,13 @@ func TestRun_serve_scopes(t *testing.T) {
 	}
 	alice.Do("POST", "/skus/phone/orders", "a-2", `{"qty":1}`).Want(t, http.StatusUnprocessableEntity, "buyer_limit")
 	alice.Do("POST", "/skus/phone/reservations", "a-3", `{"qty":1}`).Want(t, http.StatusUnprocessableEntity, "buyer_limit")
-	// Someone else's order ID is not a way in either: it is a conflict.
-	bob.Do("POST", "/skus/phone/orders", "a-1", `{"qty":1}`).Want(t, http.StatusConflict, "conflict")
 	bob.Do("POST", "/skus/phone/orders", "b-1", `{"qty":1}`).Want(t, 200, "")
-	// A reservation is confirmed by its buyer only.
+	// A reservation is confirmed by its buyer only: to anyone else its ID
+	// names no order of theirs.
 	bob.Do("POST", "/skus/phone/orders", "b-2", `{"qty":1}`).Want(t, http.StatusUnprocessableEntity, "buyer_limit")
 	shop.Do("POST", "/skus/phone/orders/b-1/refund", "", `{"buyer":"bob","qty":1}`).Want(t, 200, "")
 	bob.Do("POST", "/skus/phone/reservations", "b-3", `{"qty":1}`).Want(t, 200, "")
-	alice.Do("POST", "/skus/phone/reservations/b-3/confirm", "", `{"qty":1}`).Want(t, http.StatusConflict, "conflict")
+	alice.Do("POST", "/skus/phone/reservations/b-3/confirm", "", `{"qty":1}`).Want(t, http.StatusNotFound, "order_not_found")
 	bob.Do("POST", "/skus/phone/reservations/b-3/confirm", "", `{"qty":1}`).Want(t, 200, "")
 
 	lv := auditor.Get("/skus/phone").Want(t, 200, "").JSON(t)

@@ -112,7 +112,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	if *serve != "" {
-		return a.Serve(ctx, app.Server{Addr: *serve, Handler: newServer(inv, edge), Config: srvCfg,
+		return a.Serve(ctx, app.Server{Addr: *serve, Handler: newServer(inv, edge), Config: srvCfg, Auth: edge.Auth,
 			Ready: app.Readiness(inv.Check, health.Critical)})
 	}
 	if cfg.book, err = book.OpenEnv(ctx, "flashsale_book", a.Log); err != nil {

@@ -379,8 +379,9 @@ func contendForALock(t *testing.T, srv *redistest.Server) (stop func()) {
 }
 
 // With OTEL_METRICS_EXPORTER=prometheus and no host or port of its own,
-// the served flash sale answers GET /metrics on its own server, without a
-// key, and the series carry no SKU, order or buyer.
+// the served flash sale answers GET /metrics on its own server, to a key
+// with metrics:read (the generated admin key has it), and the series carry
+// no SKU, order or buyer.
 func TestRun_serve_sharedMetrics(t *testing.T) {
 	noKeys(t)
 	t.Setenv(redisconn.Env, "")
@@ -393,7 +394,8 @@ func TestRun_serve_sharedMetrics(t *testing.T) {
 	admin.Do("POST", "/skus", "", `{"sku":"secret-sku","stock":3}`).Want(t, http.StatusCreated, "")
 	admin.Do("POST", "/skus/secret-sku/orders", "secret-order", `{"qty":1}`).Want(t, http.StatusOK, "")
 
-	m := exampletest.NewClient(t, svc.URL).Get("/metrics")
+	exampletest.NewClient(t, svc.URL).Get("/metrics").Want(t, http.StatusUnauthorized, "unauthenticated")
+	m := admin.Get("/metrics")
 	if m.Status != http.StatusOK {
 		t.Fatalf("GET /metrics: %d\n%s", m.Status, m.Body)
 	}

@@ -33,12 +33,15 @@ import (
 // Orders and reservations count against the principal's rate limit.
 //
 // An order's ID is its idempotency key: "id" in the body or the
-// Idempotency-Key header. Sending a request again with the same key returns
-// the first answer (success or refusal) with Idempotent-Replayed: true and
-// changes nothing; the same key with another quantity, or from another
-// buyer, is a 409. Confirm, cancel and refund take the order as it was
-// placed (buyer and quantity): the service keeps no state of its own, Redis
-// has it all.
+// Idempotency-Key header, 1-111 bytes (httpx.MaxKeyLen). It belongs to the
+// buyer who sends it: two buyers using the same ID place two orders, and
+// nothing one learns about an ID (taken, refused, held) is about another's
+// order (the store keeps each buyer's IDs apart, httpx.ScopedID). Sending a
+// request again with the same key returns the first answer (success or
+// refusal) with Idempotent-Replayed: true and changes nothing; the same key
+// with another quantity is a 409. Confirm and cancel name the caller's own
+// order, and a refund the order of the buyer it names, as it was placed
+// (quantity): the service keeps no state of its own, Redis has it all.
 //
 // Errors are JSON problems (httpx.Problem): 400 malformed request or name,
 // 401 unauthenticated (no or unknown key), 403 forbidden (the key lacks the
@@ -196,7 +199,7 @@ func (s *server) buy(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.inv.Deduct(r.Context(), o)
+	res, err := s.inv.Deduct(r.Context(), o.Order)
 	return reply(w, o, "sold", res, err)
 }
 
@@ -213,7 +216,7 @@ func (s *server) reserve(w http.ResponseWriter, r *http.Request) error {
 	case req.TTLSeconds != 0:
 		ttl = time.Duration(req.TTLSeconds) * time.Second // the range is checked by Reserve
 	}
-	res, err := s.inv.Reserve(r.Context(), o, ttl)
+	res, err := s.inv.Reserve(r.Context(), o.Order, ttl)
 	return reply(w, o, "held", res, err)
 }
 
@@ -230,11 +233,14 @@ func (s *server) refund(w http.ResponseWriter, r *http.Request) error {
 	if err := httpx.ReadJSON(r, &req); err != nil {
 		return err
 	}
+	if err := httpx.CheckName("buyer", req.Buyer); err != nil {
+		return err
+	}
 	o, err := heldOrder(r, req.Buyer, req.Qty)
 	if err != nil {
 		return err
 	}
-	res, err := s.inv.Refund(r.Context(), o)
+	res, err := s.inv.Refund(r.Context(), o.Order)
 	return reply(w, o, "refunded", res, err)
 }
 
@@ -250,45 +256,62 @@ func settle(w http.ResponseWriter, r *http.Request, status string,
 	if err != nil {
 		return err
 	}
-	res, err := op(r.Context(), o)
+	res, err := op(r.Context(), o.Order)
 	return reply(w, o, status, res, err)
+}
+
+// order is an order as the store knows it (its ID scoped by its buyer,
+// httpx.ScopedID) with the ID its buyer gave.
+type order struct {
+	stock.Order
+	key string
+}
+
+// newOrder is the order key of buyer for qty units of the request's SKU.
+func newOrder(r *http.Request, buyer, key string, qty int64) (order, error) {
+	id, err := httpx.ScopedID(buyer, key)
+	if err != nil {
+		return order{}, err
+	}
+	return order{Order: stock.Order{ID: id, Buyer: buyer, Items: []stock.Item{{SKU: r.PathValue("sku"), Qty: qty}}}, key: key}, nil
 }
 
 // readOrder reads a new order of the caller into req (an *orderRequest or a
 // type that embeds one) and takes its ID from the body or the
 // Idempotency-Key header.
-func readOrder(r *http.Request, req interface{ order() *orderRequest }) (stock.Order, error) {
+func readOrder(r *http.Request, req interface{ order() *orderRequest }) (order, error) {
 	body := req.order()
-	id, err := httpx.ReadOperation(r, req, &body.ID)
+	key, err := httpx.ReadOperation(r, req, &body.ID)
 	if err != nil {
-		return stock.Order{}, err
+		return order{}, err
 	}
-	return stock.Order{ID: id, Buyer: httpx.Principal(r).ID, Items: []stock.Item{{SKU: r.PathValue("sku"), Qty: body.Qty}}}, nil
+	return newOrder(r, httpx.Principal(r).ID, key, body.Qty)
 }
 
 func (o *orderRequest) order() *orderRequest { return o }
 
 // heldOrder is the order named in the path, placed by buyer; an
 // Idempotency-Key, if sent, must be the same ID.
-func heldOrder(r *http.Request, buyer string, qty int64) (stock.Order, error) {
-	id, err := httpx.OperationID(r, r.PathValue("id"))
+func heldOrder(r *http.Request, buyer string, qty int64) (order, error) {
+	key, err := httpx.OperationID(r, r.PathValue("id"))
 	if err != nil {
-		return stock.Order{}, err
+		return order{}, err
 	}
-	return stock.Order{ID: id, Buyer: buyer, Items: []stock.Item{{SKU: r.PathValue("sku"), Qty: qty}}}, nil
+	return newOrder(r, buyer, key, qty)
 }
 
 // reply writes the outcome of an order operation. A replayed decision,
-// success or refusal, carries Idempotent-Replayed: true.
-func reply(w http.ResponseWriter, o stock.Order, status string, res stock.Result, err error) error {
+// success or refusal, carries Idempotent-Replayed: true. An error tells the
+// order's ID as its buyer gave it.
+func reply(w http.ResponseWriter, o order, status string, res stock.Result, err error) error {
 	if res.Replayed {
 		w.Header().Set(httpx.ReplayedHeader, "true")
 	}
 	if err != nil {
-		return err
+		return httpx.Unscope(err, o.ID, o.key)
 	}
 	sku := o.Items[0].SKU
-	body := orderResponse{Order: o.ID, SKU: sku, Buyer: o.Buyer, Qty: o.Items[0].Qty, Status: status}
+	body := orderResponse{Order: o.key, SKU: sku, Buyer: o.Buyer, Qty: o.Items[0].Qty, Status: status}
 	if !res.Deadline.IsZero() && status == "held" {
 		d := res.Deadline.UTC()
 		body.Deadline = &d
@@ -307,9 +330,9 @@ func statusError(err error) error {
 	var conflict *stock.ConflictError
 	switch {
 	case errors.As(err, &conflict) && conflict.Field == "state":
-		return httpx.Errorf(http.StatusConflict, "conflict", "%s: not possible for an order that is %s", conflict.ID, conflict.State)
+		return httpx.Errorf(http.StatusConflict, "conflict", "not possible for an order that is %s", conflict.State)
 	case errors.As(err, &conflict):
-		return httpx.Errorf(http.StatusConflict, "conflict", "%s: %s differs from the first request with this ID", conflict.ID, conflict.Field)
+		return httpx.Errorf(http.StatusConflict, "conflict", "%s differs from the first request with this ID", conflict.Field)
 	case errors.Is(err, stock.ErrUnknownOutcome):
 		return httpx.UnknownOutcome(err)
 	}

@@ -103,7 +103,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return a.Serve(ctx, app.Server{Addr: *addr, Handler: newServer(g, edge), Config: srvCfg,
+	return a.Serve(ctx, app.Server{Addr: *addr, Handler: newServer(g, edge), Config: srvCfg, Auth: edge.Auth,
 		Ready: app.Readiness(probe.Check, health.Critical)})
 }
 
@@ -139,7 +139,7 @@ func runDemo(ctx context.Context, g *generators, out io.Writer) error {
 			return err
 		}
 	}
-	st, _ := g.status(ctx)
+	st, _ := g.status(ctx, nil)
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return err

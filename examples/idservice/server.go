@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -33,7 +34,10 @@ import (
 // written as is in the path. A Segment and a Sequence of one name draw from
 // one counter: their values never collide. Each name gets its generator on
 // first use; at most -max-names of them, after which new names are refused
-// (422 name_limit).
+// (422 name_limit). Each name's Segment reports its runway as a series of
+// its own (redkit.idgen.runway with redkit.idgen.segment = the name; the
+// names are bounded by -max-names), and the dashboard's ID runway panel
+// (grafana/redkit.json) shows the lowest of them all.
 //
 // Guarantees, from idgen: Snowflake IDs are unique across every instance
 // sharing the -service name and increasing within one instance; segment
@@ -109,9 +113,13 @@ func (g *generators) Close() error {
 // errNameLimit refuses a new name once MaxNames are served.
 var errNameLimit = errors.New("idservice: too many names")
 
+// segment returns the Segment of name. Its runway is a series of its own
+// in redkit.idgen.runway, labelled with the name: a name is a counter's,
+// not an ID, and at most MaxNames of them exist, so the label stays
+// bounded and a dashboard sees which name is running dry.
 func (g *generators) segment(name string) (*idgen.Segment, error) {
 	return lookup(g, g.segments, name, func() (*idgen.Segment, error) {
-		return idgen.NewSegment(g.rdb, name, g.cfg.Options...)
+		return idgen.NewSegment(g.rdb, name, append(slices.Clip(g.cfg.Options), idgen.WithSegmentLabel(name))...)
 	})
 }
 
@@ -206,23 +214,35 @@ type snowflakeStatus struct {
 	LastIDTime *time.Time `json:"last_id_time,omitempty"`
 }
 
+// publicError is what a client is told about err: its problem code and
+// text.
+func publicError(ctx context.Context, err error) string {
+	p := httpx.ProblemOf(httpx.Resolve(ctx, err, statusError))
+	return p.Code + ": " + p.Error
+}
+
 type segmentStatus struct {
 	Name   string `json:"name"`
 	Runway int64  `json:"runway"` // values it can hand out without Redis
 }
 
 // status reports the generators; ok is false when no Snowflake ID can be
-// issued.
-func (g *generators) status(ctx context.Context) (st statusBody, ok bool) {
+// issued. An error is told as its problem code and public text (what an
+// error response would say), never as the text of its cause, which may
+// name Redis's address; log, when not nil, gets the causes.
+func (g *generators) status(ctx context.Context, log *slog.Logger) (st statusBody, ok bool) {
 	_, err := g.nextSnowflake(ctx)
 	lease := g.sf.Lease()
 	st.Snowflake = snowflakeStatus{Service: lease.Service, Node: lease.Node, LeaseTTL: lease.TTL.String(),
 		LeaseUntil: utc(lease.Until), LeaseRenewed: utc(lease.Renewed), HighWater: utc(lease.HighWater), Healthy: err == nil}
 	if lease.Err != nil {
-		st.Snowflake.LeaseError = lease.Err.Error()
+		st.Snowflake.LeaseError = publicError(ctx, lease.Err)
 	}
 	if err != nil {
-		st.Snowflake.Error = err.Error()
+		st.Snowflake.Error = publicError(ctx, err)
+	}
+	if log != nil && (err != nil || lease.Err != nil) {
+		log.Warn("idservice: status", "err", err, "lease_err", lease.Err)
 	}
 	if last := idgen.ID(g.last.Load()); last > 0 {
 		st.Snowflake.LastID, st.Snowflake.LastIDTime = &last, utc(last.SnowflakeTime())
@@ -252,6 +272,7 @@ var scopes = []string{scopeIDs}
 // newServer returns the service's routes over g. Issuing IDs counts against
 // the caller's rate limit (edge.Limit), off unless -rate-limit is given.
 func newServer(g *generators, edge httpx.Edge) http.Handler {
+	log := edge.Log
 	mux := httpx.NewMux("idservice", edge, statusError)
 	mux.HandleMetered("GET /id/snowflake", scopeIDs, func(w http.ResponseWriter, r *http.Request) error {
 		return issue(w, r, generatorFunc(g.nextSnowflake), maxBatch)
@@ -271,7 +292,7 @@ func newServer(g *generators, edge httpx.Edge) http.Handler {
 		return issue(w, r, seq, maxSequenceBatch)
 	})
 	mux.Handle("GET /status", scopeIDs, func(w http.ResponseWriter, r *http.Request) error {
-		st, ok := g.status(r.Context())
+		st, ok := g.status(r.Context(), log)
 		code := http.StatusOK
 		if !ok {
 			code = http.StatusServiceUnavailable
@@ -314,14 +335,17 @@ func issue(w http.ResponseWriter, r *http.Request, gen idgen.Generator, most int
 func statusError(err error) error { return httpx.StatusOf(err, errorStatuses) }
 
 // errorStatuses are the statuses of idgen's errors and of the name limit.
+// A 503 tells its own text: its cause may name Redis's address.
 var errorStatuses = []httpx.ErrorStatus{
 	{Err: idgen.ErrInvalid, Status: http.StatusBadRequest, Code: "invalid"},
 	{Err: errNameLimit, Status: http.StatusUnprocessableEntity, Code: "name_limit"},
 	{Err: idgen.ErrExhausted, Status: http.StatusUnprocessableEntity, Code: "exhausted"},
-	{Err: idgen.ErrUnavailable, Status: http.StatusServiceUnavailable, Code: "unavailable"},
-	{Err: idgen.ErrLeaseLost, Status: http.StatusServiceUnavailable, Code: "lease_lost"},
-	{Err: idgen.ErrClockBehind, Status: http.StatusServiceUnavailable, Code: "clock_behind"},
-	{Err: idgen.ErrClosed, Status: http.StatusServiceUnavailable, Code: "closed"},
+	{Err: idgen.ErrUnavailable, Status: http.StatusServiceUnavailable, Code: "unavailable", Message: httpx.UnavailableMessage},
+	{Err: idgen.ErrLeaseLost, Status: http.StatusServiceUnavailable, Code: "lease_lost",
+		Message: "no Snowflake IDs for now: the node lease could not be renewed in time; it recovers by itself, try again after Retry-After"},
+	{Err: idgen.ErrClockBehind, Status: http.StatusServiceUnavailable, Code: "clock_behind",
+		Message: "no Snowflake IDs for now: the clock is behind the node's last ID; try again after Retry-After"},
+	{Err: idgen.ErrClosed, Status: http.StatusServiceUnavailable, Code: "closed", Message: "the service is shutting down"},
 }
 
 // utc returns t in UTC for a JSON body, or nil when it is zero.

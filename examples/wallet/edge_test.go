@@ -21,8 +21,9 @@ func TestRun_serve_scopes(t *testing.T) {
 	for _, who := range []*exampletest.Client{checkout, support} {
 		who.Do("POST", "/accounts", "", `{"id":"shop-7/alice","currency":"EUR"}`).Want(t, http.StatusForbidden, "forbidden")
 	}
-	treasury.Do("POST", "/accounts", "", `{"id":"shop-7/alice","currency":"EUR"}`).Want(t, http.StatusCreated, "")
+	treasury.Do("POST", "/accounts", "", `{"id":"shop-7/alice","currency":"EUR","owner":"checkout"}`).Want(t, http.StatusCreated, "")
 	treasury.Do("POST", "/accounts", "", `{"id":"shop-7/bob","currency":"EUR"}`).Want(t, http.StatusCreated, "")
+	treasury.Do("POST", acct(alice)+"/grants", "", `{"principal":"support"}`).Want(t, http.StatusOK, "")
 
 	// Anyone who reaches the port used to be able to create money.
 	credit := acct(alice) + "/credits"
@@ -56,7 +57,8 @@ func TestRun_serve_rateLimit(t *testing.T) {
 	svc := exampletest.Serve(t, run, "-serve", "127.0.0.1:0", "-rate-limit", "1/h")
 	c := exampletest.NewClient(t, svc.URL)
 	treasury, checkout := c.As(keys["treasury"]), c.As(keys["checkout"])
-	treasury.Do("POST", "/accounts", "", `{"id":"shop-7/alice","currency":"EUR"}`).Want(t, http.StatusCreated, "")
+	treasury.Do("POST", "/accounts", "", `{"id":"shop-7/alice","currency":"EUR","owner":"checkout"}`).Want(t, http.StatusCreated, "")
+	treasury.Do("POST", acct(alice)+"/grants", "", `{"principal":"refunds"}`).Want(t, http.StatusOK, "")
 	treasury.Do("POST", acct(alice)+"/credits", "c-1", `{"amount":1000}`).Want(t, http.StatusCreated, "")
 	treasury.Do("POST", acct(alice)+"/credits", "c-2", `{"amount":1000}`).Want(t, http.StatusCreated, "") // not metered
 	checkout.Do("POST", acct(alice)+"/debits", "d-1", `{"amount":100}`).Want(t, http.StatusCreated, "")
@@ -82,13 +84,16 @@ func TestRun_serve_unknownOutcome(t *testing.T) {
 	svc, px := exampletest.ServeBehindProxy(t, run, "-serve", "127.0.0.1:0", "-rate-limit", "0")
 	c := exampletest.NewClient(t, svc.URL)
 	treasury, checkout := c.As(keys["treasury"]), c.As(keys["checkout"])
-	treasury.Do("POST", "/accounts", "", `{"id":"shop-7/alice","currency":"EUR"}`).Want(t, http.StatusCreated, "")
+	treasury.Do("POST", "/accounts", "", `{"id":"shop-7/alice","currency":"EUR","owner":"checkout"}`).Want(t, http.StatusCreated, "")
 	treasury.Do("POST", acct(alice)+"/credits", "c-1", `{"amount":999}`).Want(t, http.StatusCreated, "")
 	checkout.Do("POST", acct(alice)+"/debits", "d-0", `{"amount":1}`).Want(t, http.StatusCreated, "") // loads the script
 
 	again := exampletest.LoseReply(t, px, func() exampletest.Reply {
 		return checkout.Do("POST", acct(alice)+"/debits", "d-1", `{"amount":300}`)
 	}).Want(t, http.StatusCreated, "")
+	if !again.Replayed() {
+		t.Fatal("the debit ran before its reply was lost, but the repeat is not marked replayed")
+	}
 	if b := exampletest.Decode[txResponse](t, again).Balance; b.Posted != 698 {
 		t.Fatalf("posted %d after the repeat, want 999-1-300 = 698 (the debit applied once)", b.Posted)
 	}

@@ -30,8 +30,10 @@
 //
 // To serve on another address, give keys: -new-key checkout:payments,read
 // prints a key and the hashed line that stores it; put such lines in a file
-// (-keys FILE, $API_KEYS_FILE) or in $API_KEYS. The README's "Before you
-// expose a template" lists the scopes, limits and flags.
+// (-keys FILE, $API_KEYS_FILE) or in $API_KEYS. Such a key moves money only
+// out of accounts opened for its principal ({"owner":"checkout"}) or that an
+// admin granted it. The README's "Before you expose a template" lists the
+// scopes, limits and flags.
 //
 // REDIS_URL names a server ("redis://", "rediss://", "unix://" or host:port;
 // a Cluster node is recognised) or, as a comma list, a Cluster's nodes; with
@@ -110,7 +112,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if !a.Redis.Embedded {
 			app.WarnRiskySettings(ctx, a, led.Check, health.Warning)
 		}
-		return a.Serve(ctx, app.Server{Addr: *serve, Handler: newServer(led, edge), Config: srvCfg,
+		return a.Serve(ctx, app.Server{Addr: *serve, Handler: newServer(led, a.Redis.Client, edge), Config: srvCfg, Auth: edge.Auth,
 			Ready: app.Readiness(led.Check, health.Critical)})
 	}
 	if cfg.book, err = book.OpenEnv(ctx, "wallet_book", a.Log); err != nil {

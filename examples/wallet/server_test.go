@@ -40,7 +40,7 @@ func startAPI(t *testing.T, rdb redis.UniversalClient) (*exampletest.Client, *wa
 	}
 	t.Cleanup(func() { _ = led.Close() })
 	authn, keys := exampletest.Keys(t, "admin:"+strings.Join(scopes, ","))
-	c := exampletest.NewServer(t, newServer(led, httpx.Edge{Auth: authn, Log: slog.New(slog.DiscardHandler)}))
+	c := exampletest.NewServer(t, newServer(led, rdb, httpx.Edge{Auth: authn, Log: slog.New(slog.DiscardHandler)}))
 	return c.As(keys["admin"]), led
 }
 
@@ -48,7 +48,7 @@ func TestAPI_accounts(t *testing.T) {
 	exampletest.Backends(t, func(t *testing.T, rdb redis.UniversalClient, _ string) {
 		c, _ := startAPI(t, rdb)
 		r := c.Do("POST", "/accounts", "", `{"id":"shop-7/alice","currency":"EUR","overdraft":500}`).Want(t, 201, "")
-		if got := exampletest.Decode[balance](t, r); got != (balance{Account: alice, Currency: "EUR", Overdraft: 500, Available: 0}) {
+		if got := exampletest.Decode[balance](t, r); got != (balance{Account: alice, Currency: "EUR", Overdraft: 500, Available: 0, Owner: "admin"}) {
 			t.Fatalf("opened: %+v", got)
 		}
 		if loc := r.Header.Get("Location"); loc != "/accounts/shop-7%2Falice" {
@@ -293,12 +293,18 @@ func TestAPI_unknownOutcome(t *testing.T) {
 		t.Error("503 without Retry-After")
 	}
 	r = c.Do("POST", acct(alice)+"/credits", "c-1", `{"amount":100}`).Want(t, 201, "")
+	if !r.Replayed() {
+		t.Fatal("the credit ran before its reply was held back, but the repeat is not marked replayed")
+	}
 	if got := exampletest.Decode[txResponse](t, r).Balance.Posted; got != 101 {
 		t.Fatalf("posted %d after the outage, want 101: %s", got, r.Body)
 	}
 	es, _, err := led.Entries(context.Background(), alice, "", 10)
-	if err != nil || len(es) != 3 || es[2].TxID != "c-1" {
+	if err != nil || len(es) != 3 {
 		t.Fatalf("journal %+v, %v: want the opening and two credits", es, err)
+	}
+	if key, _ := httpx.KeyOf("admin", es[2].TxID); key != "c-1" {
+		t.Fatalf("the last credit is %q, want admin's c-1", es[2].TxID)
 	}
 }
 

@@ -28,30 +28,34 @@ func TestClassify_transportErrors(t *testing.T) {
 	readOp := func(err error) error {
 		return &net.OpError{Op: "read", Net: "tcp", Err: &os.SyscallError{Syscall: "read", Err: err}}
 	}
+	// staleMap: the error says the node the slot map names is gone, so a
+	// Cluster client must reload its map before the next attempt.
 	for _, tc := range []struct {
-		name                 string
-		err                  error
-		ambiguous, retryable bool
+		name                           string
+		err                            error
+		ambiguous, retryable, staleMap bool
 	}{
-		{"nil", nil, false, false},
-		{"read timeout", &net.OpError{Op: "read", Net: "tcp", Err: timeoutErr{}}, true, false},
-		{"EOF", io.EOF, true, false},
-		{"wrapped EOF", fmt.Errorf("evalsha: %w", io.EOF), true, false},
-		{"unexpected EOF", io.ErrUnexpectedEOF, true, false},
-		{"conn reset", readOp(syscall.ECONNRESET), true, false},
-		{"broken pipe", &net.OpError{Op: "write", Net: "tcp", Err: syscall.EPIPE}, true, false},
-		{"ctx canceled", context.Canceled, true, false},
-		{"ctx deadline", context.DeadlineExceeded, true, false},
-		{"conn refused", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, false, true},
-		{"dial timeout", &net.OpError{Op: "dial", Net: "tcp", Err: timeoutErr{}}, false, true},
-		{"refused unwrapped", syscall.ECONNREFUSED, false, true},
-		{"pool timeout", fmt.Errorf("get conn: %w", redis.ErrPoolTimeout), false, true},
-		{"other", errors.New("boom"), false, false},
-		{"redis.Nil", redis.Nil, false, false},
+		{"nil", nil, false, false, false},
+		{"read timeout", &net.OpError{Op: "read", Net: "tcp", Err: timeoutErr{}}, true, false, true},
+		{"EOF", io.EOF, true, false, true},
+		{"wrapped EOF", fmt.Errorf("evalsha: %w", io.EOF), true, false, true},
+		{"unexpected EOF", io.ErrUnexpectedEOF, true, false, true},
+		{"conn reset", readOp(syscall.ECONNRESET), true, false, true},
+		{"broken pipe", &net.OpError{Op: "write", Net: "tcp", Err: syscall.EPIPE}, true, false, true},
+		{"ctx canceled", context.Canceled, true, false, false},
+		{"ctx deadline", context.DeadlineExceeded, true, false, false},
+		{"conn refused", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, false, true, true},
+		{"dial timeout", &net.OpError{Op: "dial", Net: "tcp", Err: timeoutErr{}}, false, true, true},
+		{"dial cut by ctx", &net.OpError{Op: "dial", Net: "tcp", Err: context.DeadlineExceeded}, false, true, true},
+		{"refused unwrapped", syscall.ECONNREFUSED, false, true, true},
+		{"pool timeout", fmt.Errorf("get conn: %w", redis.ErrPoolTimeout), false, true, false},
+		{"other", errors.New("boom"), false, false, false},
+		{"redis.Nil", redis.Nil, false, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.ambiguous, retry.Ambiguous(tc.err), "Ambiguous")
 			require.Equal(t, tc.retryable, retry.Retryable(tc.err), "Retryable")
+			require.Equal(t, tc.staleMap, retry.StaleMap(tc.err), "StaleMap")
 		})
 	}
 }
@@ -61,28 +65,29 @@ func TestClassify_transportErrors(t *testing.T) {
 func TestClassify_serverErrors(t *testing.T) {
 	rdb := redistest.New(t, redistest.Options{}).Client()
 	for _, tc := range []struct {
-		reply     string
-		retryable bool
+		reply               string
+		retryable, staleMap bool
 	}{
-		{"LOADING Redis is loading the dataset in memory", true},
-		{"MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.", true},
-		{"TRYAGAIN Multiple keys request during rehashing of slot", true},
-		{"CLUSTERDOWN The cluster is down", true},
-		{"READONLY You can't write against a read only replica.", true},
-		{"NOSCRIPT No matching script", false},
-		{"ERR something else", false},
-		{"OOM command not allowed when used memory > 'maxmemory'.", true},
-		{"BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT.", true},
-		{"BUSYKEY Target key name already exists.", false},
-		{"MOVED 3999 127.0.0.1:6381", true},
-		{"ASK 3999 127.0.0.1:6381", true},
-		{"NOREPLICAS Not enough good replicas to write.", true},
-		{"ERR max number of clients reached", true},
+		{"LOADING Redis is loading the dataset in memory", true, false},
+		{"MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.", true, false},
+		{"TRYAGAIN Multiple keys request during rehashing of slot", true, true},
+		{"CLUSTERDOWN The cluster is down", true, true},
+		{"READONLY You can't write against a read only replica.", true, true},
+		{"NOSCRIPT No matching script", false, false},
+		{"ERR something else", false, false},
+		{"OOM command not allowed when used memory > 'maxmemory'.", true, false},
+		{"BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT.", true, false},
+		{"BUSYKEY Target key name already exists.", false, false},
+		{"MOVED 3999 127.0.0.1:6381", true, true},
+		{"ASK 3999 127.0.0.1:6381", true, true},
+		{"NOREPLICAS Not enough good replicas to write.", true, false},
+		{"ERR max number of clients reached", true, false},
 	} {
 		err := rdb.Eval(t.Context(), "return redis.error_reply(ARGV[1])", nil, tc.reply).Err()
 		require.Error(t, err, tc.reply)
 		require.Equal(t, tc.retryable, retry.Retryable(err), "Retryable(%q)", err)
 		require.False(t, retry.Ambiguous(err), "Ambiguous(%q)", err)
+		require.Equal(t, tc.staleMap, retry.StaleMap(err), "StaleMap(%q)", err)
 	}
 }
 
@@ -95,6 +100,7 @@ func TestClassify_realRefusedAndReadonly(t *testing.T) {
 	err = p.Primary.Client().Ping(t.Context()).Err()
 	require.True(t, retry.Retryable(err), "ping killed server: %v", err)
 	require.False(t, retry.Ambiguous(err))
+	require.True(t, retry.StaleMap(err), "a killed node's address: %v", err)
 }
 
 func TestClassify_realPoolTimeout(t *testing.T) {

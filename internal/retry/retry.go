@@ -46,6 +46,17 @@
 //   - anything else is an answer (a script decision, a business refusal) and
 //     is returned unchanged.
 //
+// # Redis Cluster
+//
+// On a *redis.ClusterClient, an error that says the client's slot map is
+// out of date (StaleMap: MOVED, ASK, TRYAGAIN, CLUSTERDOWN, READONLY, or a
+// refused dial, EOF, reset or i/o timeout on the node the map names) makes
+// Do reload the map before the next attempt (Reload: at once, in the
+// calling goroutine, at most once per ReloadInterval per client), and Do
+// goes on past Attempts for such errors until ClusterBudget has passed. So
+// a master killed for good costs its callers the cluster's failover and
+// one reload, not go-redis's minute-long wait for its periodic reload.
+//
 // An attempt may have run when it failed Ambiguous, or Retryable on a client
 // that re-sends. Do retries both classes with jittered, bounded backoff and
 // never sleeps past the context's deadline. Retrying is safe only because
@@ -82,19 +93,20 @@ type Policy struct {
 	MaxBackoff time.Duration // cap on one wait
 
 	// ClusterBudget is how long, from the first call, Do goes on past
-	// Attempts while a Redis Cluster client meets replies that say the
-	// cluster is moving the key's slot (see Moving): a slot migration
-	// or a failover ends within seconds, and each such reply means the
-	// command did not run where it was sent. 0 means
-	// DefaultClusterBudget; < 0 means none. It applies only to a policy
-	// made by For for a *redis.ClusterClient, and never past ctx.
+	// Attempts while a Redis Cluster client meets errors that say its
+	// slot map is out of date (see StaleMap): the cluster is moving the
+	// key's slot, or the node the map names is gone. A slot migration or
+	// a failover ends within seconds, and every retry runs on a reloaded
+	// map. 0 means DefaultClusterBudget; < 0 means none. It applies only
+	// to a policy made by For for a *redis.ClusterClient, and never past
+	// ctx.
 	ClusterBudget time.Duration
 
 	// sendsOnce is set by For when the client sends each command at most
 	// once per call. The zero value assumes re-sends, the safe side.
 	sendsOnce bool
-	// cluster is set by For for a Cluster client: Do asks it to reload
-	// its slot map after a Moving reply and applies ClusterBudget.
+	// cluster is set by For for a Cluster client: Do reloads its slot
+	// map after a StaleMap error and applies ClusterBudget.
 	cluster *redis.ClusterClient
 }
 
@@ -135,16 +147,45 @@ func Moving(err error) bool {
 	return redis.IsTryAgainError(err) || redis.IsClusterDownError(err) || redis.IsReadOnlyError(err)
 }
 
-// Absorb prepares the next attempt after err: on a Cluster client a Moving
-// reply gets its slot map reloaded (in the background), so the next send
-// goes where the slot lives now. It reports whether the policy's
-// ClusterBudget still allows attempts past Attempts for err, started at
-// start.
-func (p Policy) Absorb(ctx context.Context, err error, start time.Time) bool {
-	if p.cluster == nil || !Moving(err) {
+// StaleMap reports whether err says that the slot map which routed the
+// command may be out of date: the cluster is moving the key's slot or failed
+// its shard over (Moving), or the node the map names is gone: a refused or
+// failed dial, EOF, a reset or broken connection, an i/o timeout. After
+// such an error a Cluster client's next attempt must run on a freshly
+// loaded map (Reload): go-redis reloads its own only on MOVED and ASK, and
+// otherwise once a minute, so a master killed for good stays in the map,
+// and every command for its slots is refused, until then. A context that
+// ended is not such an error.
+func StaleMap(err error) bool {
+	if err == nil {
 		return false
 	}
-	p.cluster.ReloadState(ctx)
+	if Moving(err) {
+		return true
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true // a dial timeout wraps context.DeadlineExceeded too
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// stale reports whether err, on the policy's client, calls for a reload
+// of the slot map and may be retried within ClusterBudget.
+func (p Policy) stale(err error) bool { return p.cluster != nil && StaleMap(err) }
+
+func (p Policy) withinBudget(start time.Time) bool {
 	budget := p.ClusterBudget
 	if budget == 0 {
 		budget = DefaultClusterBudget
@@ -265,9 +306,14 @@ func do(ctx context.Context, p Policy, read bool, fn func(ctx context.Context, a
 			return err
 		}
 		unknown = unknown || !read && p.MayHaveRun(err)
-		absorb := p.Absorb(ctx, err, start)
-		if attempt >= p.Attempts && !absorb || !sleep(ctx, backoff(p, attempt)) {
+		stale := p.stale(err)
+		if attempt >= p.Attempts && !(stale && p.withinBudget(start)) || !sleep(ctx, backoff(p, attempt)) {
 			return giveUp(ctx, unknown, err)
+		}
+		if stale {
+			// After the wait, so the map is the freshest the next
+			// attempt can have.
+			Reload(ctx, p.cluster)
 		}
 	}
 }

@@ -7,11 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redkit-go/redkit/internal/retry"
 	"github.com/redkit-go/redkit/internal/valid"
 )
 
@@ -161,24 +161,28 @@ func evalAndWait(ctx context.Context, primary *redis.Client, ack Ack, s *Script,
 }
 
 // redirectBudget bounds how long onPrimary follows redirections and waits
-// out TRYAGAIN and CLUSTERDOWN for one call (ctx's deadline, when sooner,
-// bounds it too): long enough for a slot migration's last batch and a
-// failover's vote, short of a caller's patience.
+// out TRYAGAIN, CLUSTERDOWN and a dead primary for one call (ctx's
+// deadline, when sooner, bounds it too): long enough for a slot migration's
+// last batch and a failover's vote, short of a caller's patience.
 const redirectBudget = 3 * time.Second
 
 // onPrimary runs send on the connection to key's primary and, on a Cluster
 // client, follows what the pipeline on a node client does not: MOVED (the
 // slot has a new owner after a failover or a finished migration) and ASK
 // (the key has already migrated) are re-sent to the node the reply names,
-// with ASKING for ASK, and the ClusterClient is asked to reload its slot
-// map so that its next MasterForKey names the new owner; TRYAGAIN (the
-// slot's keys are split by a migration) and CLUSTERDOWN (a failover in
-// progress) are re-sent after a short wait. Each of these replies means the
-// command did not run where it was sent, so the re-send cannot apply a
-// write twice; the script's own operation ID covers an earlier send that
-// the node client's own retries may have made. It stops at the first other
-// outcome, after redirectBudget, or when ctx ends, and returns send's last
-// error.
+// with ASKING for ASK, and the ClusterClient's slot map is reloaded
+// (retry.Reload) so that its next MasterForKey names the new owner;
+// TRYAGAIN (the slot's keys are split by a migration) and CLUSTERDOWN (a
+// failover in progress) are re-sent after a short wait; a dial the primary
+// refused (a master killed, which a stale map still names) is re-sent to
+// the master the reloaded map names. Each of these means the command did
+// not run where it was sent, so the re-send cannot apply a write twice; the
+// script's own operation ID covers an earlier send that the node client's
+// own retries may have made. An error that says the primary is gone but
+// the command may have run there (EOF, a reset, an i/o timeout) reloads
+// the map and is returned: the caller knows whether it may send again. It
+// stops at the first other outcome, after redirectBudget, or when ctx
+// ends, and returns send's last error.
 func onPrimary(ctx context.Context, c redis.UniversalClient, primary *redis.Client, key string, send func(node *redis.Client, asking bool) error) error {
 	cc, cluster := c.(*redis.ClusterClient)
 	node, asking := primary, false
@@ -191,19 +195,25 @@ func onPrimary(ctx context.Context, c redis.UniversalClient, primary *redis.Clie
 		moved, isMoved := redis.IsMovedError(err)
 		ask, isAsk := redis.IsAskError(err)
 		transient := redis.IsTryAgainError(err) || redis.IsClusterDownError(err)
-		if !isMoved && !isAsk && !transient {
+		gone := !isMoved && !isAsk && !transient && retry.StaleMap(err)
+		if gone && retry.Ambiguous(err) {
+			retry.Reload(ctx, c)
 			return err
 		}
-		if isMoved {
-			cc.ReloadState(ctx)
+		if !isMoved && !isAsk && !transient && !gone {
+			return err
 		}
 		if time.Since(start) >= redirectBudget || ctx.Err() != nil {
+			if isMoved || gone {
+				retry.Reload(ctx, c)
+			}
 			return err
 		}
 		// A redirection is followed at once the first time; a node
 		// that answers the same again (nodes that do not agree yet
-		// during a failover) is given a moment.
-		if transient || attempt > 0 {
+		// during a failover) is given a moment, as is a dead primary
+		// (the cluster may not have promoted its replica yet).
+		if transient || gone || attempt > 0 {
 			wait := min(time.Duration(attempt+1)*10*time.Millisecond, 100*time.Millisecond)
 			t := time.NewTimer(wait)
 			select {
@@ -213,41 +223,27 @@ func onPrimary(ctx context.Context, c redis.UniversalClient, primary *redis.Clie
 			case <-t.C:
 			}
 		}
+		if isMoved || gone {
+			retry.Reload(ctx, c)
+		}
 		asking = isAsk
 		switch {
 		case isMoved:
-			node = nodeAt(ctx, cc, moved)
+			node = retry.Node(ctx, cc, moved)
 		case isAsk:
-			node = nodeAt(ctx, cc, ask)
+			node = retry.Node(ctx, cc, ask)
+		case gone:
+			node = nil
 		}
 		if node == nil {
-			// A node the client's map does not hold yet: it is
-			// reloading; the master it names next is the one to ask.
+			// A node the client's map does not hold yet, or a dead
+			// one: the master the reloaded map names is the one to ask.
 			asking = false
 			if node, err = Primary(ctx, c, key); err != nil {
 				return err
 			}
 		}
 	}
-}
-
-// nodeAt returns the client cc holds for the node at addr, master or
-// replica (a replica just promoted is still a replica in a stale map), or
-// nil when its map has no such node.
-func nodeAt(ctx context.Context, cc *redis.ClusterClient, addr string) *redis.Client {
-	var (
-		mu    sync.Mutex
-		found *redis.Client
-	)
-	_ = cc.ForEachShard(ctx, func(_ context.Context, n *redis.Client) error {
-		if n.Options().Addr == addr {
-			mu.Lock()
-			found = n
-			mu.Unlock()
-		}
-		return nil
-	})
-	return found
 }
 
 // askingMarker is the marker written on a node that is importing the slot:

@@ -80,21 +80,26 @@ func Pipeline(ctx context.Context, c redis.UniversalClient, calls []Call) []*red
 // CLUSTERDOWN, READONLY) and only those: such a call did not run where it
 // was sent, and each call carries its operation's ID, so a send that an
 // earlier go-redis re-send may have applied is replayed, not applied again.
-// It goes on, with the slot map reloaded and a short growing wait, until
-// none is left, retry.DefaultClusterBudget has passed, or ctx ends.
+// It goes on, with the slot map reloaded (retry.Reload) and a short growing
+// wait, until none is left, retry.DefaultClusterBudget has passed, or ctx
+// ends. A call that failed on a node that is gone (a refused dial, EOF: see
+// retry.StaleMap) is left to its caller, who knows whether it may have
+// run, but the map is reloaded for its next attempt.
 func absorbMoving(ctx context.Context, c redis.UniversalClient, calls []Call, cmds []*redis.Cmd) {
-	cc, ok := c.(*redis.ClusterClient)
-	if !ok {
+	if _, ok := c.(*redis.ClusterClient); !ok {
 		return
 	}
 	start := time.Now()
 	loaded := map[*Script]error{}
 	for round := 1; ; round++ {
 		var moving []int
+		stale := false
 		for i, cmd := range cmds {
 			switch err := cmd.Err(); {
 			case retry.Moving(err):
 				moving = append(moving, i)
+			case retry.StaleMap(err):
+				stale = true
 			case round > 1 && isNoScript(err):
 				// Re-sent to a master that has not had the script.
 				s := calls[i].Script
@@ -107,9 +112,11 @@ func absorbMoving(ctx context.Context, c redis.UniversalClient, calls []Call, cm
 			}
 		}
 		if len(moving) == 0 || time.Since(start) >= retry.DefaultClusterBudget {
+			if stale {
+				retry.Reload(ctx, c)
+			}
 			return
 		}
-		cc.ReloadState(ctx)
 		t := time.NewTimer(min(time.Duration(round)*10*time.Millisecond, 200*time.Millisecond))
 		select {
 		case <-ctx.Done():
@@ -117,6 +124,7 @@ func absorbMoving(ctx context.Context, c redis.UniversalClient, calls []Call, cm
 			return
 		case <-t.C:
 		}
+		retry.Reload(ctx, c)
 		send(ctx, c, calls, cmds, moving)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redkit-go/redkit/health"
+	"github.com/redkit-go/redkit/internal/retry"
 	"github.com/redkit-go/redkit/internal/script"
 )
 
@@ -94,26 +95,29 @@ func Probe(ctx context.Context, c redis.UniversalClient) Features {
 var ErrNotPrimary = errors.New("redkit: the node asked is not the key's primary")
 
 // notPrimaryBudget bounds how long Replicas waits for a Cluster client's
-// slot map to name a master again (a reload takes a round trip or two).
+// slot map to name a live master again (a reload takes a round trip or two;
+// a master killed for good, until the cluster promotes its replica).
 const notPrimaryBudget = 3 * time.Second
 
 // Replicas returns connected_slaves from INFO replication of the primary
 // that owns key (see script.Primary). An answer from a node whose role is
-// not master is refused: on a Cluster client the slot map is reloaded and
-// the node it names then is asked, until one is a master, notPrimaryBudget
-// passes or ctx ends; the error then wraps ErrNotPrimary.
+// not master is refused. On a Cluster client, such an answer, or a failure
+// to reach the node the slot map names (a master killed for good: the dial
+// is refused; see retry.StaleMap), reloads the map (retry.Reload) and asks
+// the master it names then, until one answers as a master,
+// notPrimaryBudget passes or ctx ends; the error then wraps ErrNotPrimary
+// or the last failure.
 func Replicas(ctx context.Context, c redis.UniversalClient, key string) (int, error) {
 	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		n, err := replicas(ctx, c, key)
-		if !errors.Is(err, ErrNotPrimary) {
+		if err == nil || !errors.Is(err, ErrNotPrimary) && !retry.StaleMap(err) {
 			return n, err
 		}
 		cc, ok := c.(*redis.ClusterClient)
 		if !ok || time.Since(start) >= notPrimaryBudget {
 			return 0, err
 		}
-		cc.ReloadState(ctx)
 		t := time.NewTimer(min(time.Duration(attempt)*10*time.Millisecond, 100*time.Millisecond))
 		select {
 		case <-ctx.Done():
@@ -121,6 +125,7 @@ func Replicas(ctx context.Context, c redis.UniversalClient, key string) (int, er
 			return 0, errors.Join(err, ctx.Err())
 		case <-t.C:
 		}
+		retry.Reload(ctx, cc)
 	}
 }
 

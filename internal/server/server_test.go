@@ -36,12 +36,13 @@ func check(t *testing.T, opts redistest.Options) (server.Report, map[string]serv
 
 func TestCheck_safeSettings(t *testing.T) {
 	rep, f, _ := check(t, redistest.Options{AOF: true, AppendFsync: "always"})
-	require.Len(t, f, 3)
+	require.Len(t, f, 4)
 	for _, finding := range rep.Findings {
 		require.Equal(t, server.SeverityOK, finding.Severity, finding)
 	}
 	require.Equal(t, "noeviction", f["maxmemory-policy"].Value)
 	require.Equal(t, "always", f["appendfsync"].Value)
+	require.Equal(t, "no", f["no-appendfsync-on-rewrite"].Value)
 	require.Equal(t, server.SeverityOK, rep.Worst())
 	require.NoError(t, rep.Err(server.SeverityWarning))
 }
@@ -68,9 +69,52 @@ func TestCheck_aofOff(t *testing.T) {
 	require.NotContains(t, f, "appendfsync", "fsync policy does not apply without AOF")
 	require.Equal(t, server.SeverityCritical, rep.Worst())
 
+	require.NotContains(t, f, "stop-writes-on-bgsave-error", "nothing to stop without snapshots")
+
 	_, f, _ = check(t, redistest.Options{Config: []string{"save 3600 1"}})
 	require.Equal(t, server.SeverityWarning, f["appendonly"].Severity)
 	require.Equal(t, "a restart loses everything since the last RDB save", f["appendonly"].Risk)
+	require.Equal(t, server.SeverityOK, f["stop-writes-on-bgsave-error"].Severity)
+	require.Equal(t, "yes", f["stop-writes-on-bgsave-error"].Value)
+}
+
+// With RDB snapshots as the only persistence, stop-writes-on-bgsave-error
+// no lets Redis acknowledge writes while every snapshot fails: a restart
+// then loses everything since the last snapshot that worked.
+func TestCheck_stopWritesOnBgsaveError(t *testing.T) {
+	rep, f, _ := check(t, redistest.Options{Config: []string{"save 3600 1", "stop-writes-on-bgsave-error no"}})
+	got := f["stop-writes-on-bgsave-error"]
+	require.Equal(t, server.SeverityWarning, got.Severity, got)
+	require.Equal(t, "no", got.Value)
+	require.Contains(t, got.Risk, "while RDB saves fail")
+	require.ErrorContains(t, rep.Err(server.SeverityWarning), "stop-writes-on-bgsave-error")
+}
+
+// appendfsync always with no-appendfsync-on-rewrite yes: Redis skips the
+// fsync while an AOF rewrite or RDB save runs, so an acknowledged write
+// may not be on disk. Check must not rate such a server OK.
+func TestCheck_noAppendfsyncOnRewrite(t *testing.T) {
+	for _, tc := range []struct {
+		fsync string
+		want  server.Severity
+	}{
+		{"always", server.SeverityWarning},
+		{"everysec", server.SeverityWarning},
+		{"no", server.SeverityOK}, // nothing to skip; appendfsync no is critical on its own
+	} {
+		t.Run(tc.fsync, func(t *testing.T) {
+			rep, f, _ := check(t, redistest.Options{AOF: true, AppendFsync: tc.fsync,
+				Config: []string{"no-appendfsync-on-rewrite yes"}})
+			got := f["no-appendfsync-on-rewrite"]
+			require.Equal(t, "yes", got.Value)
+			require.Equal(t, tc.want, got.Severity, got)
+			if tc.want == server.SeverityWarning {
+				require.Contains(t, got.Risk, "rewrite")
+				require.GreaterOrEqual(t, rep.Worst(), server.SeverityWarning)
+				require.ErrorContains(t, rep.Err(server.SeverityWarning), "no-appendfsync-on-rewrite")
+			}
+		})
+	}
 }
 
 func TestCheck_appendfsync(t *testing.T) {
@@ -96,7 +140,7 @@ func TestCheck_appendfsync(t *testing.T) {
 
 func TestCheck_configUnavailable_unknown(t *testing.T) {
 	rep, f, _ := check(t, redistest.Options{Config: []string{`rename-command CONFIG ""`}})
-	require.Len(t, f, 2, "appendonly unknown, so appendfsync is not asked")
+	require.Len(t, f, 2, "appendonly unknown, so appendfsync and no-appendfsync-on-rewrite are not asked")
 	for _, finding := range rep.Findings {
 		require.Equal(t, server.SeverityUnknown, finding.Severity, finding)
 		require.Contains(t, finding.Risk, "cannot read")
@@ -120,7 +164,7 @@ func TestCheck_cluster_perMaster(t *testing.T) {
 	}
 	require.Len(t, byNode, 3)
 	for _, m := range c.Masters() {
-		require.Len(t, byNode[m.Addr()], 3, m.Addr())
+		require.Len(t, byNode[m.Addr()], 4, m.Addr())
 		for _, f := range byNode[m.Addr()] {
 			want := server.SeverityOK
 			if m == risky && f.Setting == "appendfsync" {
@@ -225,5 +269,35 @@ func TestReplicas_cluster(t *testing.T) {
 		n, err := server.Replicas(ctx, rdb, key)
 		require.NoError(t, err, key)
 		require.Equal(t, 1, n, key)
+	}
+}
+
+// A master killed for good stays in an ordinary ClusterClient's slot map,
+// and INFO to its address is refused: Replicas reloads the map and asks
+// the promoted master, on both client shapes, and answers at once after
+// every live node agreed on it (its replica is gone with the old master,
+// so it has none). Before, it failed with "connection refused".
+func TestReplicas_cluster_masterKilledForGood(t *testing.T) {
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3, Replicas: 1,
+		Options: redistest.Options{Config: []string{"cluster-node-timeout 1000"}}})
+	ctx := t.Context()
+	for _, shape := range []struct {
+		name, key string
+		opt       func(*redis.ClusterOptions)
+	}{
+		{"defaults", "{a}", func(*redis.ClusterOptions) {}},
+		{"send-once", "{c}", func(o *redis.ClusterOptions) { o.MaxRetries, o.MaxRedirects = -1, -1 }},
+	} {
+		t.Run(shape.name, func(t *testing.T) {
+			rdb := c.Client(shape.opt)
+			n, err := server.Replicas(ctx, rdb, shape.key)
+			require.NoError(t, err)
+			require.Equal(t, 1, n)
+			_, err = c.KillMaster(ctx, shape.key)
+			require.NoError(t, err)
+			n, err = server.Replicas(ctx, rdb, shape.key)
+			require.NoError(t, err, "the first probe after the cluster agreed on the new master")
+			require.Equal(t, 0, n)
+		})
 	}
 }

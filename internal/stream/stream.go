@@ -4,6 +4,7 @@ package stream
 
 import (
 	"context"
+	"errors"
 
 	"github.com/redis/go-redis/v9"
 
@@ -47,4 +48,37 @@ func Page(ctx context.Context, rdb redis.UniversalClient, p retry.Policy, stream
 		next = msgs[limit-1].ID
 	}
 	return msgs, next, exists, nil
+}
+
+// Range reads up to count entries of stream from start to end (XRANGE
+// bounds), oldest first, and after them the value of field in hash, in one
+// pipeline sent again as p allows for reads. hash must be in the stream's
+// slot.
+//
+// It is how an audit pages through a journal that a concurrent checkpoint
+// may trim: stock and wallet trim a journal only behind the checkpoint that
+// field names, and a checkpoint only ever moves that field forward. So when
+// anchor is still the value the audit started from, no entry from that
+// checkpoint on was trimmed before this page was read, the page misses
+// nothing, and anything it lacks is drift; when anchor changed, a
+// checkpoint (and maybe a trim) came in between and the audit starts over
+// from the new one. (HGET comes after XRANGE: a trim between the two shows
+// as a changed anchor.)
+func Range(ctx context.Context, rdb redis.UniversalClient, p retry.Policy, stream, start, end string, count int64,
+	hash, field string) (msgs []redis.XMessage, anchor string, err error) {
+	err = retry.Read(ctx, p, func(ctx context.Context, _ int) error {
+		var xr *redis.XMessageSliceCmd
+		var hg *redis.StringCmd
+		_, err := rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+			xr = pipe.XRangeN(ctx, stream, start, end, count)
+			hg = pipe.HGet(ctx, hash, field)
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		msgs, anchor = xr.Val(), hg.Val()
+		return xr.Err()
+	})
+	return msgs, anchor, err
 }

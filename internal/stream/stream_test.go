@@ -118,3 +118,30 @@ func TestPage_readsAgainAfterAFailure(t *testing.T) {
 		}
 	}
 }
+
+// Range reads a page and the anchor field after it: "" while the hash or
+// the field is missing, its value once set.
+func TestRange(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.New(t, redistest.Options{}).Client()
+	p := retry.DefaultPolicy().For(rdb)
+	var ids []string
+	for range 3 {
+		id, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: "{r}s", Values: []any{"k", "v"}}).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	msgs, anchor, err := stream.Range(ctx, rdb, p, "{r}s", "-", ids[1], 10, "{r}h", "ck")
+	if err != nil || anchor != "" || len(msgs) != 2 || msgs[1].ID != ids[1] {
+		t.Fatalf("no anchor yet: %v %q %v", msgs, anchor, err)
+	}
+	if err := rdb.HSet(ctx, "{r}h", "ck", ids[2]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	msgs, anchor, err = stream.Range(ctx, rdb, p, "{r}s", "("+ids[0], "+", 1, "{r}h", "ck")
+	if err != nil || anchor != ids[2] || len(msgs) != 1 || msgs[0].ID != ids[1] {
+		t.Fatalf("anchored: %v %q %v", msgs, anchor, err)
+	}
+}

@@ -63,11 +63,15 @@ local function redkit_marked(cur)
   return string.byte(cur, 33) == 33
 end
 
--- redkit_lost: whether the fence counter is below token (a decimal string,
--- '0' for a lease without a fence): then Redis no longer has the
--- acquisition that issued it (a restart without persistence, a failover
--- that lost it), and a release must not be reported as done earlier.
-local function redkit_lost(counter, token)
+-- redkit_lost: whether Redis no longer has the acquisition that issued
+-- token (a decimal string, '0' for a lease without a fence; cur is the lock
+-- value found, held by another owner, or false): every acquisition after
+-- it drew a larger token from the counter, so a holder whose token is not
+-- larger, or a counter below it with nobody holding the lock, means the
+-- counter went back (a restart without persistence, a failover that lost
+-- it). A release must not then be reported as done by an earlier send.
+local function redkit_lost(counter, token, cur)
   if token == '0' then return false end
-  return (tonumber(redis.call('GET', counter) or '0') or 0) < tonumber(token)
+  if cur then return redkit_token(cur) <= tonumber(token) end
+  return (tonumber(redis.call('GET', counter)) or 0) < tonumber(token)
 end

@@ -8,7 +8,7 @@
 -- ARGV[4]  the lease's token (decimal), '0' for a withdrawal
 -- Reply    as release.lua: 1 released now, 0 not held (expired, or only
 --          waiting), 2 held by another writer, 3 and 5 the same with the
---          acquisition lost by Redis
+--          acquisition lost by Redis (see redkit_lost in common.lua)
 local owner = ARGV[1]
 local cur = redis.call('GET', KEYS[1])
 local mine = cur and string.sub(cur, 1, 32) == owner
@@ -23,7 +23,7 @@ end
 local status = 0
 if not mine then
   if cur then status = 2 end
-  if redkit_lost(KEYS[2], ARGV[4]) then status = status + 3 end
+  if redkit_lost(KEYS[2], ARGV[4], cur) then status = status + 3 end
 end
 if marked then redis.call('ZREM', KEYS[3], owner) end
 if mine then

@@ -5,14 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
-	"strings"
+	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"go.opentelemetry.io/contrib/exporters/autoexport"
+	"go.opentelemetry.io/contrib/propagators/b3"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	promexporter "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/exporters/stdout/stdoutmetric"
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
@@ -37,6 +43,11 @@ type Telemetry struct {
 	// MeterProvider is the SDK provider when metrics are exported, a no-op
 	// provider otherwise.
 	MeterProvider metric.MeterProvider
+
+	// Propagator is the propagator OTEL_PROPAGATORS names (by default W3C
+	// trace context and baggage), installed as the otel global unless
+	// WithoutGlobal was given; it is set even when nothing is exported.
+	Propagator propagation.TextMapPropagator
 
 	sdkTracer *sdktrace.TracerProvider // nil when traces are off
 	sdkMeter  *sdkmetric.MeterProvider // nil when metrics are off
@@ -90,148 +101,246 @@ func WithMetricReader(r sdkmetric.Reader) Option {
 }
 
 // WithoutGlobal leaves the otel global providers and propagator alone;
-// the caller passes Telemetry's providers to redkit's options itself.
+// the caller passes Telemetry's providers to redkit's options itself, and
+// its Propagator to its HTTP or RPC instrumentation.
 func WithoutGlobal() Option {
 	return func(c *config) { c.noGlobal = true }
 }
 
-// Start configures tracing and metrics for the program called serviceName
-// (OTEL_SERVICE_NAME, when set, wins) from the standard environment
-// variables, and, unless WithoutGlobal is given, installs the providers and
-// the W3C trace-context and baggage propagator as the otel globals.
+// Start configures tracing, metrics and context propagation for the
+// program called serviceName (OTEL_SERVICE_NAME, when set, wins) from the
+// standard environment variables, and, unless WithoutGlobal is given,
+// installs the propagator as the otel global, and the providers too when
+// something is exported.
 //
-// Traces are exported when OTEL_TRACES_EXPORTER names an exporter ("otlp",
+// The propagator is installed whatever is exported, even with
+// OTEL_SDK_DISABLED=true: a service that exports nothing still passes the
+// trace context of a request on to the services it calls. It is the one
+// OTEL_PROPAGATORS names (default "tracecontext,baggage"; "none" for
+// none).
+//
+// Traces are exported when OTEL_TRACES_EXPORTER names exporters ("otlp",
 // "console"; "none" means off) or, with that variable unset, when an OTLP
 // endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT or
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT). Metrics follow OTEL_METRICS_EXPORTER
 // ("otlp", "console", "prometheus", "none") and the metrics endpoint the same
-// way. OTEL_SDK_DISABLED=true turns both off. Unlike autoexport's own
-// default, an empty environment exports nothing: no OTLP connection
-// attempts and no console output.
+// way. OTEL_SDK_DISABLED=true turns both off, even an exporter or reader
+// given as an option. Unlike the specification's default ("otlp"), an
+// empty environment exports nothing: no OTLP connection attempts and no
+// console output. The package documentation says how each variable is
+// read; a value that cannot be used is reported to otel.Handle and
+// ignored, never an error.
 //
-// Everything else (protocol, headers, sampler, batch and export intervals,
-// resource attributes) is read from the environment by the SDK and its
-// exporters as usual.
+// Everything else (endpoints, headers, timeouts, sampler, batch and export
+// intervals, resource attributes) is read from the environment by the SDK
+// and its exporters as usual.
 func Start(ctx context.Context, serviceName string, opts ...Option) (*Telemetry, error) {
 	var cfg config
 	for _, o := range opts {
 		o(&cfg)
 	}
+	p, warns := readEnv(os.Getenv)
+	for _, w := range warns {
+		otel.Handle(w)
+	}
 	tel := &Telemetry{
 		TracerProvider: tracenoop.NewTracerProvider(),
 		MeterProvider:  metricnoop.NewMeterProvider(),
+		Propagator:     propagator(p.propagators),
 	}
-	disabled := strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true")
+	if !cfg.noGlobal {
+		otel.SetTextMapPropagator(tel.Propagator)
+	}
+	if p.disabled {
+		return tel, nil
+	}
 
-	exp := cfg.spanExporter
-	if exp == nil && !disabled && cfg.console != nil && exporterIs("OTEL_TRACES_EXPORTER", "console") {
-		e, err := stdouttrace.New(stdouttrace.WithWriter(cfg.console))
-		if err != nil {
-			return nil, fmt.Errorf("setup: traces exporter: %w", err)
+	var exps []sdktrace.SpanExporter
+	var readers []sdkmetric.Reader
+	fail := func(err error) (*Telemetry, error) {
+		for _, e := range exps {
+			_ = e.Shutdown(ctx)
 		}
-		exp = e
+		for _, r := range readers {
+			_ = r.Shutdown(ctx)
+		}
+		return nil, err
 	}
-	if exp == nil && !disabled && wanted("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
-		e, err := autoexport.NewSpanExporter(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("setup: traces exporter: %w", err)
-		}
-		if !autoexport.IsNoneSpanExporter(e) {
-			exp = e
-		}
-	}
-	reader := cfg.metricReader
-	if reader == nil && !disabled {
-		r, h, err := ownMetricReader(cfg)
-		if err != nil {
-			if exp != nil {
-				_ = exp.Shutdown(ctx)
+	if cfg.spanExporter != nil {
+		exps = append(exps, cfg.spanExporter)
+	} else {
+		for _, name := range p.traces {
+			e, err := spanExporter(ctx, name, p.tracesProto, cfg)
+			if err != nil {
+				return fail(fmt.Errorf("setup: traces exporter %s: %w", name, err))
 			}
-			return nil, fmt.Errorf("setup: metrics exporter: %w", err)
+			exps = append(exps, e)
 		}
-		reader, tel.metrics = r, h
 	}
-	if reader == nil && !disabled && wanted("OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") {
-		r, err := autoexport.NewMetricReader(ctx)
-		if err != nil {
-			if exp != nil {
-				_ = exp.Shutdown(ctx)
+	if cfg.metricReader != nil {
+		readers = append(readers, cfg.metricReader)
+	} else {
+		for _, name := range p.metrics {
+			r, h, err := metricReader(ctx, name, p, cfg)
+			if err != nil {
+				return fail(fmt.Errorf("setup: metrics exporter %s: %w", name, err))
 			}
-			return nil, fmt.Errorf("setup: metrics exporter: %w", err)
-		}
-		if !autoexport.IsNoneMetricReader(r) {
-			reader = r
+			readers = append(readers, r)
+			if h != nil {
+				tel.metrics = h
+			}
 		}
 	}
-	if exp == nil && reader == nil {
+	if len(exps) == 0 && len(readers) == 0 {
 		return tel, nil
 	}
 
 	res, err := newResource(ctx, serviceName)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
-	if exp != nil {
-		tel.sdkTracer = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	if len(exps) > 0 {
+		topts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
+		for _, e := range exps {
+			topts = append(topts, sdktrace.WithBatcher(e))
+		}
+		tel.sdkTracer = sdktrace.NewTracerProvider(topts...)
 		tel.TracerProvider = tel.sdkTracer
 	}
-	if reader != nil {
-		tel.sdkMeter = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithResource(res))
+	if len(readers) > 0 {
+		mopts := []sdkmetric.Option{sdkmetric.WithResource(res)}
+		for _, r := range readers {
+			mopts = append(mopts, sdkmetric.WithReader(r))
+		}
+		tel.sdkMeter = sdkmetric.NewMeterProvider(mopts...)
 		tel.MeterProvider = tel.sdkMeter
 	}
 	if !cfg.noGlobal {
 		otel.SetTracerProvider(tel.TracerProvider)
 		otel.SetMeterProvider(tel.MeterProvider)
-		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(
-			propagation.TraceContext{}, propagation.Baggage{}))
 	}
 	return tel, nil
 }
 
-// exporterIs reports whether the environment variable v names exporter.
-func exporterIs(v, exporter string) bool {
-	return strings.TrimSpace(os.Getenv(v)) == exporter
+// propagator returns the composite of the named propagators (known names
+// only: readEnv has left out the others); none is a propagator that
+// carries nothing.
+func propagator(names []string) propagation.TextMapPropagator {
+	var ps []propagation.TextMapPropagator
+	for _, n := range names {
+		switch n {
+		case "tracecontext":
+			ps = append(ps, propagation.TraceContext{})
+		case "baggage":
+			ps = append(ps, propagation.Baggage{})
+		case "b3":
+			ps = append(ps, b3.New(b3.WithInjectEncoding(b3.B3SingleHeader)))
+		case "b3multi":
+			ps = append(ps, b3.New(b3.WithInjectEncoding(b3.B3MultipleHeader)))
+		}
+	}
+	return propagation.NewCompositeTextMapPropagator(ps...)
 }
 
-// ownMetricReader builds the metric readers that autoexport cannot: the
-// console exporter on the configured writer, and the Prometheus exporter
-// served by the program's own HTTP server. It returns a nil reader when
-// neither applies.
-func ownMetricReader(cfg config) (sdkmetric.Reader, http.Handler, error) {
+// console returns the writer of the console exporters.
+func (c config) consoleWriter() io.Writer {
+	if c.console != nil {
+		return c.console
+	}
+	return os.Stdout
+}
+
+// spanExporter builds the span exporter called name (a value readEnv
+// accepted); the OTLP exporters read their endpoint, headers, timeout and
+// TLS settings from the environment themselves.
+func spanExporter(ctx context.Context, name, proto string, cfg config) (sdktrace.SpanExporter, error) {
 	switch {
-	case cfg.console != nil && exporterIs("OTEL_METRICS_EXPORTER", "console"):
-		e, err := stdoutmetric.New(stdoutmetric.WithWriter(cfg.console))
+	case name == "console":
+		return stdouttrace.New(stdouttrace.WithWriter(cfg.consoleWriter()))
+	case proto == "grpc":
+		return otlptracegrpc.New(ctx)
+	default:
+		return otlptracehttp.New(ctx)
+	}
+}
+
+// metricReader builds the metric reader of the exporter called name (a
+// value readEnv accepted), and for a Prometheus exporter shared with the
+// program's own HTTP server, the handler to mount.
+func metricReader(ctx context.Context, name string, p plan, cfg config) (sdkmetric.Reader, http.Handler, error) {
+	switch name {
+	case "console":
+		e, err := stdoutmetric.New(stdoutmetric.WithWriter(cfg.consoleWriter()))
 		if err != nil {
 			return nil, nil, err
 		}
 		return sdkmetric.NewPeriodicReader(e), nil, nil
-	case cfg.sharedProm && exporterIs("OTEL_METRICS_EXPORTER", "prometheus") &&
-		os.Getenv("OTEL_EXPORTER_PROMETHEUS_HOST") == "" && os.Getenv("OTEL_EXPORTER_PROMETHEUS_PORT") == "":
-		// An isolated registry, as autoexport's own: the program's other
-		// Prometheus metrics are not mixed in unless it adds them.
+	case "prometheus":
+		// An isolated registry: the program's other Prometheus metrics are
+		// not mixed in unless it adds them.
 		reg := prometheus.NewRegistry()
 		r, err := promexporter.New(promexporter.WithRegisterer(reg))
 		if err != nil {
 			return nil, nil, err
 		}
-		return r, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), nil
+		h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+		if cfg.sharedProm && !p.promAddrGiven {
+			return r, h, nil
+		}
+		return serveMetrics(ctx, r, h, net.JoinHostPort(p.promHost, strconv.Itoa(p.promPort)))
 	}
-	return nil, nil, nil
+	var (
+		e   sdkmetric.Exporter
+		err error
+	)
+	if p.metricsProto == "grpc" {
+		e, err = otlpmetricgrpc.New(ctx)
+	} else {
+		e, err = otlpmetrichttp.New(ctx)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return sdkmetric.NewPeriodicReader(e), nil, nil
+}
+
+// serveMetrics serves h at /metrics on addr until the reader is shut down.
+func serveMetrics(ctx context.Context, r sdkmetric.Reader, h http.Handler, addr string) (sdkmetric.Reader, http.Handler, error) {
+	lis, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, nil, errors.Join(fmt.Errorf("listen on %s: %w", addr, err), r.Shutdown(ctx))
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 5 * time.Second,
+		WriteTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			otel.Handle(fmt.Errorf("setup: Prometheus exporter on %s: %w", addr, err))
+		}
+	}()
+	return servedReader{Reader: r, srv: srv, served: served}, nil, nil
+}
+
+// servedReader is a Prometheus reader whose HTTP server stops with it.
+type servedReader struct {
+	sdkmetric.Reader
+	srv    *http.Server
+	served chan struct{}
+}
+
+func (r servedReader) Shutdown(ctx context.Context) error {
+	err := errors.Join(r.Reader.Shutdown(ctx), r.srv.Shutdown(ctx))
+	<-r.served
+	return err
 }
 
 // MetricsHandler returns the Prometheus exposition handler to mount on the
 // program's HTTP server (at /metrics), or nil unless WithSharedPrometheus
 // was given and the environment selected a shared Prometheus exporter.
 func (t *Telemetry) MetricsHandler() http.Handler { return t.metrics }
-
-// wanted reports whether the environment asks for a signal: its exporter
-// variable names one, or it is unset and an OTLP endpoint is configured.
-func wanted(exporterVar, signalEndpointVar string) bool {
-	if v := strings.TrimSpace(os.Getenv(exporterVar)); v != "" {
-		return v != "none"
-	}
-	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv(signalEndpointVar) != ""
-}
 
 func newResource(ctx context.Context, serviceName string) (*resource.Resource, error) {
 	var attrs []resource.Option

@@ -123,12 +123,20 @@ if not swept_all(full, KEYS[5], now_s) then return {'again', '0'} end
 local delta = amount_s
 if kind == 'credit' then posted = posted + n else posted = posted - n; delta = '-' .. amount_s end
 local ps, hs = fmt(posted), fmt(held)
+-- The entry keeps every field of the call (a named currency too), so the
+-- call can be sent again from the entry alone and match the marker.
 local e
-if memo == '' then
+if memo == '' and cur == '' then
   e = redis.call('XADD', KEYS[2], '*', 'tx', tx, 'kind', kind, 'delta', delta, 'hdelta', '0', 'posted', ps, 'held', hs)
-else
+elseif cur == '' then
   e = redis.call('XADD', KEYS[2], '*', 'tx', tx, 'kind', kind, 'delta', delta, 'hdelta', '0', 'posted', ps, 'held', hs,
                  'memo', memo)
+elseif memo == '' then
+  e = redis.call('XADD', KEYS[2], '*', 'tx', tx, 'kind', kind, 'delta', delta, 'hdelta', '0', 'posted', ps, 'held', hs,
+                 'cur', cur)
+else
+  e = redis.call('XADD', KEYS[2], '*', 'tx', tx, 'kind', kind, 'delta', delta, 'hdelta', '0', 'posted', ps, 'held', hs,
+                 'memo', memo, 'cur', cur)
 end
 set_posted(KEYS[1], ps, e, total, tonumber(v[6]) or 0, n, amount_s)
 redis.call('SET', KEYS[3], canon .. '\nok\n' .. nonce .. '\n' .. now_s .. '\n' .. e .. '\n' .. ps .. '\n' .. hs,

@@ -2,6 +2,7 @@ package suite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -295,6 +296,46 @@ func lockScriptCases() ([]scriptCase, func()) {
 			})},
 		{group: "lock", name: "Mutex extend", setup: keep, op: extend},
 		{group: "lock", name: "Mutex release", baseline: "baseline release (GET, DEL)", setup: keep, op: release},
+		// A lease whose lock expired and was taken by another owner: the
+		// release finds it held by another and compares the holder's token
+		// with its own.
+		{group: "lock", name: "Mutex release, taken by another owner", baseline: "baseline release (GET, DEL)",
+			setup: func(ctx context.Context, c *redis.Client, n int) error {
+				if err := newLocks(lock.WithTTL(10*time.Millisecond))(ctx, c, n); err != nil {
+					return err
+				}
+				other, err := lock.New(c, lock.WithKeyPrefix(pfx), lock.WithWatchdog(false), lock.WithTTL(time.Minute))
+				if err != nil {
+					return err
+				}
+				defer other.Close()
+				for i := range n {
+					if leases[i], err = locks.Mutex(name(i)).TryAcquire(ctx); err != nil {
+						return err
+					}
+				}
+				time.Sleep(20 * time.Millisecond) // every lease has expired
+				for i := range n {
+					if _, err := other.Mutex(name(i)).TryAcquire(ctx); err != nil {
+						return err
+					}
+				}
+				// Load the release script with a lease of its own.
+				l, err := locks.Mutex("warm-up").TryAcquire(ctx)
+				if err != nil {
+					return err
+				}
+				return l.Release(ctx)
+			},
+			op: func(ctx context.Context, i int) error {
+				if i < 0 {
+					return nil
+				}
+				if err := leases[i].Release(ctx); !errors.Is(err, lock.ErrLeaseTaken) {
+					return fmt.Errorf("release of a taken lock: %v", err)
+				}
+				return nil
+			}},
 		{group: "lock", name: "fair Mutex acquire", baseline: "baseline acquire (GET, INCR fence, SET PX)",
 			setup: newLocks(lock.WithFair(true)), op: acquire(func(n string) (*lock.Lease, error) {
 				return locks.Mutex(n).TryAcquire(context.Background())
@@ -411,6 +452,11 @@ func walletScriptCases() ([]scriptCase, func()) {
 			},
 			op: func(ctx context.Context, i int) error {
 				_, err := led.Credit(ctx, wallet.Tx{ID: tx("c", i), Account: "g/a", Amount: 1})
+				return err
+			}},
+		{group: "wallet", name: "Credit (currency, memo)", baseline: "baseline credit (INCRBY)", setup: keep,
+			op: func(ctx context.Context, i int) error {
+				_, err := led.Credit(ctx, wallet.Tx{ID: tx("cm", i), Account: "g/a", Amount: 1, Currency: "EUR", Memo: "top-up"})
 				return err
 			}},
 		{group: "wallet", name: "Debit", baseline: "baseline check-and-debit", setup: keep,

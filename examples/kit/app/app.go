@@ -3,22 +3,22 @@
 // (Launch: -new-key, API keys), the Redis connection (REDIS_URL or
 // the embedded default), OpenTelemetry from the standard OTEL_* variables,
 // go-redis command tracing, a warning about risky Redis settings, and an
-// HTTP server fit to expose (serve.go): API keys with scopes, timeouts, a
-// bound on requests in flight, a per-principal rate limit in Redis,
-// /healthz and /readyz, and a graceful shutdown.
+// HTTP server fit to expose (serve.go): API keys with scopes, timeouts
+// within which every request is answered, an exact header limit, a bound
+// on requests in flight, a per-principal rate limit in Redis, /healthz,
+// /readyz and /metrics, HTTP telemetry whose series no client can add to
+// (telemetry.go), and a graceful shutdown.
 package app
 
 import (
 	"context"
 	"errors"
 	"log/slog"
-	"net/http"
 	"os"
 	"time"
 
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-
 	"github.com/redkit-go/redkit/examples/kit/redisconn"
+	"github.com/redkit-go/redkit/health"
 	"github.com/redkit-go/redkit/otelx"
 	"github.com/redkit-go/redkit/otelx/setup"
 )
@@ -33,8 +33,9 @@ type App struct {
 
 // Start connects to Redis (redisURL, or an embedded Redis when it is empty),
 // sets up telemetry for the service called name and switches on go-redis
-// tracing for the client. Its first log line says which Redis it uses.
-// Close releases everything Start made.
+// tracing and pool metrics for the client (with the pool named "redis",
+// never by the server's address). Its first log line says which Redis it
+// uses. Close releases everything Start made.
 func Start(ctx context.Context, name, redisURL string, log *slog.Logger) (*App, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -53,7 +54,8 @@ func Start(ctx context.Context, name, redisURL string, log *slog.Logger) (*App, 
 		_ = conn.Close()
 		return nil, err
 	}
-	if err := otelx.InstrumentRedis(conn.Client, otelx.Providers{Tracer: tel.TracerProvider, Meter: tel.MeterProvider}); err != nil {
+	if err := otelx.InstrumentRedis(conn.Client, otelx.Providers{Tracer: tel.TracerProvider,
+		Meter: newPoolNameMeterProvider(tel.MeterProvider)}); err != nil {
 		_ = tel.Shutdown(ctx)
 		_ = conn.Close()
 		return nil, err
@@ -73,19 +75,11 @@ func (a *App) Close(ctx context.Context) {
 	}
 }
 
-// settingsReport is what the libraries' Check methods return
-// (health.Report): findings about the Redis settings that
-// decide what a crash or memory pressure can lose.
-type settingsReport[S ~int] interface {
-	// Err lists the findings of severity min or above; nil when there are none.
-	Err(min S) error
-}
-
 // WarnRiskySettings logs, as a warning, the Redis settings that check (a
 // library's Check method, such as stock.Inventory.Check) finds at severity
 // min or above: eviction, AOF, fsync. A production service might refuse to
 // start on them instead.
-func WarnRiskySettings[R settingsReport[S], S ~int](ctx context.Context, a *App, check func(context.Context) (R, error), min S) {
+func WarnRiskySettings(ctx context.Context, a *App, check func(context.Context) (health.Report, error), min health.Severity) {
 	rep, err := check(ctx)
 	if err != nil {
 		a.Log.Warn(a.Name+": cannot check the Redis settings", "err", err)
@@ -94,18 +88,4 @@ func WarnRiskySettings[R settingsReport[S], S ~int](ctx context.Context, a *App,
 	if err := rep.Err(min); err != nil {
 		a.Log.Warn(a.Name+": risky Redis settings", "findings", err.Error())
 	}
-}
-
-// Handler wraps h so every request gets a server span (a parent for the
-// redkit and go-redis spans below it) named by its route.
-func (a *App) Handler(h http.Handler) http.Handler {
-	return otelhttp.NewHandler(h, a.Name,
-		otelhttp.WithTracerProvider(a.Tel.TracerProvider),
-		otelhttp.WithMeterProvider(a.Tel.MeterProvider),
-		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
-			if r.Pattern != "" {
-				return r.Pattern
-			}
-			return r.Method
-		}))
 }

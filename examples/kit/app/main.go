@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/redkit-go/redkit/examples/kit/httpx"
@@ -71,7 +72,7 @@ type Launch struct {
 	Flags  *flag.FlagSet // parsed; its name is the service's
 	Serve  string        // listen address; "" for the run of its own
 	Server ServerConfig
-	Scopes []string // every scope of the service's API keys
+	Scopes []string // every scope of the service's API keys; MetricsScope is added
 	// CheckRun checks the settings of the run of its own; nil: none.
 	CheckRun func() error
 }
@@ -85,11 +86,15 @@ type Launch struct {
 // A nil App means the run is over: -new-key printed a key (err is nil), or
 // err says why the service cannot start. Otherwise Close the App.
 func (l Launch) Start(ctx context.Context, stdout, stderr io.Writer) (a *App, edge httpx.Edge, err error) {
-	if done, err := PrintNewKey(l.Flags, l.Server, l.Scopes, stdout); done {
+	scopes := l.Scopes
+	if !slices.Contains(scopes, MetricsScope) {
+		scopes = append(slices.Clip(scopes), MetricsScope)
+	}
+	if done, err := PrintNewKey(l.Flags, l.Server, scopes, stdout); done {
 		return nil, edge, err
 	}
 	if l.Serve != "" {
-		if edge.Auth, err = Credentials(l.Serve, l.Server, l.Scopes, stderr); err != nil {
+		if edge.Auth, err = Credentials(l.Serve, l.Server, scopes, stderr); err != nil {
 			return nil, edge, err
 		}
 	} else if l.CheckRun != nil {

@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/redkit-go/redkit/examples/kit/auth"
 	"github.com/redkit-go/redkit/examples/kit/httpx"
+	"github.com/redkit-go/redkit/health"
 )
 
 // Environment variables that give a service its API keys (see auth.Keys
@@ -28,15 +31,23 @@ const (
 	KeysFileEnv = "API_KEYS_FILE"
 )
 
+// MetricsScope is the scope a key needs to read GET /metrics on a service's
+// own server. Every service knows it besides its own scopes (Launch adds
+// it), and the generated admin key has it.
+const MetricsScope = "metrics:read"
+
 // ServerConfig is what a service needs to be safe to expose. Flags
 // registers each field as a flag.
 type ServerConfig struct {
 	KeysFile string // stored API keys; KeysFileEnv or KeysEnv otherwise
 	NewKey   string // "principal:scope,scope": print a new key and exit
 
-	ReadTimeout    time.Duration // whole request, body included
-	WriteTimeout   time.Duration // from the end of the headers to the end of the response
-	IdleTimeout    time.Duration // a keep-alive connection with no request
+	ReadTimeout  time.Duration // whole request, body included
+	WriteTimeout time.Duration // from the end of the headers to the end of the response
+	IdleTimeout  time.Duration // a keep-alive connection with no request
+	// MaxHeaderBytes bounds the request line and the header lines of a
+	// request, counted as sent, the blank line that ends them included;
+	// past it the answer is 431.
 	MaxHeaderBytes int
 	MaxInFlight    int  // requests being served at once; past it, 503 at once
 	RateLimit      Rate // metered requests per principal; the zero Rate: none
@@ -222,8 +233,7 @@ func (l *rateLimit) Allow(ctx context.Context, principal string) error {
 	if err != nil {
 		// Nothing of the caller's was done; the limit cannot be known
 		// without Redis, and neither can anything else this service does.
-		return &httpx.StatusError{Status: http.StatusServiceUnavailable, Code: "unavailable",
-			Err: fmt.Errorf("rate limit: %w", err)}
+		return httpx.Unavailable(fmt.Errorf("rate limit: %w", err))
 	}
 	if res.Allowed == 0 {
 		return &httpx.StatusError{Status: http.StatusTooManyRequests, Code: "rate_limited",
@@ -234,14 +244,33 @@ func (l *rateLimit) Allow(ctx context.Context, principal string) error {
 
 // Readiness is a module's Check (stock.Inventory.Check, ...) turned into
 // what /readyz asks: an error when a finding is at severity min or above.
-func Readiness[R settingsReport[S], S ~int](check func(context.Context) (R, error), min S) func(context.Context) error {
+// The error's text names each finding's node, for the log; /readyz tells
+// the client the settings and values only (NotReady), never where Redis is.
+func Readiness(check func(context.Context) (health.Report, error), min health.Severity) func(context.Context) error {
 	return func(ctx context.Context) error {
 		rep, err := check(ctx)
 		if err != nil {
-			return err
+			return NotReady("cannot read the Redis settings", err)
 		}
-		return rep.Err(min)
+		err = rep.Err(min)
+		if err == nil {
+			return nil
+		}
+		var public []string
+		for _, f := range rep.Findings {
+			if line := fmt.Sprintf("%s=%q (%s)", f.Setting, f.Value, f.Severity); f.Severity >= min && !slices.Contains(public, line) {
+				public = append(public, line)
+			}
+		}
+		return NotReady("risky Redis settings: "+strings.Join(public, "; "), err)
 	}
+}
+
+// NotReady returns the error a Server's Ready test returns to fail
+// /readyz: the probe answers 503 not_ready telling message, which must not
+// say where Redis is; cause goes to the log.
+func NotReady(message string, cause error) error {
+	return &httpx.StatusError{Status: http.StatusServiceUnavailable, Code: "not_ready", Message: message, Err: cause}
 }
 
 // Server is what Serve serves.
@@ -249,8 +278,13 @@ type Server struct {
 	Addr    string // listen address; port 0 picks one
 	Handler http.Handler
 	Config  ServerConfig
+	// Auth admits the readers of GET /metrics, which need MetricsScope;
+	// without it a Prometheus exporter sharing the server is not served.
+	Auth auth.Authenticator
 	// Ready is the service's own readiness test beyond a PING of Redis
-	// (Readiness of its module's Check); nil: PING only.
+	// (Readiness of its module's Check); nil: PING only. An error of its
+	// own (NotReady) says what /readyz tells; the text of any other is
+	// only logged.
 	Ready func(context.Context) error
 	// Listening, when not nil, receives the bound address once the
 	// listener is open.
@@ -262,18 +296,29 @@ type Server struct {
 // retry budget.
 const readyTimeout = time.Second
 
+// probeTimeout bounds the probe itself, which a request no longer waits
+// for after readyTimeout: a shutdown waits for it.
+const probeTimeout = 5 * time.Second
+
 // Serve listens on s.Addr and serves until ctx ends, then shuts down
 // gracefully: in-flight requests get up to 10 s to finish.
 //
-// Besides s.Handler it answers, without a credential and outside the
-// bound on requests in flight, GET /healthz (200 while the process serves)
-// and GET /readyz (200 when Redis answers a PING and s.Ready passes, within
-// a second; 503 otherwise), and GET /metrics when the Prometheus exporter
-// shares this server (setup.WithSharedPrometheus). Every other request counts against
+// Besides s.Handler it answers, outside the bound on requests in flight,
+// GET /healthz (200 while the process serves) and GET /readyz (200 when
+// Redis answers a PING and s.Ready passes, within a second; 503 otherwise),
+// which need no credential, and GET /metrics, for a key with MetricsScope,
+// when the Prometheus exporter shares this server
+// (setup.WithSharedPrometheus). Every other request counts against
 // s.Config.MaxInFlight: past it, the answer is 503 with Retry-After at once,
-// rather than one more request queueing on Redis. A request's context ends
-// a little before s.Config.WriteTimeout, so a call to Redis still running
-// then is answered (as an unknown outcome, say) instead of cut off.
+// rather than one more request queueing on Redis.
+//
+// A request's context ends at 4/5 of s.Config.WriteTimeout, and the Redis
+// clients of redisconn end their calls with it, so a call still running
+// then is answered (503 unknown_outcome for a write that may have been
+// applied, 503 unavailable otherwise) instead of cut off with no answer.
+// Requests whose request line and headers are longer than
+// s.Config.MaxHeaderBytes are answered 431. Every request is traced and
+// measured (Handler).
 func (a *App) Serve(ctx context.Context, s Server) error {
 	if err := s.Config.check(); err != nil {
 		return err
@@ -282,34 +327,46 @@ func (a *App) Serve(ctx context.Context, s Server) error {
 	if err != nil {
 		return err
 	}
-	probe := &readiness{rdb: a.Redis.Client, ready: s.Ready}
+	probe := &readiness{rdb: a.Redis.Client, ready: s.Ready, log: a.Log, name: a.Name}
 	slots := make(chan struct{}, s.Config.MaxInFlight)
 	root := http.NewServeMux()
-	root.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		httpx.WriteJSON(w, http.StatusOK, health{Status: "ok", InFlight: len(slots), MaxInFlight: cap(slots)})
+	root.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		httpx.SetRoute(r.Context(), "GET /healthz")
+		httpx.WriteJSON(w, http.StatusOK, healthBody{Status: "ok", InFlight: len(slots), MaxInFlight: cap(slots)})
 	})
 	root.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		httpx.SetRoute(r.Context(), "GET /readyz")
 		if err := probe.run(r.Context()); err != nil {
-			httpx.WriteError(w, &httpx.StatusError{Status: http.StatusServiceUnavailable, Code: "not_ready", Err: err})
+			httpx.WriteError(w, err)
 			return
 		}
 		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
-	if h := a.Tel.MetricsHandler(); h != nil {
+	switch h := a.Tel.MetricsHandler(); {
+	case h != nil && s.Auth != nil:
 		// OTEL_METRICS_EXPORTER=prometheus without a host or port of its
-		// own: the scrape endpoint shares this server, like the probes
-		// outside the bound and without a credential (the series carry
-		// operations, outcomes and labels, never names, IDs or amounts).
-		root.Handle("GET /metrics", h)
+		// own: the scrape endpoint shares this server, outside the bound
+		// but behind a key, as the service's other routes are. With
+		// OTEL_EXPORTER_PROMETHEUS_HOST or _PORT the exporter listens on
+		// an address of its own instead, without a key: a network only
+		// the scraper reaches.
+		mux := httpx.NewMux(a.Name, httpx.Edge{Auth: s.Auth, Log: a.Log}, func(err error) error { return err })
+		mux.Handle("GET /metrics", MetricsScope, func(w http.ResponseWriter, r *http.Request) error {
+			h.ServeHTTP(w, r)
+			return nil
+		})
+		root.Handle("GET /metrics", mux)
+	case h != nil:
+		a.Log.Warn(a.Name + ": GET /metrics is not served: no Authenticator for its readers")
 	}
 	root.Handle("/", bound(slots, s.Config.WriteTimeout*4/5, s.Handler))
 	srv := &http.Server{
-		Handler:           a.Handler(root),
+		Handler:           a.Handler(headerLimit(s.Config.MaxHeaderBytes, root)),
 		ReadHeaderTimeout: min(5*time.Second, s.Config.ReadTimeout),
 		ReadTimeout:       s.Config.ReadTimeout,
 		WriteTimeout:      s.Config.WriteTimeout,
 		IdleTimeout:       s.Config.IdleTimeout,
-		MaxHeaderBytes:    s.Config.MaxHeaderBytes,
+		MaxHeaderBytes:    max(1, s.Config.MaxHeaderBytes-headerSlop),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	a.Log.Info(a.Name+": listening", "addr", ln.Addr().String())
@@ -336,8 +393,8 @@ func (a *App) Serve(ctx context.Context, s Server) error {
 	return nil
 }
 
-// health is the body of /healthz: the process serves, and how busy it is.
-type health struct {
+// healthBody is the body of /healthz: the process serves, and how busy it is.
+type healthBody struct {
 	Status      string `json:"status"`
 	InFlight    int    `json:"in_flight"` // requests being served, health checks aside
 	MaxInFlight int    `json:"max_in_flight"`
@@ -363,10 +420,12 @@ func bound(slots chan struct{}, deadline time.Duration, h http.Handler) http.Han
 
 // readiness runs one probe of Redis at a time: probes that arrive while
 // one runs wait for its answer, so a paused Redis costs one goroutine, not
-// one per probe.
+// one per probe. It logs each change of the verdict, with its cause.
 type readiness struct {
 	rdb   redis.UniversalClient
 	ready func(context.Context) error
+	log   *slog.Logger
+	name  string
 
 	mu      sync.Mutex
 	running chan struct{} // closed when the probe in flight ends; nil when none
@@ -384,16 +443,26 @@ func (p *readiness) run(ctx context.Context) error {
 			// Not the request's context: the probe outlives a request
 			// that gave up, and the next request gets its answer.
 			// The body of /readyz is public: it says what is wrong,
-			// not where Redis is.
-			err := p.rdb.Ping(context.Background()).Err()
+			// not where Redis is; the log says both.
+			pctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+			defer cancel()
+			err := p.rdb.Ping(pctx).Err()
 			if err != nil {
-				err = errors.New("no answer to PING from Redis")
+				err = NotReady("no answer to PING from Redis", err)
 			} else if p.ready != nil {
-				err = p.ready(context.Background())
+				if err = p.ready(pctx); err != nil && !errors.As(err, new(*httpx.StatusError)) {
+					err = NotReady("not ready", err)
+				}
 			}
 			p.mu.Lock()
+			changed := fmt.Sprint(err) != fmt.Sprint(p.last)
 			p.last, p.running = err, nil
 			p.mu.Unlock()
+			if changed && err != nil {
+				p.log.Warn(p.name+": not ready", "err", err)
+			} else if changed {
+				p.log.Info(p.name + ": ready")
+			}
 			close(done)
 		})
 	}
@@ -403,9 +472,9 @@ func (p *readiness) run(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-t.C:
-		return fmt.Errorf("no answer from Redis within %v", readyTimeout)
+		return NotReady(fmt.Sprintf("no answer from Redis within %v", readyTimeout), errors.New("probe timed out"))
 	case <-ctx.Done():
-		return ctx.Err()
+		return NotReady("the probe was given up", ctx.Err())
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -414,3 +483,41 @@ func (p *readiness) run(ctx context.Context) error {
 
 // wait waits for the probe in flight, if any, to end.
 func (p *readiness) wait() { p.wg.Wait() }
+
+// headerSlop is what net/http adds to http.Server.MaxHeaderBytes before it
+// refuses a request: the bytes its reader may have buffered past the
+// headers. Serve gives net/http the limit less this, so that its own 431
+// comes exactly past the limit, counted on the wire.
+const headerSlop = 4096
+
+// headerLimit answers 431 to a request whose request line and header lines,
+// as a client writes them ("Name: value\r\n"), are longer than limit
+// bytes. net/http refuses most such requests itself before they are read
+// (see headerSlop); a request read from bytes net/http had buffered already
+// (pipelined after another one) reaches this check instead.
+func headerLimit(limit int, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if headerBytes(r) > limit {
+			w.Header().Set("Connection", "close")
+			httpx.WriteError(w, httpx.Errorf(http.StatusRequestHeaderFieldsTooLarge, "headers_too_large",
+				"the request line and headers are longer than %d bytes", limit))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// headerBytes is the length of r's request line, header lines and the blank
+// line after them, as a client writes them.
+func headerBytes(r *http.Request) int {
+	n := len(r.Method) + 1 + len(r.RequestURI) + 1 + len(r.Proto) + 2
+	if r.Host != "" {
+		n += len("Host: ") + len(r.Host) + 2
+	}
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + 2 + len(v) + 2
+		}
+	}
+	return n + 2
+}

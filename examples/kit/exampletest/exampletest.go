@@ -375,17 +375,35 @@ func LoseReply(t *testing.T, px *redistest.Proxy, send func() Reply) Reply {
 // Client calls a service the way the services' clients do: an API key
 // (Authorization: Bearer), JSON bodies, the operation ID in the
 // Idempotency-Key header, errors as httpx.Problem.
+//
+// Every body it receives is searched for what no body of a service may
+// tell (Leak): a match fails the test. So every test of the templates
+// checks, on every route it calls and every failure it provokes, that no
+// host, port, file path or Redis error text reaches a client.
 type Client struct {
-	t    *testing.T
-	base string
-	key  string // API key; none when empty
-	hc   *http.Client
+	t      *testing.T
+	base   string
+	key    string // API key; none when empty
+	header http.Header
+	hc     *http.Client
 }
 
 // As returns a client that sends key as its API key ("" for none).
 func (c *Client) As(key string) *Client {
 	cc := *c
 	cc.key = key
+	return &cc
+}
+
+// With returns a client that also sends the header name with value; "Host"
+// sets the request's Host.
+func (c *Client) With(name, value string) *Client {
+	cc := *c
+	cc.header = c.header.Clone()
+	if cc.header == nil {
+		cc.header = http.Header{}
+	}
+	cc.header.Set(name, value)
 	return &cc
 }
 
@@ -428,6 +446,13 @@ func (c *Client) Try(method, path, key, body string) (Reply, error) {
 		return Reply{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	for name, vs := range c.header {
+		if name == "Host" {
+			req.Host = vs[0]
+			continue
+		}
+		req.Header[name] = vs
+	}
 	if c.key != "" {
 		req.Header.Set("Authorization", "Bearer "+c.key)
 	}
@@ -444,6 +469,9 @@ func (c *Client) Try(method, path, key, body string) (Reply, error) {
 		return Reply{}, err
 	}
 	r := Reply{Status: resp.StatusCode, Header: resp.Header, Body: string(data)}
+	if leak := Leak(r.Body); leak != "" {
+		c.t.Errorf("%s %s: %d: the body tells %q: %.500s", method, path, r.Status, leak, r.Body)
+	}
 	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); r.Status >= 400 && ct == "application/json" {
 		if err := json.Unmarshal(data, &r.Problem); err != nil {
 			return r, fmt.Errorf("%s %s: %d with a body that is no problem: %s", method, path, r.Status, data)
@@ -498,4 +526,130 @@ func Decode[T any](t *testing.T, r Reply) T {
 		t.Fatalf("decode %s: %v", r.Body, err)
 	}
 	return v
+}
+
+// leaks are what no response body may contain: a host or port (an IP
+// literal, localhost, a dial), a file path (under the usual roots), a Go
+// source position, or the text of a Redis or connection error.
+var leaks = regexp.MustCompile(`\b\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}\b|\[[0-9A-Fa-f]*:[0-9A-Fa-f:]*\]|(?i:localhost)|` +
+	`/(?:tmp|home|root|usr|var|etc|opt|proc|run|srv|mnt|work|Users|private)/|\.go:\d+|` +
+	`\b(?:ERR|WRONGTYPE|NOSCRIPT|LOADING|BUSY|BUSYGROUP|READONLY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|NOREPLICAS|OOM|MOVED|ASK|NOAUTH|NOPERM|EXECABORT)\b|` +
+	`redis: |dial tcp|dial unix|read tcp|write tcp|connection refused|connection reset|broken pipe|i/o timeout|` +
+	`closed network connection|context deadline exceeded|context canceled|user_script`)
+
+// Leak returns the first thing in body that no response body of a service
+// may tell (a host or port, a file path, a Redis or connection error), or
+// "" when there is none.
+func Leak(body string) string { return leaks.FindString(body) }
+
+// MetricSeries returns the series GET /metrics shows c (whose key needs
+// metrics:read), each as its name and labels, and the body.
+func (c *Client) MetricSeries() (series map[string]bool, body string) {
+	c.t.Helper()
+	r := c.Get("/metrics").Want(c.t, http.StatusOK, "")
+	series = map[string]bool{}
+	for line := range strings.Lines(r.Body) {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if i := strings.LastIndexByte(line, ' '); i > 0 {
+			series[line[:i]] = true
+		}
+	}
+	return series, r.Body
+}
+
+// Distinct is what RequireBoundedSeries varies from request to request:
+// i's Host, User-Agent, X-Forwarded-For, traceparent and Referer, each seen
+// once.
+func Distinct(c *Client, i int) *Client {
+	return c.With("Host", fmt.Sprintf("h%d.client.example:%d", i, 1024+i)).
+		With("User-Agent", fmt.Sprintf("agent-%d/1.0", i)).
+		With("X-Forwarded-For", fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)).
+		With("Traceparent", fmt.Sprintf("00-%032x-%016x-01", i+1, i+1)).
+		With("Referer", fmt.Sprintf("https://r%d.client.example/p/%d?q=%d", i, i, i))
+}
+
+// RequireBoundedSeries checks that what clients send cannot grow a
+// service's telemetry: it sends 100 requests to warm up, then 1,000, the
+// i-th made by send(Distinct(c, i), i) (one request of the service, with
+// IDs and paths of its own for i), and every fifth i one more, to an
+// unknown path with a query or with an unknown method. The series that
+// metrics (a client with metrics:read) reads on GET /metrics must be the
+// same after the 1,000 as before them, and tell none of the hosts or
+// agents sent. Requests run 8 at a time.
+func RequireBoundedSeries(t *testing.T, c, metrics *Client, send func(c *Client, i int) error) {
+	t.Helper()
+	batch := func(from, to int) {
+		t.Helper()
+		next := make(chan int)
+		errs := make(chan error, to-from)
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for i := range next {
+					d := Distinct(c, i)
+					err := send(d, i)
+					switch {
+					case err != nil:
+					case i%10 == 0:
+						_, err = d.Try(http.MethodGet, fmt.Sprintf("/nowhere-%d/x?q=%d&id=%d", i, i, i), "", "")
+					case i%10 == 5:
+						_, err = d.Try(fmt.Sprintf("M%d", i), fmt.Sprintf("/m-%d", i), "", "")
+					}
+					if err != nil {
+						errs <- err
+					}
+				}
+			})
+		}
+		for i := from; i < to; i++ {
+			next <- i
+		}
+		close(next)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	metrics.MetricSeries() // a scrape is a request too: its series now exist
+	batch(0, 100)
+	before, _ := metrics.MetricSeries()
+	batch(100, 1100)
+	after, body := metrics.MetricSeries()
+	var grown, gone, slow []string
+	for s := range after {
+		switch {
+		case before[s]:
+		case strings.Contains(s, `http_response_status_code="5`):
+			// A 5xx the service answered because the machine was slow
+			// (a lease renewal or a range fetch late, under -race on a
+			// busy machine) adds its status's series once: it is no
+			// value a client chose.
+			slow = append(slow, s)
+		default:
+			grown = append(grown, s)
+		}
+	}
+	if len(slow) > 0 {
+		t.Logf("%d series of 5xx answers appeared meanwhile (not counted), such as %s", len(slow), slow[0])
+	}
+	for s := range before {
+		if !after[s] {
+			gone = append(gone, s)
+		}
+	}
+	if len(grown) == 0 && len(gone) == 0 {
+		t.Logf("%d series before and after 1,000 requests with distinct hosts, paths and IDs", len(before))
+	} else {
+		t.Errorf("%d series before 1,000 requests, %d after: %d new, %d gone; new: %.3000s",
+			len(before), len(after), len(grown), len(gone), strings.Join(grown, "\n"))
+	}
+	for _, sent := range []string{"client.example", "agent-"} {
+		if strings.Contains(body, sent) {
+			t.Errorf("GET /metrics tells %q, which clients sent", sent)
+		}
+	}
 }

@@ -3,21 +3,33 @@
 // without the route's scope, 404 for an unknown resource, 409 for an
 // idempotency key reused with a different body, 422 for a business refusal,
 // 429 past the caller's rate limit, 503 (with Retry-After) when the service
-// is overloaded or an outcome is unknown, 200/201 for success, with the
-// first response replayed for a repeated key.
+// is overloaded, Redis does not answer in time or an outcome is unknown,
+// 200/201 for success, with the first response replayed for a repeated key.
+//
+// An error body tells the client what it can act on and nothing about the
+// service's insides: a 5xx never carries the text of its cause (a Redis
+// address, a Redis error reply, a file path); the Mux logs that for the
+// operator.
 package httpx
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redkit-go/redkit/examples/kit/auth"
 )
@@ -49,7 +61,11 @@ type StatusError struct {
 	Status int
 	Code   string
 	Field  string
-	Err    error
+	// Message is what the client is told (Problem.Error). When empty, a
+	// 4xx tells Err's text and a 5xx only its status's name: the cause of
+	// a 5xx is for the log.
+	Message string
+	Err     error
 	// RetryAfter, for a 429 or 503, is when to try again; it is sent as
 	// Retry-After in whole seconds, at least 1.
 	RetryAfter time.Duration
@@ -57,6 +73,17 @@ type StatusError struct {
 
 func (e *StatusError) Error() string { return e.Err.Error() }
 func (e *StatusError) Unwrap() error { return e.Err }
+
+// public returns what the client is told.
+func (e *StatusError) public() string {
+	switch {
+	case e.Message != "":
+		return e.Message
+	case e.Status >= 500:
+		return http.StatusText(e.Status)
+	}
+	return OnePrefix(e.Err.Error())
+}
 
 // Errorf returns a *StatusError.
 func Errorf(status int, code, format string, args ...any) error {
@@ -97,39 +124,58 @@ func WriteResult(w http.ResponseWriter, status int, replayed bool, v any) {
 	WriteJSON(w, status, v)
 }
 
-// ErrorStatus gives the errors that match Err (errors.Is) an HTTP status
-// and a problem code.
+// ErrorStatus gives the errors that match Err (errors.Is) an HTTP status,
+// a problem code and the Message the client is told (StatusError.Message:
+// empty, a 4xx tells the error's text, a 5xx only its status's name).
 type ErrorStatus struct {
-	Err    error
-	Status int
-	Code   string
+	Err     error
+	Status  int
+	Code    string
+	Message string
 }
 
-// StatusOf returns err as a *StatusError with the status and code of the
-// first entry of table that err matches, or err unchanged when it matches
-// none.
+// StatusOf returns err as a *StatusError with the status, code and message
+// of the first entry of table that err matches, or err unchanged when it
+// matches none.
 func StatusOf(err error, table []ErrorStatus) error {
 	for _, e := range table {
 		if errors.Is(err, e.Err) {
-			return &StatusError{Status: e.Status, Code: e.Code, Err: err}
+			return &StatusError{Status: e.Status, Code: e.Code, Message: e.Message, Err: err}
 		}
 	}
 	return err
 }
 
+// UnknownOutcomeMessage is what a client is told about a write whose
+// outcome is unknown.
+const UnknownOutcomeMessage = "outcome unknown: the write may or may not have been applied; send the same request again " +
+	"with the same " + IdempotencyKeyHeader + " after Retry-After to learn what happened (it is applied at most once)"
+
+// UnavailableMessage is what a client is told when Redis did not answer in
+// time and nothing the request asked for is known to have happened.
+const UnavailableMessage = "temporarily unavailable: try again after Retry-After " +
+	"(a write sent again with the same " + IdempotencyKeyHeader + " is applied at most once)"
+
 // UnknownOutcome returns the 503 for an operation whose outcome is unknown
-// (the library's ErrUnknownOutcome: the reply from Redis was lost and the
-// retries ran out). The client learns what happened by sending the same
-// request again with the same Idempotency-Key.
+// (the library's ErrUnknownOutcome: the reply from Redis was lost, or did
+// not come before the request's deadline, and the retries ran out). The
+// client learns what happened by sending the same request again with the
+// same Idempotency-Key.
 func UnknownOutcome(err error) error {
-	return &StatusError{Status: http.StatusServiceUnavailable, Code: "unknown_outcome",
-		Err: fmt.Errorf("outcome unknown, send the same request again with the same %s: %w", IdempotencyKeyHeader, err)}
+	return &StatusError{Status: http.StatusServiceUnavailable, Code: "unknown_outcome", Message: UnknownOutcomeMessage, Err: err}
+}
+
+// Unavailable returns the 503 for a request that Redis did not answer in
+// time, when nothing it asked for may have been applied: a read, or a write
+// the library knows it never sent.
+func Unavailable(err error) error {
+	return &StatusError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: UnavailableMessage, Err: err}
 }
 
 // WriteError writes err as a Problem. A *StatusError gives its status and
 // code (a 429 or 503 also gets Retry-After, 1 s unless it says more; a 401
-// gets WWW-Authenticate); anything else is a 500 whose text is not shown to
-// the client.
+// gets WWW-Authenticate) and its public text (see StatusError.Message);
+// anything else is a 500 whose text is not shown to the client.
 func WriteError(w http.ResponseWriter, err error) {
 	var se *StatusError
 	if errors.As(err, &se) {
@@ -140,10 +186,30 @@ func WriteError(w http.ResponseWriter, err error) {
 		case http.StatusUnauthorized:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="api"`)
 		}
-		WriteJSON(w, se.Status, Problem{Status: se.Status, Code: se.Code, Error: OnePrefix(se.Err.Error()), Field: se.Field})
-		return
 	}
-	WriteJSON(w, http.StatusInternalServerError, Problem{Status: 500, Code: "internal", Error: "internal error"})
+	p := ProblemOf(err)
+	WriteJSON(w, p.Status, p)
+}
+
+// transient reports whether err says that Redis did not answer (in time, or
+// at all) rather than that something is wrong with the request or the
+// service: the context ended, the connection failed, the pool had no
+// connection, or Redis replied that it cannot serve now (LOADING, BUSY, a
+// failover under way, out of memory).
+func transient(err error) bool {
+	var ne net.Error
+	var re redis.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrClosed), errors.As(err, &ne):
+		return true
+	case errors.As(err, &re):
+		code, _, _ := strings.Cut(re.Error(), " ")
+		return slices.Contains([]string{"LOADING", "BUSY", "MASTERDOWN", "READONLY", "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS", "OOM"}, code)
+	}
+	return false
 }
 
 // modulePrefixes are the prefixes redkit's errors start with. A module
@@ -175,9 +241,10 @@ func ReadOperation(r *http.Request, v any, bodyID *string) (string, error) {
 	return OperationID(r, *bodyID)
 }
 
-// OperationID returns the operation ID of a write: the Idempotency-Key
-// header, or else fromBody. When both are given they must agree. An empty
-// result is a 400.
+// OperationID returns the operation ID of a write as the client gave it:
+// the Idempotency-Key header, or else fromBody. When both are given they
+// must agree. An empty result is a 400. The ID the store knows is
+// ScopedID's, which keeps the IDs of principals apart.
 func OperationID(r *http.Request, fromBody string) (string, error) {
 	h := strings.TrimSpace(r.Header.Get(IdempotencyKeyHeader))
 	switch {
@@ -190,6 +257,93 @@ func OperationID(r *http.Request, fromBody string) (string, error) {
 	}
 	return "", Errorf(http.StatusBadRequest, "malformed", "missing operation ID: send an %s header or an id in the body", IdempotencyKeyHeader)
 }
+
+// An ID a principal gives (an Idempotency-Key, an order ID) means
+// something only within that principal, as Stripe's keys do within an
+// account: two principals sending the same key never meet, and what one
+// learns about an ID (taken, refused, its kind) is only ever about its own.
+// The store knows the key as ScopedID's result, the key behind a tag of
+// the principal: tagLen hex digits of a SHA-256 of its name and a '.'.
+const tagLen = 16
+
+// MaxKeyLen is the longest key a principal may give: the 128 bytes of an ID
+// in redkit, less the principal's tag.
+const MaxKeyLen = 128 - tagLen - 1
+
+// ScopedID returns the ID under which the store knows principal's key. A key
+// is 1 to MaxKeyLen bytes of A-Z a-z 0-9 . _ - : with at most one '/' that
+// neither starts nor ends it (redkit's rule for IDs); any other is a 400.
+func ScopedID(principal, key string) (string, error) {
+	if err := checkKey(key); err != nil {
+		return "", err
+	}
+	return principalTag(principal) + "." + key, nil
+}
+
+// KeyOf returns the key principal gave for id, a result of ScopedID, and
+// false when id is not one of principal's.
+func KeyOf(principal, id string) (key string, ok bool) {
+	tag := principalTag(principal)
+	if len(id) <= len(tag)+1 || id[:len(tag)] != tag || id[len(tag)] != '.' {
+		return "", false
+	}
+	return id[len(tag)+1:], true
+}
+
+func principalTag(principal string) string {
+	sum := sha256.Sum256([]byte(principal))
+	return hex.EncodeToString(sum[:])[:tagLen]
+}
+
+func checkKey(key string) error {
+	if !validID(key, MaxKeyLen) {
+		return Errorf(http.StatusBadRequest, "invalid", "operation ID %q: want 1-%d bytes of A-Z a-z 0-9 . _ - : "+
+			"with at most one '/', neither first nor last", key, MaxKeyLen)
+	}
+	return nil
+}
+
+// CheckName returns a 400 naming field unless s is a name redkit accepts:
+// 1-128 bytes of A-Z a-z 0-9 . _ - : with at most one '/', neither first
+// nor last. A service checks a name itself before it builds a key of its
+// own from it.
+func CheckName(field, s string) error {
+	if !validID(s, 128) {
+		return Errorf(http.StatusBadRequest, "invalid", "%s %q: want 1-128 bytes of A-Z a-z 0-9 . _ - : "+
+			"with at most one '/', neither first nor last", field, s)
+	}
+	return nil
+}
+
+func validID(s string, most int) bool {
+	if len(s) == 0 || len(s) > most || s[0] == '/' || s[len(s)-1] == '/' || strings.Count(s, "/") > 1 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; !('a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' || strings.IndexByte("._-:/", b) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// Unscope returns err told with key where its text has id, the scoped ID of
+// key (ScopedID): a client reads about its key, not about the store's ID.
+// errors.Is and errors.As see err as it was.
+func Unscope(err error, id, key string) error {
+	if err == nil {
+		return nil
+	}
+	return &unscoped{err: err, id: id, key: key}
+}
+
+type unscoped struct {
+	err     error
+	id, key string
+}
+
+func (e *unscoped) Error() string { return strings.ReplaceAll(e.err.Error(), e.id, e.key) }
+func (e *unscoped) Unwrap() error { return e.err }
 
 // Edge is what every route of a service shares at the HTTP edge: who is
 // calling (Auth, the one seam to replace with another scheme), how often a
@@ -255,8 +409,9 @@ func (m *Mux) HandleMetered(pattern, scope string, h func(http.ResponseWriter, *
 
 func (m *Mux) handle(pattern, scope string, metered bool, h func(http.ResponseWriter, *http.Request) error) {
 	m.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		SetRoute(r.Context(), pattern)
 		if err := m.serve(w, r, scope, metered, h); err != nil {
-			m.fail(w, r, err)
+			m.fail(w, r, pattern, err)
 		}
 	})
 }
@@ -281,13 +436,51 @@ func (m *Mux) serve(w http.ResponseWriter, r *http.Request, scope string, metere
 
 func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.mux.ServeHTTP(w, r) }
 
-func (m *Mux) fail(w http.ResponseWriter, r *http.Request, err error) {
+// Resolve returns err as a *StatusError: as it is when it is one already,
+// else as status (a service's mapping of its errors) gives it, else a 503
+// unavailable when Redis did not answer (in time: ctx, the request's, has
+// ended; or at all). An error none of these claims is returned unchanged:
+// something unexpected, a 500.
+func Resolve(ctx context.Context, err error, status func(error) error) error {
+	var se *StatusError
+	if errors.As(err, &se) {
+		return err
+	}
+	if err = status(err); errors.As(err, &se) {
+		return err
+	}
+	if ctx.Err() != nil || transient(err) {
+		return Unavailable(err)
+	}
+	return err
+}
+
+// ProblemOf returns the Problem that WriteError writes for err, for a body
+// that reports an error among other things (a status page).
+func ProblemOf(err error) Problem {
 	var se *StatusError
 	if !errors.As(err, &se) {
-		err = m.status(err)
-		if !errors.As(err, &se) {
-			m.edge.Log.Error(m.name+": request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		}
+		return Problem{Status: 500, Code: "internal", Error: "internal error"}
+	}
+	return Problem{Status: se.Status, Code: se.Code, Error: se.public(), Field: se.Field}
+}
+
+// fail answers err, resolved (Resolve) with the service's status function.
+// A read (GET, HEAD) whose library call ended in an unknown outcome (a
+// balance releases expired holds as it reads) is answered 503 unavailable:
+// the client asked for nothing to be done. Every 5xx is logged with its
+// cause, which its body does not show.
+func (m *Mux) fail(w http.ResponseWriter, r *http.Request, route string, err error) {
+	var se *StatusError
+	err = Resolve(r.Context(), err, m.status)
+	if errors.As(err, &se) && se.Code == "unknown_outcome" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		err = Unavailable(se.Err)
+	}
+	switch {
+	case !errors.As(err, &se):
+		m.edge.Log.Error(m.name+": request failed", "route", route, "err", err)
+	case se.Status >= 500:
+		m.edge.Log.Warn(m.name+": request failed", "route", route, "status", se.Status, "code", se.Code, "err", se.Err)
 	}
 	WriteError(w, err)
 }
@@ -297,4 +490,27 @@ func (m *Mux) fail(w http.ResponseWriter, r *http.Request, err error) {
 func Principal(r *http.Request) auth.Principal {
 	p, _ := auth.PrincipalFrom(r.Context())
 	return p
+}
+
+type routeKey struct{}
+
+// route is where SetRoute records the route that serves a request.
+type route struct{ pattern string }
+
+// TrackRoute returns ctx with room for the route that serves its request
+// (SetRoute), and a function that returns the route's pattern once the
+// request is served: "" when no route matched. Telemetry names requests by
+// it, a bounded set, where the path would be anything a client sends.
+func TrackRoute(ctx context.Context) (context.Context, func() string) {
+	rt := new(route)
+	return context.WithValue(ctx, routeKey{}, rt), func() string { return rt.pattern }
+}
+
+// SetRoute records pattern, as registered ("POST /accounts/{id}/debits"),
+// as the route serving the request of ctx, for TrackRoute. The Mux calls
+// it for its routes; it does nothing for a ctx from no TrackRoute.
+func SetRoute(ctx context.Context, pattern string) {
+	if rt, ok := ctx.Value(routeKey{}).(*route); ok {
+		rt.pattern = pattern
+	}
 }

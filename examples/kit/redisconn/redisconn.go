@@ -56,6 +56,13 @@ const TTLTick = 50 * time.Millisecond
 // Open checks that the server answers before it returns. A server that
 // refuses INFO (an ACL without it, some managed services) but answers PING is
 // taken to be a single server.
+//
+// Every client Open makes has ContextTimeoutEnabled: a call ends when its
+// context does, whatever the client's own timeouts and retries say. Without
+// it go-redis waits for each read up to its ReadTimeout (3 s by default)
+// and re-sends up to MaxRetries times, so a call on a paused server outlives
+// the deadline of the HTTP request that made it, and the server's write
+// timeout cuts the connection before the request is answered.
 func Open(ctx context.Context, url string) (*Conn, error) {
 	url = strings.TrimSpace(url)
 	if url == "" {
@@ -68,6 +75,7 @@ func Open(ctx context.Context, url string) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redisconn: %s: %w", Env, err)
 	}
+	opt.ContextTimeoutEnabled = true
 	c := redis.NewClient(opt)
 	info, err := c.Info(ctx, "cluster").Result()
 	if err != nil {
@@ -105,7 +113,7 @@ func embedded() (*Conn, error) {
 		return nil, fmt.Errorf("redisconn: embedded Redis: %w", err)
 	}
 	c := &Conn{
-		Client:   redis.NewClient(&redis.Options{Addr: mr.Addr()}),
+		Client:   redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true}),
 		Embedded: true,
 		Describe: "embedded in-process Redis (miniredis) at " + mr.Addr() + "; set " + Env + " to use a real one",
 		mr:       mr,
@@ -152,9 +160,10 @@ func cluster(ctx context.Context, urls []string) (*Conn, error) {
 		}
 		if o == nil {
 			o = &redis.ClusterOptions{
-				Username:  opt.Username,
-				Password:  opt.Password,
-				TLSConfig: opt.TLSConfig,
+				Username:              opt.Username,
+				Password:              opt.Password,
+				TLSConfig:             opt.TLSConfig,
+				ContextTimeoutEnabled: true,
 			}
 		}
 		o.Addrs = append(o.Addrs, opt.Addr)

@@ -42,6 +42,17 @@ func wantConn(t *testing.T, c *redisconn.Conn, embedded, cluster bool, describe 
 	if !strings.Contains(c.Describe, describe) {
 		t.Errorf("Describe = %q, want it to say %q", c.Describe, describe)
 	}
+	// A call ends with its context: a request's deadline bounds it.
+	var ctxTimeout bool
+	switch rdb := c.Client.(type) {
+	case *redis.Client:
+		ctxTimeout = rdb.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		ctxTimeout = rdb.Options().ContextTimeoutEnabled
+	}
+	if !ctxTimeout {
+		t.Errorf("%T without ContextTimeoutEnabled", c.Client)
+	}
 	roundTrip(t, c.Client)
 }
 

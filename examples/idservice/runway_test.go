@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/redkit-go/redkit/examples/kit/exampletest"
+	"github.com/redkit-go/redkit/idgen"
+)
+
+// Each name's Segment is a series of its own in redkit.idgen.runway,
+// labelled with the name, so the dashboard's lowest runway is that of the
+// name running dry, not whichever Segment reported last.
+func TestRunway_seriesPerName(t *testing.T) {
+	exampletest.Backends(t, func(t *testing.T, rdb redis.UniversalClient, _ string) {
+		reader := sdkmetric.NewManualReader()
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+		g, err := newGenerators(t.Context(), rdb, config{
+			Service: fmt.Sprintf("test-%d", services.Add(1)), MaxNames: 4, LeaseTTL: idgen.DefaultLeaseTTL,
+			Options: []idgen.Option{idgen.WithMeterProvider(mp)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = g.Close() })
+		want := map[string]int64{}
+		for i, name := range []string{"invoices", "shop-7/orders"} {
+			s, err := g.segment(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range i + 1 {
+				if _, err := s.Next(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want[name] = s.Runway()
+		}
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(t.Context(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int64{}
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				if m.Name != "redkit.idgen.runway" {
+					continue
+				}
+				for _, p := range m.Data.(metricdata.Gauge[int64]).DataPoints {
+					name, _ := p.Attributes.Value(idgen.AttrSegment)
+					got[name.AsString()] = p.Value
+				}
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("runway series %v, want %v", got, want)
+		}
+	})
+}
