@@ -4,6 +4,9 @@ import (
 	"context"
 	"crypto/sha1"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,13 +23,15 @@ type fenceRig struct {
 	servers []*redistest.Server
 	proxies []*redistest.Proxy
 	direct  []*redis.Client
+	clients []*redis.Client // the masters' clients of every Redlock made by redlock
+	isCut   []bool
 	prefix  string
 }
 
 // newFenceRig starts n masters with opts (AOF "always" in the tests that
 // restart them).
 func newFenceRig(t *testing.T, n int, opts redistest.Options) *fenceRig {
-	g := &fenceRig{prefix: testPrefix(t)}
+	g := &fenceRig{prefix: testPrefix(t), isCut: make([]bool, n)}
 	for range n {
 		s := redistest.New(t, opts)
 		g.servers = append(g.servers, s)
@@ -60,6 +65,18 @@ type scriptCounter struct {
 	mu    sync.Mutex
 	n     map[string]int64
 	names map[string]string // SHA1 -> file name
+	// dropFor, when set, is a script whose reply is lost: the master's
+	// proxy drops replies from just before that script is sent.
+	dropFor string
+	px      *redistest.Proxy
+}
+
+// loseReplyOf makes the reply of the next call of script on this master
+// lost (and every reply after it, until the proxy's DropReplies(false)).
+func (c *scriptCounter) loseReplyOf(script string) {
+	c.mu.Lock()
+	c.dropFor = script
+	c.mu.Unlock()
 }
 
 func newScriptCounter() *scriptCounter {
@@ -86,7 +103,12 @@ func (c *scriptCounter) count(cmd redis.Cmder) {
 		return
 	}
 	c.mu.Lock()
-	c.n[c.names[sha]]++
+	name := c.names[sha]
+	c.n[name]++
+	if c.dropFor != "" && c.dropFor == name {
+		c.dropFor = ""
+		c.px.DropReplies(true)
+	}
 	c.mu.Unlock()
 }
 
@@ -130,7 +152,9 @@ func (g *fenceRig) redlock(t *testing.T, adjust func(*redis.Options), opts ...lo
 	)
 	for _, px := range g.proxies {
 		c := clientOf(t, px.Addr(), adjust)
+		g.clients = append(g.clients, c)
 		rt := newScriptCounter()
+		rt.px = px
 		c.AddHook(rt)
 		masters = append(masters, c)
 		rts = append(rts, rt)
@@ -160,7 +184,10 @@ func (g *fenceRig) counters(t *testing.T) []int64 {
 
 // cut cuts master i off (connections closed, new ones refused) or
 // reconnects it.
-func (g *fenceRig) cut(t *testing.T, i int, on bool) { require.NoError(t, g.proxies[i].Cut(on)) }
+func (g *fenceRig) cut(t *testing.T, i int, on bool) {
+	require.NoError(t, g.proxies[i].Cut(on))
+	g.isCut[i] = on
+}
 
 // held reports on how many masters name is locked.
 func (g *fenceRig) held(t *testing.T, name string) int {
@@ -213,7 +240,22 @@ func (g *fenceRig) takeAndRelease(t *testing.T, rl *lock.Redlock, name string, l
 	require.NoError(t, err, what)
 	log.add(t, l, what)
 	require.NoError(t, l.Release(ctx), what)
+	g.released(t, name)
 	return l
+}
+
+// released waits until no master that is not cut holds name: a release
+// returns once a majority released it, the others follow.
+func (g *fenceRig) released(t *testing.T, name string) {
+	t.Helper()
+	eventually(t, func() bool {
+		for i, d := range g.direct {
+			if !g.isCut[i] && redlockKey(t, d, g.prefix, name) != "" {
+				return false
+			}
+		}
+		return true
+	}, "released on every master not cut")
 }
 
 // TestRedlock_Fence_twoClients: two Redlocks over the same masters (one
@@ -271,17 +313,17 @@ func TestRedlock_Fence_masterFallsBehind(t *testing.T) {
 	require.EqualValues(t, 5, l.Fence().Token, "above the last token")
 	require.Equal(t, []int64{4, 5, 5}, g.counters(t), "B raised to the token")
 
-	// A is behind now (4; B and C at 5). Slowed, its grant comes after B's
+	// A is behind now (4; B and C at 5). Its replies held, its grant comes after B's
 	// and C's have decided the acquire: it is raised in the background.
 	g.cut(t, A, false)
-	g.proxies[A].SetLatency(30 * time.Millisecond)
+	g.proxies[A].HoldReplies(200 * time.Millisecond)
 	before = rtSnapshot(rts)
 	l = g.takeAndRelease(t, rl, "report", &log, "A slow")
 	require.EqualValues(t, 6, l.Fence().Token)
 	got = rtSince(rts, before)
 	require.EqualValues(t, 1, got[B], "B: one round trip")
 	require.EqualValues(t, 1, got[C], "C: one round trip")
-	g.proxies[A].SetLatency(0)
+	g.proxies[A].HoldReplies(0)
 	eventually(t, func() bool {
 		c := g.counters(t)
 		return c[A] == 6 && c[B] == 6 && c[C] == 6
@@ -294,4 +336,178 @@ func TestRedlock_Fence_masterFallsBehind(t *testing.T) {
 	got = rtSince(rts, before)
 	require.EqualValues(t, 1, got[A], "A: one round trip")
 	require.EqualValues(t, 1, got[C], "C: one round trip")
+}
+
+// reconnect waits until every Redlock's client of every master not in
+// skip answers again: after a restart its pooled connections are dead,
+// and the first command on each fails and drops it.
+func (g *fenceRig) reconnect(t *testing.T, skip ...int) {
+	for i, c := range g.clients {
+		if slices.Contains(skip, i%len(g.proxies)) {
+			continue
+		}
+		eventually(t, func() bool { return c.Ping(t.Context()).Err() == nil }, "the master answers")
+	}
+}
+
+// TestRedlock_Fence_restartsWithAOF: masters with AOF "always" are killed
+// with SIGKILL and restarted in turn, between acquisitions and while a
+// lease is held, on odd rounds with another master cut off for the round
+// (so counters differ). Two Redlocks take turns: the lock held across a
+// master's restart stays exclusive, and every token is above the last.
+func TestRedlock_Fence_restartsWithAOF(t *testing.T) {
+	g := newFenceRig(t, 3, redistest.Options{AOF: true, AppendFsync: "always"})
+	// A long TTL gives each master 1.5s to answer: fsync on every write
+	// is slow on a loaded machine.
+	a, _ := g.redlock(t, sendOnce, lock.WithTTL(30*time.Second))
+	b, _ := g.redlock(t, goRedisDefaults, lock.WithTTL(30*time.Second))
+	ctx := t.Context()
+	var log tokenLog
+	restart := func(i int) {
+		require.NoError(t, g.servers[i].Kill())
+		require.NoError(t, g.servers[i].Restart(ctx))
+	}
+	for r := range 12 {
+		rl, other := a, b
+		if r%2 == 1 {
+			rl, other = b, a
+		}
+		victim, cut, during := r%3, (r+1)%3, (r+2)%3
+		restart(victim)
+		g.reconnect(t)
+		if r%2 == 1 {
+			g.cut(t, cut, true)
+		}
+		l, err := rl.Mutex("report").TryAcquire(ctx)
+		require.NoError(t, err, "round %d", r)
+		log.add(t, l, fmt.Sprintf("round %d", r))
+		if r%2 == 0 {
+			// Held across the restart of a master: its AOF kept the lock.
+			restart(during)
+			g.reconnect(t)
+		}
+		l2, err := other.Mutex("report").TryAcquire(ctx)
+		require.Nil(t, l2, "round %d: exclusive", r)
+		require.Error(t, err)
+		require.NoError(t, l.Release(ctx))
+		if r%2 == 1 {
+			g.cut(t, cut, false)
+		}
+	}
+}
+
+// evalshaCalls returns how many EVALSHA calls master i has run since its
+// statistics were last reset (go-redis re-sends below every hook, so only
+// the server counts them).
+func (g *fenceRig) evalshaCalls(t *testing.T, i int) int64 {
+	info, err := g.direct[i].Info(t.Context(), "commandstats").Result()
+	require.NoError(t, err)
+	for line := range strings.Lines(info) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:calls="); ok {
+			n, err := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+			require.NoError(t, err)
+			return n
+		}
+	}
+	return 0
+}
+
+// TestRedlock_Fence_lostGrantReply: the reply of one master's grant is
+// lost, master by master, with go-redis's re-sends and sending once. The
+// other two decide the acquire; the master whose reply was lost drew its
+// counter once however often the grant was sent (a re-send finds the lock
+// already this owner's and returns the counter stored with it), and tokens
+// keep increasing.
+func TestRedlock_Fence_lostGrantReply(t *testing.T) {
+	for _, mode := range []struct {
+		name   string
+		adjust func(*redis.Options)
+		sends  int64
+	}{{"sendOnce", sendOnce, 1}, {"goRedisDefaults", goRedisDefaults, 2}} {
+		t.Run(mode.name, func(t *testing.T) {
+			g := newFenceRig(t, 3, redistest.Options{})
+			rl, _ := g.redlock(t, mode.adjust)
+			ctx := t.Context()
+			var log tokenLog
+			g.takeAndRelease(t, rl, "report", &log, "warm-up")
+			for i := range g.proxies {
+				before := g.counters(t)
+				require.NoError(t, g.direct[i].ConfigResetStat(ctx).Err())
+				g.proxies[i].DropReplies(true)
+				l, err := rl.Mutex("report").TryAcquire(ctx)
+				require.NoError(t, err, "master %d's reply lost: the others decide", i)
+				log.add(t, l, fmt.Sprintf("master %d's reply lost", i))
+				eventually(t, func() bool { return g.proxies[i].Dropped() > 0 }, "the reply was lost")
+				g.proxies[i].DropReplies(false)
+				// The lease is held until every send has run there.
+				eventually(t, func() bool { return g.evalshaCalls(t, i) >= mode.sends }, "every send ran")
+				require.Equal(t, mode.sends, g.evalshaCalls(t, i))
+				after := g.counters(t)
+				for j := range after {
+					require.Equal(t, before[j]+1, after[j], "master %d drew its counter once (reply lost on %d): %v -> %v", j, i, before, after)
+				}
+				require.NoError(t, l.Release(ctx))
+			}
+		})
+	}
+}
+
+// TestRedlock_Fence_lostRaiseReply: master A's counter is ahead (as if it
+// had granted ten acquisitions that B and C missed), so an acquire raises
+// B and C to A's counter in a second round. C is slowed, so A and B answer
+// the grant first. The reply of B's raise is lost: A and C still make a
+// majority at the token, and the lease is returned. Then the replies of
+// both B's and C's raises are lost: no majority is known to be at the
+// token, the acquire returns ErrUnknownOutcome (the raises ran) and gives
+// back what it took once the masters answer. C's replies are held rather
+// than its requests delayed, so its grant runs before its raise. With
+// go-redis's re-sends and sending once.
+func TestRedlock_Fence_lostRaiseReply(t *testing.T) {
+	for _, mode := range []struct {
+		name   string
+		adjust func(*redis.Options)
+	}{{"sendOnce", sendOnce}, {"goRedisDefaults", goRedisDefaults}} {
+		t.Run(mode.name, func(t *testing.T) {
+			const A, B, C = 0, 1, 2
+			g := newFenceRig(t, 3, redistest.Options{})
+			rl, rts := g.redlock(t, mode.adjust)
+			ctx := t.Context()
+			var log tokenLog
+			g.takeAndRelease(t, rl, "report", &log, "warm-up")
+			ahead := func() {
+				keys, err := g.direct[A].Keys(ctx, g.prefix+":lock:v2:*:tokens").Result()
+				require.NoError(t, err)
+				require.Len(t, keys, 1)
+				require.NoError(t, g.direct[A].IncrBy(ctx, keys[0], 10).Err())
+			}
+			ahead()
+			g.proxies[C].HoldReplies(100 * time.Millisecond)
+			raisesB := rts[B].raises()
+			rts[B].loseReplyOf("redlock_raise.lua")
+			l, err := rl.Mutex("report").TryAcquire(ctx)
+			g.proxies[B].DropReplies(false)
+			require.NoError(t, err, "A and C make a majority at the token")
+			require.Equal(t, raisesB+1, rts[B].raises(), "B was asked to raise")
+			log.add(t, l, "B's raise reply lost")
+			require.Equal(t, g.counters(t)[A], int64(l.Fence().Token), "A's counter is the token")
+			require.NoError(t, l.Release(ctx))
+			g.released(t, "report")
+
+			ahead()
+			rts[B].loseReplyOf("redlock_raise.lua")
+			rts[C].loseReplyOf("redlock_raise.lua")
+			l, err = rl.Mutex("report").TryAcquire(ctx)
+			g.proxies[B].DropReplies(false)
+			g.proxies[C].DropReplies(false)
+			g.proxies[C].HoldReplies(0)
+			require.Nil(t, l)
+			require.ErrorIs(t, err, lock.ErrUnknownOutcome, "the raises ran; their answers were lost")
+			require.NotErrorIs(t, err, lock.ErrNotAcquired)
+			eventually(t, func() bool { return g.held(t, "report") == 0 }, "what the acquire took is given back")
+			c := g.counters(t)
+			require.Equal(t, c[A], c[B], "B's raise ran")
+			require.Equal(t, c[A], c[C], "C's raise ran")
+			g.takeAndRelease(t, rl, "report", &log, "after")
+		})
+	}
 }
