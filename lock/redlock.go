@@ -268,12 +268,7 @@ func (r *resource) attemptQuorum(ctx context.Context, _ string) (*Lease, time.Du
 	owner := newOwner()
 	start := time.Now()
 	q := r.quorum()
-	answers, settle := r.gather(ctx, func(p *resource) peerAnswer {
-		pctx, cancel := r.peerCtx(ctx)
-		defer cancel()
-		ok, n, _, err := p.acquireOnce(pctx, owner, modeTry)
-		return peerAnswer{ok: ok, n: n, err: err}
-	}, func(as []peerAnswer) bool {
+	enough := func(as []peerAnswer) bool {
 		var got, no int
 		for _, a := range as {
 			switch {
@@ -285,18 +280,30 @@ func (r *resource) attemptQuorum(ctx context.Context, _ string) (*Lease, time.Du
 			}
 		}
 		return got >= q || no > len(as)-q
-	})
+	}
+	answers, settle := r.gather(ctx, func(p *resource) peerAnswer {
+		pctx, cancel := r.peerCtx(ctx)
+		defer cancel()
+		ok, n, _, err := p.acquireOnce(pctx, owner, modeTry)
+		return peerAnswer{ok: ok, n: n, err: err}
+	}, enough)
 	var (
 		got   int
 		token int64
 		wait  time.Duration
 		errs  []error
 	)
+	// A master not waited for, because the others' answers had decided the
+	// attempt, is no failure: a master down and another held by someone
+	// else leave an Acquire to wait, not to fail. What it may grant is
+	// given back when it answers (settle).
+	decided := enough(answers)
 	for i, o := range answers {
 		switch {
 		case o.ok:
 			got++
 			token = max(token, o.n)
+		case !o.answered && decided:
 		case o.err != nil:
 			errs = append(errs, r.peerErr(i, o.err))
 		case wait == 0 || time.Duration(o.n)*time.Millisecond < wait:
@@ -399,8 +406,10 @@ func (r *resource) raiseQuorum(ctx context.Context, owner string, token int64, a
 		held int
 		errs []error
 	)
+	decided := decides(answers, q)
 	for i, a := range answers {
 		switch {
+		case !a.answered && decided: // not waited for: no failure
 		case a.err != nil:
 			errs = append(errs, r.peerErr(i, a.err))
 		case a.n == raiseHeld:

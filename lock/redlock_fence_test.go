@@ -342,6 +342,11 @@ func TestRedlock_Fence_masterFallsBehind(t *testing.T) {
 // skip answers again: after a restart its pooled connections are dead,
 // and the first command on each fails and drops it.
 func (g *fenceRig) reconnect(t *testing.T, skip ...int) {
+	for i, d := range g.direct {
+		if !slices.Contains(skip, i) {
+			eventually(t, func() bool { return d.Ping(t.Context()).Err() == nil }, "the master answers")
+		}
+	}
 	for i, c := range g.clients {
 		if slices.Contains(skip, i%len(g.proxies)) {
 			continue
