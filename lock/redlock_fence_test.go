@@ -300,12 +300,17 @@ func TestRedlock_Fence_masterFallsBehind(t *testing.T) {
 	g.cut(t, C, false)
 	g.cut(t, B, true)
 	before := rtSnapshot(rts)
-	l := g.takeAndRelease(t, rl, "report", &log, "B cut")
+	l, err := rl.Mutex("report").TryAcquire(t.Context())
+	require.NoError(t, err)
+	// Read as soon as the lease is returned: C was raised before it.
+	counters, got := g.counters(t), rtSince(rts, before)
+	log.add(t, l, "B cut")
 	require.EqualValues(t, 4, l.Fence().Token, "A's counter")
-	require.Equal(t, []int64{4, 3, 4}, g.counters(t), "C raised to the token")
-	got := rtSince(rts, before)
+	require.Equal(t, []int64{4, 3, 4}, counters, "C raised to the token before the lease was returned")
 	require.EqualValues(t, 1, got[A], "A: the grant")
 	require.EqualValues(t, 2, got[C], "C: the grant and the raise")
+	require.NoError(t, l.Release(t.Context()))
+	g.released(t, "report")
 
 	g.cut(t, B, false)
 	g.cut(t, A, true)
@@ -452,6 +457,9 @@ func TestRedlock_Fence_lostGrantReply(t *testing.T) {
 					require.Equal(t, before[j]+1, after[j], "master %d drew its counter once (reply lost on %d): %v -> %v", j, i, before, after)
 				}
 				require.NoError(t, l.Release(ctx))
+				// Every master's release has run before the next round
+				// counts its EVALSHA calls.
+				g.released(t, "report")
 			}
 		})
 	}
@@ -480,9 +488,14 @@ func TestRedlock_Fence_lostRaiseReply(t *testing.T) {
 			var log tokenLog
 			g.takeAndRelease(t, rl, "report", &log, "warm-up")
 			ahead := func() {
-				keys, err := g.direct[A].Keys(ctx, g.prefix+":lock:v2:*:tokens").Result()
-				require.NoError(t, err)
-				require.Len(t, keys, 1)
+				// The warm-up's grant on A may come after the others had
+				// decided it.
+				var keys []string
+				eventually(t, func() bool {
+					var err error
+					keys, err = g.direct[A].Keys(ctx, g.prefix+":lock:v2:*:tokens").Result()
+					return err == nil && len(keys) == 1
+				}, "A has drawn its counter")
 				require.NoError(t, g.direct[A].IncrBy(ctx, keys[0], 10).Err())
 			}
 			ahead()
@@ -509,10 +522,68 @@ func TestRedlock_Fence_lostRaiseReply(t *testing.T) {
 			require.ErrorIs(t, err, lock.ErrUnknownOutcome, "the raises ran; their answers were lost")
 			require.NotErrorIs(t, err, lock.ErrNotAcquired)
 			eventually(t, func() bool { return g.held(t, "report") == 0 }, "what the acquire took is given back")
+			// C's grant may still be running when its replies start to be
+			// dropped: go-redis then sends it again, and a send that runs
+			// after the give-back draws C's counter once more.
 			c := g.counters(t)
 			require.Equal(t, c[A], c[B], "B's raise ran")
-			require.Equal(t, c[A], c[C], "C's raise ran")
+			require.GreaterOrEqual(t, c[C], c[A], "C's raise ran")
 			g.takeAndRelease(t, rl, "report", &log, "after")
 		})
 	}
+}
+
+// TestRedlock_Fence_cost measures (and logs; it asserts no duration) what
+// the fence costs an acquire on three masters on loopback, with the
+// defaults: when the masters' counters agree (the common case: one round
+// trip on each master, as a Redlock without a fence) and when one master's
+// counter is ahead of the others' before every acquire (the two others
+// are raised in a second round trip). Run it with -v to see the figures.
+func TestRedlock_Fence_cost(t *testing.T) {
+	const A, rounds = 0, 200
+	g := newFenceRig(t, 3, redistest.Options{})
+	rl, rts := g.redlock(t, sendOnce)
+	ctx := t.Context()
+	var log tokenLog
+	g.takeAndRelease(t, rl, "cost", &log, "warm-up")
+	eventually(t, func() bool {
+		c := g.counters(t)
+		return c[0] == c[1] && c[1] == c[2]
+	}, "the counters agree")
+	var counter string
+	keys, err := g.direct[A].Keys(ctx, g.prefix+":lock:v2:*:tokens").Result()
+	require.NoError(t, err)
+	require.Len(t, keys, 1)
+	counter = keys[0]
+	measure := func(ahead bool) (p50, p90 time.Duration, trips float64) {
+		var took []time.Duration
+		before := rtSnapshot(rts)
+		m := rl.Mutex("cost")
+		for range rounds {
+			if ahead {
+				require.NoError(t, g.direct[A].IncrBy(ctx, counter, 3).Err())
+			}
+			start := time.Now()
+			l, err := m.TryAcquire(ctx)
+			took = append(took, time.Since(start))
+			require.NoError(t, err)
+			log.add(t, l, "cost")
+			require.NoError(t, l.Release(ctx))
+			g.released(t, "cost")
+			eventually(t, func() bool {
+				c := g.counters(t)
+				return c[0] == c[1] && c[1] == c[2] || ahead
+			}, "the counters agree")
+		}
+		var n int64
+		for _, d := range rtSince(rts, before) {
+			n += d
+		}
+		slices.Sort(took)
+		return took[len(took)/2], took[len(took)*9/10], float64(n) / rounds
+	}
+	p50, p90, trips := measure(false)
+	t.Logf("3 masters, counters equal: acquire p50 %v p90 %v, %.2f script calls per acquire (all masters)", p50, p90, trips)
+	p50, p90, trips = measure(true)
+	t.Logf("3 masters, one master ahead: acquire p50 %v p90 %v, %.2f script calls per acquire (all masters)", p50, p90, trips)
 }
