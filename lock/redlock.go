@@ -29,17 +29,24 @@ import (
 // release that failed or went unanswered on a master is retried there in
 // the background, like Lease.Release's, until that master answers.
 //
+// A lease's fencing token (Lease.Fence) is the largest fence counter its
+// granting masters drew, and a majority holding the lock has been brought up
+// to it before the lease is returned, so tokens strictly increase from one
+// holder to the next on the same masters; the protected side checks it with
+// FenceLua or CheckFence as a Mutex's (doc.go, "Redlock's fencing token").
+//
 // Caveats, stated plainly:
 //
-//   - Redlock leases have no fencing token (Fence().Token is 0): the masters
-//     share no counter. Anything that must not be written by a stale holder
-//     needs a Mutex on one primary with fencing, not Redlock.
 //   - Safety rests on timing assumptions: bounded process pauses, bounded
 //     network delay and clocks that run at about the same rate on every
-//     master (the drift allowance is 1% of the TTL plus 2ms). A master that
-//     restarts without persistence forgets locks it granted, which can hand
-//     a majority to a second owner; run the masters with AOF (appendfsync
-//     always) or keep a restarted master out for one TTL.
+//     master (the drift allowance is 1% of the TTL plus 2ms). The fence
+//     refuses a holder paused past its lease; it does not stop two leases
+//     overlapping when the clocks or delays break these assumptions.
+//   - A master that restarts without persistence forgets locks it granted,
+//     which can hand a majority to a second owner, and its fence counter,
+//     which can hand out a token at or below one already used. Keeping it
+//     out for one TTL restores the exclusion only. Run the masters with AOF
+//     (appendfsync always).
 //   - Waiting is by jittered polling (no notifications across masters).
 type Redlock struct {
 	coord *Client   // the leases' watchdog, tracking and telemetry
