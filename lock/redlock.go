@@ -427,7 +427,8 @@ func (r *resource) raiseQuorum(ctx context.Context, owner string, token int64, a
 }
 
 // raise runs redlock_raise.lua on one master (go-redis's re-sends are
-// harmless: the script is idempotent): raiseHeld, raiseFree or raiseTaken.
+// harmless: the script is idempotent): raiseHeld when the lock there is
+// owner's, 0 when nobody holds it, 2 when another owner does.
 func (r *resource) raise(ctx context.Context, owner, token string) (int64, error) {
 	var n int64
 	err := retry.Do(ctx, r.policy, func(ctx context.Context, _ int) error {
