@@ -48,10 +48,10 @@ func TestConsume_entryJournal(t *testing.T) {
 	var found bool
 	for _, e := range got {
 		switch {
-		// IDs are unique within one journal only: j/b's creation may have
-		// the same ID as the damaged entry, written in the same millisecond.
-		case e.ID == bad && e.Op == "x":
+		case e.Op == "x": // stream IDs are per journal: another's may equal bad
 			found = true
+			require.Equal(t, bad, e.ID)
+			require.Equal(t, "j/b", e.SKU)
 			require.Equal(t, "j/a", e.Journal, "the damaged entry")
 		default:
 			require.Equal(t, e.SKU, e.Journal, e.ID)
