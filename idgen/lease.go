@@ -262,7 +262,8 @@ const releaseTimeout = 2 * time.Second
 // ctx has not ended it tries once before returning, bounded by
 // releaseTimeout; then, unless Redis answered, it goes on in a goroutine of
 // its own until Redis answers a release (20ms doubling to 1s between
-// attempts, each waiting for its reply), for up to two lease TTLs. A
+// attempts, each waiting for its reply), for up to two lease TTLs, or until
+// the client is closed (nothing can be sent through it any more). A
 // renewal of the node still on its way may run before or after the
 // release: after it, it finds the node no longer this owner's and changes
 // nothing.
@@ -283,7 +284,7 @@ func (l *nodeLease) giveBack(ctx context.Context, owner string, node int64) {
 			err := renewScript.Run(rctx, l.rdb, []string{l.key},
 				owner, 0, 0, leaseRetention.Milliseconds(), node, 0).Err()
 			cancel()
-			if answered(err) || !time.Now().Before(stop) {
+			if answered(err) || errors.Is(err, redis.ErrClosed) || !time.Now().Before(stop) {
 				return
 			}
 			time.Sleep(wait)
@@ -303,8 +304,8 @@ func (l *nodeLease) mayHaveRun(err error) bool {
 // with the same owner, which returns the node that owner already holds (or
 // leases one, when the first never ran), and releases that node (giveBack).
 // It goes on until Redis answers the acquire (20ms doubling to 1s between
-// attempts), for up to two lease TTLs; by then a node the lost acquire
-// leased has expired anyway.
+// attempts), for up to two lease TTLs (by then a node the lost acquire
+// leased has expired anyway), or until the client is closed.
 func (l *nodeLease) forsake(owner string) {
 	go func() {
 		stop := time.Now().Add(2 * l.ttl)
@@ -319,7 +320,7 @@ func (l *nodeLease) forsake(owner string) {
 				return
 			}
 			if err == nil || !retry.Ambiguous(err) && !retry.Retryable(err) || !time.Now().Before(stop) {
-				return // an answer (no node leased), or the lease has expired
+				return // an answer (no node leased), the client closed, or the lease has expired
 			}
 			time.Sleep(wait)
 			wait = min(2*wait, time.Second)
