@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/redkit-go/redkit/internal/keys"
+	"github.com/redkit-go/redkit/internal/retry"
 	"github.com/redkit-go/redkit/internal/valid"
 	"github.com/redkit-go/redkit/internal/worker"
 )
@@ -80,6 +81,11 @@ func nodeTableKey(prefix, service string) string {
 // high-water mark (the lease's TTL was shorter than that wait), or the
 // Redis (or ctx) error. Whenever it returns an error after leasing a node,
 // it releases the node, retrying in the background until Redis answers.
+// That includes an acquire whose reply was lost (it may have leased a node
+// nobody knows of): the acquire is sent again in the background with the
+// same owner ID, which returns the node that owner holds (or leases one,
+// when the first never ran), and that node is released; this goes on until
+// Redis answers, for up to two lease TTLs.
 //
 // Options used: WithKeyPrefix, WithLeaseTTL, WithMaxClockWait, WithClock,
 // WithTracerProvider, WithMeterProvider, WithLabel.
@@ -134,16 +140,22 @@ func (l *nodeLease) acquire(ctx context.Context) (*tenure, error) {
 func (l *nodeLease) acquireNode(ctx context.Context) (*tenure, error) {
 	owner := newOwner()
 	sent := l.s.nowMs()
-	res, _, err := bounded(ctx, func(ctx context.Context) ([]int64, error) {
+	res, abandoned, err := bounded(ctx, func(ctx context.Context) ([]int64, error) {
 		return acquireScript.Run(ctx, l.rdb, []string{l.key},
 			owner, l.ttl.Milliseconds(), sent, leaseRetention.Milliseconds(), nodePick()).Int64Slice()
 	}, func(res []int64, err error) {
 		// A node leased after the caller gave up is given back at once.
-		if err == nil && len(res) == 2 && res[0] >= 0 {
+		switch {
+		case err == nil && len(res) == 2 && res[0] >= 0:
 			l.giveBack(context.Background(), owner, res[0])
+		case l.mayHaveRun(err):
+			l.forsake(owner)
 		}
 	})
 	if err != nil {
+		if !abandoned && l.mayHaveRun(err) {
+			l.forsake(owner)
+		}
 		return nil, fmt.Errorf("idgen: lease node: %w", err)
 	}
 	if len(res) != 2 {
@@ -250,7 +262,8 @@ const releaseTimeout = 2 * time.Second
 // ctx has not ended it tries once before returning, bounded by
 // releaseTimeout; then, unless Redis answered, it goes on in a goroutine of
 // its own until Redis answers a release (20ms doubling to 1s between
-// attempts, each waiting for its reply), for up to two lease TTLs. A
+// attempts, each waiting for its reply), for up to two lease TTLs, or until
+// the client is closed (nothing can be sent through it any more). A
 // renewal of the node still on its way may run before or after the
 // release: after it, it finds the node no longer this owner's and changes
 // nothing.
@@ -271,8 +284,43 @@ func (l *nodeLease) giveBack(ctx context.Context, owner string, node int64) {
 			err := renewScript.Run(rctx, l.rdb, []string{l.key},
 				owner, 0, 0, leaseRetention.Milliseconds(), node, 0).Err()
 			cancel()
-			if answered(err) || !time.Now().Before(stop) {
+			if answered(err) || errors.Is(err, redis.ErrClosed) || !time.Now().Before(stop) {
 				return
+			}
+			time.Sleep(wait)
+			wait = min(2*wait, time.Second)
+		}
+	}()
+}
+
+// mayHaveRun reports whether a lease script call that failed with err may
+// have run: its reply (or that of a re-send by go-redis) was lost.
+func (l *nodeLease) mayHaveRun(err error) bool {
+	return retry.DefaultPolicy().For(l.rdb).MayHaveRun(err)
+}
+
+// forsake gives back, in a goroutine of its own, the node an acquire by
+// owner whose outcome is unknown may have leased: it runs the acquire again
+// with the same owner, which returns the node that owner already holds (or
+// leases one, when the first never ran), and releases that node (giveBack).
+// It goes on until Redis answers the acquire (20ms doubling to 1s between
+// attempts), for up to two lease TTLs (by then a node the lost acquire
+// leased has expired anyway), or until the client is closed.
+func (l *nodeLease) forsake(owner string) {
+	go func() {
+		stop := time.Now().Add(2 * l.ttl)
+		wait := 20 * time.Millisecond
+		for {
+			rctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+			res, err := acquireScript.Run(rctx, l.rdb, []string{l.key},
+				owner, l.ttl.Milliseconds(), l.s.nowMs(), leaseRetention.Milliseconds(), nodePick()).Int64Slice()
+			cancel()
+			if err == nil && len(res) == 2 && res[0] >= 0 {
+				l.giveBack(context.Background(), owner, res[0])
+				return
+			}
+			if err == nil || !retry.Ambiguous(err) && !retry.Retryable(err) || !time.Now().Before(stop) {
+				return // an answer (no node leased), the client closed, or the lease has expired
 			}
 			time.Sleep(wait)
 			wait = min(2*wait, time.Second)

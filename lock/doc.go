@@ -511,7 +511,12 @@
 // leases it renews: background work, a root span linked to each lease's
 // lock.acquire; a Redlock lease, renewed on its own, gets a root of its own
 // linked the same way; an Extend is a child of the caller's span, or such a
-// linked root when ctx holds none). Metrics:
+// linked root when ctx holds none). What a call leaves to the background
+// (a Release retried until Redis answers, what an acquire that gave up may
+// have taken, a Redlock master's late grant given back) is a lock.release
+// root per attempt, linked to the span of the call that left it (outcome ok
+// when Redis answered, error otherwise; no duration is recorded for it), so
+// nothing hangs off a span that has ended. Metrics:
 //
 //	redkit.lock.operation.duration  s          histogram  redkit.operation (acquire, release, renew), redkit.outcome
 //	redkit.lock.wait.duration       s          histogram  redkit.outcome: ok, not_acquired, unknown_outcome, error
@@ -520,7 +525,9 @@
 //	redkit.lock.contention          {attempt}  counter    attempts that found the lock held
 //
 // Outcomes of release: ok, expired, taken, unknown_outcome, error; of
-// renew: ok, error
+// renew: ok, expired, taken (the word of the error an Extend returns, or
+// of the loss a watchdog round found: taken when some lease of the round
+// was held by another owner, else expired when some had expired), error
 // (words of the vocabulary every redkit module shares, otelx.Outcomes).
 // error.type is a sentinel's text (ErrNotAcquired's "lock: not acquired")
 // or a Go type, never an error's text that could hold a lock name.

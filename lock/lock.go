@@ -544,8 +544,21 @@ func (r *resource) abandon(ctx context.Context, owner string) {
 	r.withdrawLater(ctx, owner)
 }
 
+// abandonLate is abandon for an answer that came after the call that
+// caused it returned (a Redlock master's late grant): every attempt is
+// background work.
+func (r *resource) abandonLate(ctx context.Context, owner string) {
+	ctx = context.WithoutCancel(ctx)
+	if r.withdrawDetached(ctx, owner) == nil {
+		return
+	}
+	r.withdrawLater(ctx, owner)
+}
+
 // withdrawLater runs the release script for owner in the background until
 // Redis answers, the Client closes, or what it would delete has expired.
+// Each attempt is background work (withdrawDetached): the call that caused
+// it has returned, and its span has ended.
 func (r *resource) withdrawLater(ctx context.Context, owner string) {
 	ctx = context.WithoutCancel(ctx)
 	// A lock lives one TTL and a queue entry FairEviction; a writer's mark
@@ -565,12 +578,22 @@ func (r *resource) withdrawLater(ctx context.Context, owner string) {
 				return
 			case <-time.After(wait):
 			}
-			if r.withdraw(ctx, owner) == nil {
+			if r.withdrawDetached(ctx, owner) == nil {
 				return
 			}
 			wait = min(2*wait, time.Second)
 		}
 	})
+}
+
+// withdrawDetached is withdraw as background work: under a lock.release
+// span of its own, a root linked to the span in ctx (the call that gave
+// the work up), so nothing it sends hangs off a span that has ended.
+func (r *resource) withdrawDetached(ctx context.Context, owner string) error {
+	ctx, span := r.c.tel.startWithdraw(ctx)
+	err := r.withdraw(ctx, owner)
+	withdrawn(span, err)
+	return err
 }
 
 // withdraw runs the release script once (with its retries) for abandon.

@@ -348,7 +348,7 @@ func (r *resource) attemptQuorum(ctx context.Context, _ string) (*Lease, time.Du
 		l, wait, err := r.newLease(ctx, owner, uint64(token), start)
 		settle(func(p *resource, a peerAnswer) {
 			if (a.ok || a.err != nil) && (l == nil || l.releaseBegun()) {
-				p.abandon(ctx, owner)
+				p.abandonLate(ctx, owner)
 			}
 			if a.ok && a.n < token {
 				p.raiseOnce(ctx, owner, tok)
@@ -370,7 +370,11 @@ func (r *resource) attemptQuorum(ctx context.Context, _ string) (*Lease, time.Du
 			p.abandon(ctx, owner)
 		}
 	}
-	settle(giveBack)
+	settle(func(p *resource, a peerAnswer) {
+		if a.ok || a.err != nil {
+			p.abandonLate(ctx, owner)
+		}
+	})
 	var wg sync.WaitGroup
 	for i, a := range answers {
 		if a.answered {

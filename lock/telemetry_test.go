@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -306,4 +308,178 @@ func TestSpanTree_everyRenewalIsALinkedRoot(t *testing.T) {
 		require.False(t, s.Parent().IsValid(), "a renewal is a root:\n%s", rec.Trees())
 		require.NotEmpty(t, s.Links(), "a renewal links to its cause:\n%s", rec.Trees())
 	}
+}
+
+// outcomesOf returns the redkit.outcome of every ended span called name.
+func outcomesOf(rec *otelxtest.Recorder, name string) []string {
+	var got []string
+	for _, s := range rec.Spans.Ended() {
+		if s.Name() != name {
+			continue
+		}
+		o := ""
+		for _, a := range s.Attributes() {
+			if string(a.Key) == otelx.AttrOutcome {
+				o = a.Value.AsString()
+			}
+		}
+		got = append(got, o)
+	}
+	return got
+}
+
+// dropKeys deletes every key under prefix but the fence counters, as an
+// expiry (or a Redis that lost them) would.
+func dropKeys(t *testing.T, rdb *redis.Client, prefix string) {
+	for _, k := range rdb.Keys(t.Context(), prefix+":*").Val() {
+		if !strings.HasSuffix(k, ":tokens") {
+			require.NoError(t, rdb.Del(t.Context(), k).Err())
+		}
+	}
+}
+
+// An Extend that finds the lease lost records that as its lock.renew
+// outcome, the word of the error it returns (expired or taken), for every
+// kind of lease; an Extend that renews records ok.
+func TestTelemetry_Extend_outcomeMatchesError(t *testing.T) {
+	type kind struct {
+		name    string
+		acquire func(c *lock.Client) (*lock.Lease, error)
+		taker   func(c *lock.Client) (*lock.Lease, error) // nil: nobody can take it
+	}
+	ttl := lock.WithTTL(time.Minute)
+	off := lock.WithWatchdog(false)
+	kinds := []kind{
+		{"mutex", func(c *lock.Client) (*lock.Lease, error) { return c.Mutex("x", ttl, off).TryAcquire(t.Context()) },
+			func(c *lock.Client) (*lock.Lease, error) { return c.Mutex("x", ttl, off).TryAcquire(t.Context()) }},
+		{"rwmutex", func(c *lock.Client) (*lock.Lease, error) { return c.RWMutex("x", ttl, off).TryAcquire(t.Context()) },
+			func(c *lock.Client) (*lock.Lease, error) { return c.RWMutex("x", ttl, off).TryAcquire(t.Context()) }},
+		{"fair mutex", func(c *lock.Client) (*lock.Lease, error) {
+			return c.Mutex("x", ttl, off, lock.WithFair(true)).TryAcquire(t.Context())
+		}, func(c *lock.Client) (*lock.Lease, error) {
+			return c.Mutex("x", ttl, off, lock.WithFair(true)).TryAcquire(t.Context())
+		}},
+		{"rwmutex read", func(c *lock.Client) (*lock.Lease, error) { return c.RWMutex("x", ttl, off).TryAcquireRead(t.Context()) }, nil},
+		{"semaphore", func(c *lock.Client) (*lock.Lease, error) {
+			return c.Semaphore("x", 1, ttl, off).TryAcquire(t.Context())
+		}, nil},
+	}
+	for _, k := range kinds {
+		for _, tc := range []struct {
+			name  string
+			lose  bool
+			taken bool
+			err   error
+			want  string
+		}{
+			{"renewed", false, false, nil, otelx.OutcomeOK},
+			{"expired", true, false, lock.ErrLeaseExpired, otelx.OutcomeExpired},
+			{"taken", true, true, lock.ErrLeaseTaken, otelx.OutcomeTaken},
+		} {
+			if tc.taken && k.taker == nil {
+				continue
+			}
+			t.Run(k.name+"/"+tc.name, func(t *testing.T) {
+				rec := otelxtest.New(t)
+				rdb := sharedClient(t)
+				prefix := testPrefix(t)
+				locks := newLocks(t, rdb, lock.WithKeyPrefix(prefix), lock.WithTracerProvider(rec.TracerProvider), lock.WithMeterProvider(rec.MeterProvider))
+				l, err := k.acquire(locks)
+				require.NoError(t, err)
+				if tc.lose {
+					dropKeys(t, rdb, prefix)
+				}
+				if tc.taken {
+					_, err := k.taker(newLocks(t, rdb, lock.WithKeyPrefix(prefix)))
+					require.NoError(t, err)
+				}
+				err = l.Extend(t.Context())
+				if tc.err == nil {
+					require.NoError(t, err)
+				} else {
+					require.ErrorIs(t, err, tc.err)
+				}
+				require.Equal(t, []string{tc.want}, outcomesOf(rec, "lock.renew"), "an Extend that returned %v", err)
+			})
+		}
+	}
+}
+
+// A watchdog round that finds a lease lost records that as the round's
+// lock.renew outcome, not ok.
+func TestTelemetry_watchdogRound_outcomeOfLostLease(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		taken bool
+		want  string
+	}{{"expired", false, otelx.OutcomeExpired}, {"taken", true, otelx.OutcomeTaken}} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := otelxtest.New(t)
+			rdb := sharedClient(t)
+			prefix := testPrefix(t)
+			locks := newLocks(t, rdb, lock.WithKeyPrefix(prefix), lock.WithTracerProvider(rec.TracerProvider), lock.WithMeterProvider(rec.MeterProvider))
+			m := locks.Mutex("x", lock.WithTTL(3*time.Second))
+			l, err := m.TryAcquire(t.Context())
+			require.NoError(t, err)
+			require.NoError(t, rdb.Del(t.Context(), m.LockKey()).Err())
+			if tc.taken {
+				_, err := newLocks(t, rdb, lock.WithKeyPrefix(prefix)).Mutex("x", lock.WithTTL(time.Minute), lock.WithWatchdog(false)).TryAcquire(t.Context())
+				require.NoError(t, err)
+			}
+			<-l.Done()
+			require.Equal(t, []string{tc.want}, outcomesOf(rec, "lock.renew"), "the lease ended with %v", l.Err())
+		})
+	}
+}
+
+// A Release whose replies were lost is retried in the background after it
+// returned: each retry is a lock.release root linked to the Release's span,
+// so nothing it sends starts under a span of the request that has ended.
+func TestSpanTree_releaseRetriedInBackgroundIsALinkedRoot(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	px := redistest.NewProxy(t, s.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = rdb.Close() })
+	rec := otelxtest.New(t)
+	require.NoError(t, otelx.InstrumentRedis(rdb, rec.Providers()))
+	locks := newLocks(t, rdb, lock.WithTracerProvider(rec.TracerProvider), lock.WithMeterProvider(rec.MeterProvider))
+	m := locks.Mutex("x", lock.WithTTL(10*time.Second))
+	ctx, root := rec.TracerProvider.Tracer("test").Start(t.Context(), "request")
+	l, err := m.TryAcquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, px.Cut(true))
+	require.Error(t, l.Release(ctx))
+	root.End()
+	require.NoError(t, px.Cut(false))
+	eventually(t, keyGone(t, s.Client(), m.LockKey()), "the release retried in the background")
+	eventually(t, func() bool {
+		for _, sp := range rec.Spans.Ended() {
+			if sp.Name() == "lock.release" && !sp.Parent().IsValid() && sp.Status().Code != codes.Error {
+				return true
+			}
+		}
+		return false
+	}, "the retry that answered has ended")
+
+	var release trace.SpanID
+	ended := map[trace.SpanID]sdktrace.ReadOnlySpan{}
+	for _, sp := range rec.Spans.Ended() {
+		ended[sp.SpanContext().SpanID()] = sp
+		if sp.Name() == "lock.release" && sp.Parent().IsValid() {
+			release = sp.SpanContext().SpanID()
+		}
+	}
+	require.True(t, release.IsValid(), rec.Trees())
+	retries := 0
+	for _, sp := range rec.Spans.Ended() {
+		if p, ok := ended[sp.Parent().SpanID()]; ok && sp.Parent().IsValid() {
+			require.False(t, sp.StartTime().After(p.EndTime()), "%s started after its parent %s ended:\n%s", sp.Name(), p.Name(), rec.Trees())
+		}
+		if sp.Name() == "lock.release" && !sp.Parent().IsValid() {
+			retries++
+			require.Len(t, sp.Links(), 1, rec.Trees())
+			require.Equal(t, release, sp.Links()[0].SpanContext.SpanID(), "a retry links to the Release that gave it up:\n%s", rec.Trees())
+		}
+	}
+	require.Positive(t, retries, rec.Trees())
 }
