@@ -59,7 +59,7 @@ require (
 	github.com/redkit-go/redkit/otelx v0.0.0 // indirect
 	github.com/redkit-go/redkit/otelx/setup v0.0.0
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
-	go.opentelemetry.io/otel v1.47.0 // indirect
+	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect

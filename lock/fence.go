@@ -46,8 +46,8 @@ func FenceKey(prefix, protectedTag, lockName string) string {
 // CheckFence is the fence check for resources written outside a Lua script:
 // it records f.Token at key (from FenceKey) and returns nil when the token is
 // greater than or equal to the highest recorded there, and ErrStaleFence
-// otherwise. A zero token (a lease without a fence, such as Redlock's) or one
-// above 2^53-1 is ErrInvalid.
+// otherwise. A zero token (a lease without a fence, such as a Semaphore
+// permit's) or one above 2^53-1 is ErrInvalid.
 //
 // The check and the write are separate steps: the resource must itself
 // refuse a write carrying an older token than one it has already accepted

@@ -395,7 +395,9 @@ func (l *Lease) releaseBegun() bool {
 // Fence returns the lease's fencing token: pass it to the protected
 // resource, which refuses tokens older than the newest it has seen
 // (FenceLua, CheckFence). Token is 0 for leases without a fence (semaphore
-// permits, RWMutex read leases, Redlock); the zero Fence for a nil lease.
+// permits, RWMutex read leases); the zero Fence for a nil lease. A Redlock
+// lease's token comes from its masters' counters (doc.go, "Redlock's
+// fencing token").
 func (l *Lease) Fence() Fence {
 	if l == nil {
 		return Fence{}

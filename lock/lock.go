@@ -23,6 +23,7 @@ var (
 	acquireScript = lockScript("acquire.lua")
 	extendScript  = lockScript("extend.lua")
 	releaseScript = lockScript("release.lua")
+	raiseScript   = lockScript("redlock_raise.lua")
 )
 
 // keyVersion is the layout version of the package's keys (the v<N> in

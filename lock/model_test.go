@@ -151,6 +151,7 @@ func (env *modelEnv) start(t *testing.T, rt *rapid.T, kind modelKind) *modelRun 
 		// master's release costs little.
 		opts = []lock.Option{lock.WithKeyPrefix(prefix), lock.WithWatchdog(false), lock.WithTTL(4 * time.Second)}
 		m.px = env.pxMaster
+		m.fenced = true
 		for i, masters := range [][]redis.UniversalClient{env.masters, env.mastersB} {
 			rl := mustRedlock(t, masters, opts...)
 			rt.Cleanup(func() { _ = rl.Close() })

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -28,17 +29,24 @@ import (
 // release that failed or went unanswered on a master is retried there in
 // the background, like Lease.Release's, until that master answers.
 //
+// A lease's fencing token (Lease.Fence) is the largest fence counter its
+// granting masters drew, and a majority holding the lock has been brought up
+// to it before the lease is returned, so tokens strictly increase from one
+// holder to the next on the same masters; the protected side checks it with
+// FenceLua or CheckFence as a Mutex's (doc.go, "Redlock's fencing token").
+//
 // Caveats, stated plainly:
 //
-//   - Redlock leases have no fencing token (Fence().Token is 0): the masters
-//     share no counter. Anything that must not be written by a stale holder
-//     needs a Mutex on one primary with fencing, not Redlock.
 //   - Safety rests on timing assumptions: bounded process pauses, bounded
 //     network delay and clocks that run at about the same rate on every
-//     master (the drift allowance is 1% of the TTL plus 2ms). A master that
-//     restarts without persistence forgets locks it granted, which can hand
-//     a majority to a second owner; run the masters with AOF (appendfsync
-//     always) or keep a restarted master out for one TTL.
+//     master (the drift allowance is 1% of the TTL plus 2ms). The fence
+//     refuses a holder paused past its lease; it does not stop two leases
+//     overlapping when the clocks or delays break these assumptions.
+//   - A master that restarts without persistence forgets locks it granted,
+//     which can hand a majority to a second owner, and its fence counter,
+//     which can hand out a token at or below one already used. Keeping it
+//     out for one TTL restores the exclusion only. Run the masters with AOF
+//     (appendfsync always).
 //   - Waiting is by jittered polling (no notifications across masters).
 type Redlock struct {
 	coord *Client   // the leases' watchdog, tracking and telemetry
@@ -257,16 +265,17 @@ func (r *resource) peerCtx(ctx context.Context) (context.Context, context.Cancel
 // given back, on a master that does not answer in the background, by a
 // release for that attempt's owner ID, which must never match the lock of
 // a later attempt of the same Acquire on that master.
+//
+// Each master's grant draws its fence counter (acquire.lua's INCR, or the
+// value stored with the lock when a re-send finds it already granted). The
+// lease's token is the largest drawn; it is returned at once when a
+// majority drew exactly it, and otherwise only once raiseQuorum has brought
+// a majority holding the lock up to it (doc.go, "Redlock's fencing token").
 func (r *resource) attemptQuorum(ctx context.Context, _ string) (*Lease, time.Duration, error) {
 	owner := newOwner()
 	start := time.Now()
 	q := r.quorum()
-	answers, settle := r.gather(ctx, func(p *resource) peerAnswer {
-		pctx, cancel := r.peerCtx(ctx)
-		defer cancel()
-		ok, n, _, err := p.acquireOnce(pctx, owner, modeTry)
-		return peerAnswer{ok: ok, n: n, err: err}
-	}, func(as []peerAnswer) bool {
+	enough := func(as []peerAnswer) bool {
 		var got, no int
 		for _, a := range as {
 			switch {
@@ -278,34 +287,80 @@ func (r *resource) attemptQuorum(ctx context.Context, _ string) (*Lease, time.Du
 			}
 		}
 		return got >= q || no > len(as)-q
-	})
+	}
+	answers, settle := r.gather(ctx, func(p *resource) peerAnswer {
+		pctx, cancel := r.peerCtx(ctx)
+		defer cancel()
+		ok, n, _, err := p.acquireOnce(pctx, owner, modeTry)
+		return peerAnswer{ok: ok, n: n, err: err}
+	}, enough)
 	var (
-		got  int
-		wait time.Duration
-		errs []error
+		got   int
+		token int64
+		wait  time.Duration
+		errs  []error
 	)
+	// A master not waited for, because the others' answers had decided the
+	// attempt, is no failure: a master down and another held by someone
+	// else leave an Acquire to wait, not to fail. What it may grant is
+	// given back when it answers (settle).
+	decided := enough(answers)
 	for i, o := range answers {
 		switch {
 		case o.ok:
 			got++
+			token = max(token, o.n)
+		case !o.answered && decided:
 		case o.err != nil:
 			errs = append(errs, r.peerErr(i, o.err))
 		case wait == 0 || time.Duration(o.n)*time.Millisecond < wait:
 			wait = time.Duration(o.n) * time.Millisecond
 		}
 	}
-	validity := r.cfg.ttl - time.Since(start) - driftFor(r.cfg.ttl)
-	if got >= q && validity > 0 {
+	inTime := func() bool { return r.cfg.ttl-time.Since(start)-driftFor(r.cfg.ttl) > 0 }
+	fenced, raised := false, false
+	if got >= q && inTime() {
+		// at: the masters whose grant drew the token itself: their
+		// counter was at it while the lock was this owner's.
+		at := make([]bool, len(answers))
+		n := 0
+		for i, o := range answers {
+			if o.ok && o.n == token {
+				at[i] = true
+				n++
+			}
+		}
+		fenced = n >= q
+		if !fenced {
+			raised = true
+			fenced, errs = r.raiseQuorum(ctx, owner, token, at)
+		}
+		fenced = fenced && inTime()
+	}
+	tok := strconv.FormatInt(token, 10)
+	if fenced {
 		// A master that grants it late holds it for this lease: renewals
 		// and the release reach it like the others, unless the release has
 		// begun (it may have reached that master before the grant did):
-		// then the late grant is given back.
-		l, wait, err := r.newLease(ctx, owner, 0, start)
+		// then the late grant is given back. A master whose grant drew
+		// less than the token is brought up to it in the background, so
+		// that later acquires find the counters equal and need one round.
+		l, wait, err := r.newLease(ctx, owner, uint64(token), start)
 		settle(func(p *resource, a peerAnswer) {
 			if (a.ok || a.err != nil) && (l == nil || l.releaseBegun()) {
 				p.abandon(ctx, owner)
 			}
+			if a.ok && a.n < token {
+				p.raiseOnce(ctx, owner, tok)
+			}
 		})
+		if l != nil && !raised {
+			for i, a := range answers {
+				if a.ok && a.n < token {
+					r.peers[i].raiseLater(ctx, owner, tok)
+				}
+			}
+		}
 		return l, wait, err
 	}
 	// Give back what was granted, and what may have been (an error, a
@@ -327,6 +382,82 @@ func (r *resource) attemptQuorum(ctx context.Context, _ string) (*Lease, time.Du
 		return nil, 0, fmt.Errorf("lock: redlock %s: %d of %d masters failed: %w", r.name, len(errs), len(r.peers), errors.Join(errs...))
 	}
 	return nil, wait, nil
+}
+
+// raiseHeld is redlock_raise.lua's reply when the lock is this owner's
+// (and the counter at the token or above); 0 and 2 say it is not.
+const raiseHeld = 1
+
+// raiseQuorum is the second round of an acquire whose granting masters
+// drew different counters: it raises the fence counter of every master
+// not in at (those whose grant drew the token) to token, and reports
+// whether at and the masters that answered that they still hold the lock
+// for owner make a majority, with the failures of the others. It returns
+// as soon as the answers decide it, waiting up to peerTimeout.
+func (r *resource) raiseQuorum(ctx context.Context, owner string, token int64, at []bool) (bool, []error) {
+	q := r.quorum()
+	tok := strconv.FormatInt(token, 10)
+	answers, settle := r.gather(ctx, func(p *resource) peerAnswer {
+		for i, o := range r.peers {
+			if o == p && at[i] {
+				return peerAnswer{n: raiseHeld}
+			}
+		}
+		pctx, cancel := r.peerCtx(ctx)
+		defer cancel()
+		n, err := p.raise(pctx, owner, tok)
+		return peerAnswer{n: n, err: err}
+	}, func(as []peerAnswer) bool { return decides(as, q) })
+	settle(nil)
+	var (
+		held int
+		errs []error
+	)
+	decided := decides(answers, q)
+	for i, a := range answers {
+		switch {
+		case !a.answered && decided: // not waited for: no failure
+		case a.err != nil:
+			errs = append(errs, r.peerErr(i, a.err))
+		case a.n == raiseHeld:
+			held++
+		}
+	}
+	return held >= q, errs
+}
+
+// raise runs redlock_raise.lua on one master (go-redis's re-sends are
+// harmless: the script is idempotent): raiseHeld when the lock there is
+// owner's, 0 when nobody holds it, 2 when another owner does.
+func (r *resource) raise(ctx context.Context, owner, token string) (int64, error) {
+	var n int64
+	err := retry.Do(ctx, r.policy, func(ctx context.Context, _ int) error {
+		var err error
+		n, err = raiseScript.Run(ctx, r.c.rdb, r.acquireKeys, owner, token).Int64()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("lock: redlock raise %s: %w", r.name, err)
+	}
+	return n, nil
+}
+
+// raiseOnce raises the master's counter to token, best effort: bounded by
+// the release timeout, its outcome unused.
+func (r *resource) raiseOnce(ctx context.Context, owner, token string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.releaseTimeout)
+	defer cancel()
+	_, _ = r.raise(rctx, owner, token)
+}
+
+// raiseLater runs raiseOnce in the background (Close waits for it).
+func (r *resource) raiseLater(ctx context.Context, owner, token string) {
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	if r.c.closed {
+		return
+	}
+	r.c.bg.Go(func() { r.raiseOnce(ctx, owner, token) })
 }
 
 // extendQuorum: 1 when a majority extended; 0 or 2 when the answers rule a

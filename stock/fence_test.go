@@ -1,6 +1,7 @@
 package stock_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -122,4 +123,41 @@ func TestInventory_WithReplicaAck_cluster(t *testing.T) {
 		require.Equal(t, stock.Levels{Available: 7, Reserved: 1, Sold: 2}, level(t, inv, sku))
 		audited(t, inv, sku)
 	}
+}
+
+// A Redlock lease's fence works with WithFence as a Mutex's: holder X,
+// paused past its lease, writes after Y took the lock over the same three
+// masters and wrote; X's write is refused and changes nothing.
+func TestInventory_WithFence_redlockHolderPausedPastLease(t *testing.T) {
+	inv, _, _ := newInventory(t)
+	ctx := t.Context()
+	require.NoError(t, inv.Create(ctx, "shop/a", 10))
+	var masters []redis.UniversalClient
+	for range 3 {
+		c := redistest.New(t, redistest.Options{}).Client()
+		masters = append(masters, c)
+	}
+	rl, err := lock.NewRedlock(masters, lock.WithTTL(2*time.Second), lock.WithWatchdog(false))
+	require.NoError(t, err)
+	defer rl.Close()
+	m := rl.Mutex("restocker")
+	x, err := m.TryAcquire(ctx)
+	require.NoError(t, err)
+	_, err = inv.Restock(ctx, "x1", "shop/a", 1, stock.WithFence(x.Fence()))
+	require.NoError(t, err)
+
+	// X pauses; Y waits out its TTL and writes.
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	y, err := m.Acquire(wctx)
+	require.NoError(t, err)
+	require.Greater(t, y.Fence().Token, x.Fence().Token)
+	_, err = inv.Restock(ctx, "y1", "shop/a", 1, stock.WithFence(y.Fence()))
+	require.NoError(t, err)
+
+	_, err = inv.Deduct(ctx, order("x2", "u", "shop/a", 5), stock.WithFence(x.Fence()))
+	require.ErrorIs(t, err, stock.ErrStaleFence, "X's late write is refused")
+	require.Equal(t, stock.Levels{Available: 12}, level(t, inv, "shop/a"))
+	require.NoError(t, y.Release(ctx))
+	audited(t, inv, "shop/a")
 }

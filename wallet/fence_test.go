@@ -1,6 +1,7 @@
 package wallet_test
 
 import (
+	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -177,4 +178,41 @@ func TestLedger_WithReplicaAck_everyWrite(t *testing.T) {
 
 	assert.ErrorIs(t, short.CloseAccount(ctx, "q/b"), wallet.ErrReplicaAck, "CloseAccount")
 	require.True(t, balanceOf(t, acked, "q/b").Closed, "closed all the same")
+}
+
+// A Redlock lease's fence works with WithFence as a Mutex's: holder X,
+// paused past its lease, debits after Y took the lock over the same three
+// masters and debited; X's debit is refused and writes nothing.
+func TestLedger_WithFence_redlockHolderPausedPastLease(t *testing.T) {
+	ctx := t.Context()
+	led, rdb, prefix := newLedger(t)
+	openFunded(t, led, map[string]int64{"m/a": 100})
+	var masters []redis.UniversalClient
+	for range 3 {
+		masters = append(masters, redistest.New(t, redistest.Options{}).Client())
+	}
+	rl, err := lock.NewRedlock(masters, lock.WithTTL(2*time.Second), lock.WithWatchdog(false))
+	require.NoError(t, err)
+	defer rl.Close()
+	m := rl.Mutex("payout")
+	x, err := m.TryAcquire(ctx)
+	require.NoError(t, err)
+	_, err = led.Debit(ctx, wallet.Tx{ID: "x1", Account: "m/a", Amount: 10}, wallet.WithFence(x.Fence()))
+	require.NoError(t, err)
+
+	// X pauses; Y waits out its TTL and debits.
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	y, err := m.Acquire(wctx)
+	require.NoError(t, err)
+	require.Greater(t, y.Fence().Token, x.Fence().Token)
+	_, err = led.Debit(ctx, wallet.Tx{ID: "y1", Account: "m/a", Amount: 10}, wallet.WithFence(y.Fence()))
+	require.NoError(t, err)
+
+	before := keysUnder(t, rdb, prefix+":wallet")
+	_, err = led.Debit(ctx, wallet.Tx{ID: "x2", Account: "m/a", Amount: 10}, wallet.WithFence(x.Fence()))
+	require.ErrorIs(t, err, wallet.ErrStaleFence, "X's late debit is refused")
+	require.ElementsMatch(t, before, keysUnder(t, rdb, prefix+":wallet"), "a stale call writes nothing")
+	require.Equal(t, int64(80), balanceOf(t, led, "m/a").Posted)
+	require.NoError(t, y.Release(ctx))
 }

@@ -47,7 +47,8 @@ func Key(prefix, tag, lockName string) string {
 }
 
 // ValidToken reports a token outside 1..2^53-1 (zero: a lease without a
-// fence, such as Redlock's) as an error wrapping valid.ErrInvalid.
+// fence, such as a Semaphore permit's) as an error wrapping
+// valid.ErrInvalid.
 func ValidToken(token uint64) error {
 	if token == 0 || token > valid.MaxAmount {
 		return fmt.Errorf("%w: fence token %d outside 1..%d", valid.ErrInvalid, token, uint64(valid.MaxAmount))

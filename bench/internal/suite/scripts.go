@@ -175,6 +175,12 @@ return redis.call('DECRBY', KEYS[1], q)`)
 	baseIncrement = redis.NewScript(`return redis.call('INCRBY', KEYS[1], ARGV[1])`)
 )
 
+// raiseScript is lock's redlock_raise.lua, run directly (its header gives
+// KEYS and ARGV), with raiseOwner as the lock's 32-character owner ID.
+var raiseScript = redis.NewScript(lock.Scripts()["redlock_raise.lua"])
+
+const raiseOwner = "0123456789abcdef0123456789abcdef"
+
 // baseValue is the value a group's baseline scripts (baseDecrement,
 // baseIncrement) work on.
 type baseValue struct {
@@ -217,10 +223,11 @@ func scriptCases() ([]scriptCase, func()) {
 
 func lockScriptCases() ([]scriptCase, func()) {
 	var (
-		rdb    *redis.Client
-		locks  *lock.Client
-		leases []*lock.Lease
-		pfx    string
+		rdb     *redis.Client
+		locks   *lock.Client
+		leases  []*lock.Lease
+		pfx     string
+		redlock *lock.Redlock
 	)
 	// newLocks makes a fresh client with the watchdog off, so no renewal
 	// runs during a measurement.
@@ -273,6 +280,9 @@ func lockScriptCases() ([]scriptCase, func()) {
 	done := func() {
 		if locks != nil {
 			_ = locks.Close()
+		}
+		if redlock != nil {
+			_ = redlock.Close()
 		}
 	}
 	return []scriptCase{
@@ -351,6 +361,36 @@ func lockScriptCases() ([]scriptCase, func()) {
 				return locks.RWMutex(n).TryAcquireRead(context.Background())
 			})},
 		{group: "lock", name: "RWMutex read release", setup: keep, op: release},
+		// A Redlock master runs the Mutex's acquire script, so a Redlock
+		// over this one server measures one master's part of an acquire;
+		// the fence adds the raise, only on a master whose counter is
+		// behind the lease's token (lock/doc.go, "Redlock's fencing token").
+		{group: "lock", name: "Redlock acquire (one master's part)", baseline: "baseline acquire (GET, INCR fence, SET PX)",
+			setup: func(ctx context.Context, c *redis.Client, n int) error {
+				if redlock != nil {
+					_ = redlock.Close()
+				}
+				rdb, pfx = c, prefix("scripts-redlock")
+				var err error
+				redlock, err = lock.NewRedlock([]redis.UniversalClient{c}, lock.WithKeyPrefix(pfx), lock.WithWatchdog(false), lock.WithTTL(time.Minute))
+				leases = make([]*lock.Lease, n)
+				return err
+			},
+			op: acquire(func(n string) (*lock.Lease, error) {
+				return redlock.Mutex(n).TryAcquire(context.Background())
+			})},
+		{group: "lock", name: "Redlock release (one master's part)", baseline: "baseline release (GET, DEL)", setup: keep, op: release},
+		// The second round of an acquire whose masters drew different
+		// counters, on a master that holds the lock and is behind: every
+		// call raises the counter.
+		{group: "lock", name: "Redlock raise (a master behind)", baseline: "baseline acquire (GET, INCR fence, SET PX)",
+			setup: func(ctx context.Context, c *redis.Client, n int) error {
+				rdb, basePfx = c, prefix("scripts-raise")
+				return c.Set(ctx, basePfx+":lock", raiseOwner+":1", time.Hour).Err()
+			},
+			op: func(ctx context.Context, i int) error {
+				return raiseScript.Run(ctx, rdb, []string{basePfx + ":lock", basePfx + ":tokens"}, raiseOwner, i+2).Err()
+			}},
 		{group: "lock", name: "Semaphore acquire",
 			setup: newLocks(), op: acquire(func(n string) (*lock.Lease, error) {
 				return locks.Semaphore(n, 4).TryAcquire(context.Background())
