@@ -516,7 +516,10 @@
 // have taken, a Redlock master's late grant given back) is a lock.release
 // root per attempt, linked to the span of the call that left it (outcome ok
 // when Redis answered, error otherwise; no duration is recorded for it), so
-// nothing hangs off a span that has ended. Metrics:
+// nothing hangs off a span that has ended. A Redlock master whose grant drew
+// less than the lease's token, raised to it after the acquire returned, is
+// a lock.raise root linked to the acquire's span the same way
+// (TestSpanTree_redlockRaiseInBackgroundIsALinkedRoot). Metrics:
 //
 //	redkit.lock.operation.duration  s          histogram  redkit.operation (acquire, release, renew), redkit.outcome
 //	redkit.lock.wait.duration       s          histogram  redkit.outcome: ok, not_acquired, unknown_outcome, error
