@@ -307,7 +307,10 @@
 //     WithClusterBudget; the first acquire, extend and release after every
 //     live node agreed on the new master succeed, on go-redis defaults and
 //     send-once, with and without WithRequiredReplicaAck
-//     (TestMutex_Cluster_masterKilledForGood). The subscriber connection
+//     (TestMutex_Cluster_masterKilledForGood), an Extend of a lease taken
+//     before the kill too (sent again within the lease's Until, asking for
+//     what is left of the TTL; TestLease_Cluster_extendAfterMasterKilledForGood).
+//     The subscriber connection
 //     that died with it reconnects on a reloaded map, so the promoted
 //     master counts the waiters' channels and a release wakes them
 //     (TestMutex_Cluster_notifyAfterMasterKilledForGood).
