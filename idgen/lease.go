@@ -244,25 +244,33 @@ func (l *nodeLease) runRenew(ctx context.Context, owner string, node int64, ttl 
 }
 
 // onFreshMap runs send, a lease script, and, on a Cluster client, after an
-// error that says the slot map is out of date (retry.StaleMap: a master
-// killed for good that the map still names, a moved slot) reloads the map
-// (retry.Reload), so that the next send goes to the slot's master now,
-// not a minute later when go-redis reloads it by itself. When the send
-// certainly did not run there (retry.Retryable: a refused dial, MOVED), it
-// is sent once more on the reloaded map: a lease script sent twice is
-// harmless (the same owner gets the node it already took; a renewal or
-// release with the same arguments does what the first did).
+// error that is not a reply of Redis's (a master killed for good that the
+// map still names refuses the dial, or go-redis's own dial retries outlast
+// ctx) or that says the slot moved (retry.StaleMap), reloads the map
+// (retry.Reload, at most once per retry.ReloadInterval per client, within
+// reloadTimeout even when ctx has ended), so that the next send goes to the
+// slot's master now, not a minute later when go-redis reloads it by
+// itself. When the send certainly did not run there (retry.Retryable: a
+// refused dial, MOVED) and ctx allows, it is sent once more on the
+// reloaded map: a lease script sent twice is harmless (the same owner gets
+// the node it already took; a renewal or release with the same arguments
+// does what the first did).
 func onFreshMap[T any](ctx context.Context, rdb redis.UniversalClient, send func(context.Context) (T, error)) (T, error) {
 	v, err := send(ctx)
-	if _, ok := rdb.(*redis.ClusterClient); !ok || !retry.StaleMap(err) || ctx.Err() != nil {
+	if _, ok := rdb.(*redis.ClusterClient); !ok || err == nil || answered(err) && !retry.StaleMap(err) {
 		return v, err
 	}
-	retry.Reload(ctx, rdb)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reloadTimeout)
+	retry.Reload(rctx, rdb)
+	cancel()
 	if !retry.Retryable(err) || ctx.Err() != nil {
 		return v, err
 	}
 	return send(ctx)
 }
+
+// reloadTimeout bounds onFreshMap's reload of the slot map.
+const reloadTimeout = time.Second
 
 // answered reports whether a call that ended in err got a reply from Redis.
 func answered(err error) bool {
