@@ -8,7 +8,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server gcc libc6-dev postgresql prometheus
 
-.PHONY: test deps vet docs unit modules chaos bench bench-scripts lint fmt
+.PHONY: test deps vet docs unit modules chaos bench bench-otlp bench-scripts lint fmt
 
 test: deps vet docs unit modules release-proof
 
@@ -56,8 +56,15 @@ modules:
 chaos: deps
 	RUN_CHAOS=1 $(GO) test -race -count=1 -timeout 60m -run 'Chaos' work
 
+OTLP_CASES = ^(lock/(baseline|redislock|redkit)/uncontended-(1|16)|flash/(deduct-goredis|redkit-deduct)|wallet/(debit-goredis|redkit-debit)|ids/(redis-incr-16|redkit-sequence-16))$$
+
 bench: deps
 	$(GO) run ./bench/cmd/redkit-bench
+
+# redkit's rows again with the OpenTelemetry SDK installed and exporting
+# over OTLP/HTTP to a sink on loopback, beside their yardsticks.
+bench-otlp: deps
+	$(GO) run ./bench/cmd/redkit-bench -telemetry otlp -only '$(OTLP_CASES)'
 
 # Each script's own Redis time (INFO commandstats usec_per_call of EVALSHA),
 # from one client on an idle server, beside the smallest script doing the job.

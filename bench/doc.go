@@ -9,17 +9,30 @@
 // # What it measures
 //
 //   - server/*: redis-benchmark (from the redis-tools package) with 64
-//     clients: SET, INCR, EVALSHA of `return 1`, and EVALSHA of redkit's own
-//     stock deduct script and wallet posting script with __rand_int__ in the
-//     operation ID, so that every call is a fresh operation. These are the
-//     ceilings the redkit rows are divided by.
+//     clients (16 for INCR, as the 16 goroutines of the ID rows): SET, INCR,
+//     EVALSHA of `return 1`, and EVALSHA of redkit's own stock deduct script
+//     and wallet posting script with __rand_int__ in the operation ID, so
+//     that every call is a fresh operation. redis-benchmark draws each
+//     __rand_int__ of a command on its own, so the ID in a key and the ID in
+//     an argument differ; every one is new, so the script does the same
+//     work. These rows are the server's ceiling, from a C client; their
+//     "cli CPU" column is redis-benchmark's CPU.
+//   - flash/deduct-goredis, wallet/debit-goredis: the same EVALSHA command
+//     as stock.Deduct and wallet.Debit send (captured from a real call), from
+//     64 goroutines of one go-redis client, a fresh ID per call: the
+//     yardsticks of stock.Deduct and wallet.Debit, so that their ratio is
+//     what the module adds on the client side.
 //   - lock/*: the hand-written SET NX PX + compare-and-delete lock,
 //     go-redsync/redsync, bsm/redislock and redkit's lock.Mutex (plain and
 //     fair): acquire+release pairs/s with 1 and 16 goroutines on their own
 //     keys, and 16 goroutines handing one key around with an immediate
-//     release (acquisitions/s, p50/p99 wait, the p50 gap from a release to
-//     the next acquire by another goroutine, how often the releaser took the
-//     lock straight back, commands per handoff).
+//     release: handoffs/s (acquisitions that followed another goroutine's
+//     hold; a goroutine taking its own lock straight back scores nothing),
+//     the p50/p99 wait of those acquisitions, the p50 gap from a release to
+//     the next acquire by another goroutine, acquisitions/s and how often the
+//     releaser took the lock straight back. Every polling lock (the
+//     baseline, redislock, redsync) retries every 5ms; redkit waits for a
+//     notification. Every lock has the same TTL (10s).
 //   - flash/*: 64 buyers on one hot SKU: the blog pattern (SETNX lock, GET,
 //     DECRBY, DEL), a bare Lua check-and-decrement, stock.Deduct and
 //     stock.DeductBatch.
@@ -40,11 +53,17 @@
 //
 // # Reading the numbers
 //
-// Each case runs -runs times (default 3) for -duration (default 1s); the
-// table gives the median, the spread (min–max) and the ratio of the median
-// to the case's yardstick from the same run. The machine is usually shared
-// and small, so compare ratios from one run rather than absolute rates
-// across runs. The blog-pattern rows depend on their retry sleep (2ms ±50%);
-// redsync keeps its default retry delay (50–250ms) and redislock and the
-// baseline lock poll every 5ms. RESULTS.md has a full run with its machine.
+// Each case runs -runs times (default 3) for -duration (default 1s). Cases
+// compared with each other take turns: run 1 of each, then run 2 of each in
+// a rotated order, and so on, so a ratio compares runs taken minutes apart
+// at most by seconds. The table gives the median, the spread (min–max) and
+// the ratio to the case's yardstick: the median of the per-run ratios, with
+// their spread; a ratio marked "~" has per-run values on both sides of 1,
+// which says the two do not differ beyond the noise. "srv CPU" is the CPU
+// time of the Redis servers' main threads per operation (INFO cpu): it counts
+// a script's inner commands once, as part of the script, and the socket work
+// of every command. The machine is usually shared and small, so compare
+// ratios from one run rather than absolute rates across runs, and note the
+// load average the program prints. The blog-pattern rows depend on their
+// retry sleep (2ms ±50%). RESULTS.md has a full run with its machine.
 package bench

@@ -29,6 +29,7 @@ const replicaProbeTTL = time.Minute
 type counter struct {
 	rdb     redis.UniversalClient // a *redis.Client or *redis.ClusterClient (counterClient)
 	key     string
+	keys    []string // key, as the script's KEYS (made once)
 	ackWait time.Duration
 	// cluster retries a reservation on a Cluster client whose slot map is
 	// out of date (retry.StaleMap) on a reloaded map, within
@@ -68,7 +69,8 @@ func newCounter(rdb redis.UniversalClient, name string, opts []Option) (*counter
 	}
 	once := retry.DefaultPolicy()
 	once.SetAttempts(1, 10*time.Millisecond, 200*time.Millisecond)
-	return &counter{rdb: rdb, key: counterKey(cfg.prefix, name), ackWait: cfg.replicaAckWait,
+	k := counterKey(cfg.prefix, name)
+	return &counter{rdb: rdb, key: k, keys: []string{k}, ackWait: cfg.replicaAckWait,
 		cluster: once.For(rdb)}, cfg, nil
 }
 
@@ -89,7 +91,7 @@ func (c *counter) reserve(ctx context.Context, step, floor int64) (int64, error)
 		if replicas > 0 {
 			ack = script.Ack{Replicas: 1, Timeout: c.ackWait, Required: true}
 		}
-		cmd, _, err := script.RunAck(ctx, c.rdb, ack, reserveScript, []string{c.key}, step, floor)
+		cmd, _, err := script.RunAck(ctx, c.rdb, ack, reserveScript, c.keys, step, floor)
 		if err != nil {
 			c.forgetReplicas()
 			return scriptError(err)

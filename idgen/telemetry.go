@@ -268,9 +268,7 @@ func (t *leaseTelemetry) end(ctx context.Context, span trace.Span, op string, lo
 		outcome = otelx.OutcomeLost
 	}
 	otelx.End(span, outcome, err)
-	attrs := append(labelAttrs(t.label), attribute.String(otelx.AttrOperation, op),
-		attribute.String(otelx.AttrOutcome, outcome))
-	t.ops.Add(ctx, 1, metric.WithAttributes(attrs...))
+	t.ops.Add(ctx, 1, otelx.OpAttrs(op, outcome, t.label).Add...)
 }
 
 func (t *leaseTelemetry) renewFailed(ctx context.Context) { t.renewFails.Add(ctx, 1, t.attrs) }

@@ -35,15 +35,16 @@ const keyVersion = 2
 // stops them. A Client is safe for concurrent use; make one per process and
 // deployment.
 type Client struct {
-	rdb     redis.UniversalClient
-	cfg     config
-	space   keys.Space
-	sharded bool   // Cluster: SPUBLISH/SSUBSCRIBE
-	publish string // the release scripts' publish command
-	hub     *hub
-	renewer *renewer
-	tel     *telemetry
-	bg      sync.WaitGroup // Redlock calls still running after their caller returned; withdrawals retried
+	rdb        redis.UniversalClient
+	cfg        config
+	space      keys.Space
+	sharded    bool   // Cluster: SPUBLISH/SSUBSCRIBE
+	publish    string // the release scripts' publish command
+	publishArg any    // publish, boxed once
+	hub        *hub
+	renewer    *renewer
+	tel        *telemetry
+	bg         sync.WaitGroup // Redlock calls still running after their caller returned; withdrawals retried
 
 	mu     sync.Mutex
 	leases map[*Lease]struct{}
@@ -83,6 +84,7 @@ func newClient(rdb redis.UniversalClient, cfg config) *Client {
 	if c.sharded {
 		c.publish = "SPUBLISH"
 	}
+	c.publishArg = c.publish
 	c.hub = newHub(rdb)
 	c.renewer = newRenewer(c)
 	c.tel = newTelemetry(cfg)
@@ -199,8 +201,9 @@ type resource struct {
 	acquireKeys []string // KEYS of the acquire script
 	extraArgs   []any    // acquire ARGV after owner and TTL, before the mode
 	releaseKeys []string // KEYS of the release script
-	ttlArg      string   // the TTL in milliseconds, as the scripts take it
+	ttlArg      any      // the TTL in milliseconds, as the scripts take it (boxed once)
 	channel     string
+	channelArg  any         // channel, boxed once for the release scripts
 	peers       []*resource // Redlock: the same lock on each independent master
 	peer        bool        // one master of a Redlock: its coordinator gives back what it took
 	policy      retry.Policy
@@ -225,6 +228,7 @@ func (c *Client) resource(k *kind, kindName, name string, opts []Option) *resour
 		r.releaseKeys = []string{r.key}
 		r.ttlArg = strconv.FormatInt(cfg.ttl.Milliseconds(), 10)
 		r.channel = c.space.Key(g, "wake", kindName, name)
+		r.channelArg = r.channel
 	}
 	return r
 }
@@ -422,6 +426,20 @@ const (
 	modeWaited = "2" // it has waited: as modeWait, and a lock it takes starts marked
 )
 
+// modeArg is mode as a script argument: a constant, so passing it boxes
+// nothing.
+func modeArg(mode string) any {
+	switch mode {
+	case modeTry:
+		return modeTry
+	case modeWait:
+		return modeWait
+	case modeWaited:
+		return modeWaited
+	}
+	return mode
+}
+
 // firstMode is the mode of Acquire's first attempt: mode, or modeWaited
 // when goroutines of this process already wait for the lock, so that a lock
 // this call takes starts marked and its release wakes one of them (a
@@ -480,7 +498,7 @@ func (r *resource) acquireOnce(ctx context.Context, owner, mode string) (ok bool
 		ackErr error
 	)
 	args := make([]any, 0, 3+len(r.extraArgs))
-	args = append(append(append(args, owner, r.ttlArg), r.extraArgs...), mode)
+	args = append(append(append(args, owner, r.ttlArg), r.extraArgs...), modeArg(mode))
 	err = retry.Do(ctx, r.policy, func(ctx context.Context, _ int) error {
 		start = time.Now()
 		cmd, _, err := script.RunAck(ctx, r.c.rdb, r.cfg.ack, r.kind.acquire, r.acquireKeys, args...)
@@ -501,7 +519,7 @@ func (r *resource) acquireOnce(ctx context.Context, owner, mode string) (ok bool
 		return false, 0, start, fmt.Errorf("lock: acquire %s: %w", r.name, err)
 	}
 	if !ok {
-		r.c.tel.contention.Add(ctx, 1, r.c.tel.attrs)
+		r.c.tel.contention.Add(ctx, 1, r.c.tel.attrs.Add...)
 		return false, n, start, nil
 	}
 	if ackErr != nil {
@@ -592,7 +610,7 @@ func (r *resource) release(ctx context.Context, owner string, token uint64) (sta
 	var last error
 	err = retry.Do(ctx, r.policy, func(ctx context.Context, _ int) error {
 		resent = resent || r.policy.MayHaveRun(last)
-		status, last = r.kind.release.Run(ctx, r.c.rdb, r.releaseKeys, owner, r.channel, r.c.publish, tok).Int64()
+		status, last = r.kind.release.Run(ctx, r.c.rdb, r.releaseKeys, owner, r.channelArg, r.c.publishArg, tok).Int64()
 		answered = time.Now()
 		return last
 	})

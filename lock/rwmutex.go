@@ -48,7 +48,7 @@ func (c *Client) RWMutex(name string, opts ...Option) *RWMutex {
 		// A read lease's release publishes while a writer waits (its mark
 		// exists): readers never wait for readers.
 		r.releaseKeys = []string{r.key, mark}
-		r.channel = w.channel
+		r.channel, r.channelArg = w.channel, w.channelArg
 	}
 	return &RWMutex{w: w, r: r}
 }

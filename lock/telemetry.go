@@ -59,8 +59,8 @@ func init() {
 type telemetry struct {
 	tracer     trace.Tracer
 	label      string
-	attrs      metric.MeasurementOption            // label only
-	outcomes   map[string]metric.MeasurementOption // label and outcome, built once
+	attrs      *otelx.Attrs            // label only
+	outcomes   map[string]*otelx.Attrs // label and outcome, built once
 	duration   metric.Float64Histogram
 	wait       metric.Float64Histogram
 	hold       metric.Float64Histogram
@@ -74,10 +74,10 @@ func newTelemetry(cfg config) *telemetry {
 	if cfg.label != "" {
 		attrs = append(attrs, attribute.String(otelx.AttrLabel, cfg.label))
 	}
-	t.attrs = metric.WithAttributes(attrs...)
-	t.outcomes = make(map[string]metric.MeasurementOption)
+	t.attrs = otelx.NewAttrs(attrs...)
+	t.outcomes = make(map[string]*otelx.Attrs)
 	for _, o := range []string{outcomeOK, outcomeNotAcquired, outcomeExpired, outcomeTaken, outcomeRenewFailed, outcomeUnknown, outcomeError} {
-		t.outcomes[o] = metric.WithAttributes(append([]attribute.KeyValue{attribute.String(otelx.AttrOutcome, o)}, attrs...)...)
+		t.outcomes[o] = otelx.NewAttrs(append([]attribute.KeyValue{attribute.String(otelx.AttrOutcome, o)}, attrs...)...)
 	}
 	m := cfg.providers.MeterFor(ScopeName, Version)
 	// Instrument creation only fails on invalid names; the no-op instruments
@@ -119,12 +119,21 @@ func (t *telemetry) startRenew(ctx context.Context, acquire trace.SpanContext) (
 	return t.startRenewal(ctx, []trace.SpanContext{acquire})
 }
 
-func (t *telemetry) withOutcome(outcome string) metric.MeasurementOption { return t.outcomes[outcome] }
+func (t *telemetry) withOutcome(outcome string) *otelx.Attrs {
+	if a, ok := t.outcomes[outcome]; ok {
+		return a
+	}
+	kv := []attribute.KeyValue{attribute.String(otelx.AttrOutcome, outcome)}
+	if t.label != "" {
+		kv = append(kv, attribute.String(otelx.AttrLabel, t.label))
+	}
+	return otelx.NewAttrs(kv...)
+}
 
 // acquired records the end of an acquire that began at start.
 func (t *telemetry) acquired(ctx context.Context, span trace.Span, start time.Time, err error) {
 	outcome := acquireOutcome(err)
-	t.wait.Record(ctx, time.Since(start).Seconds(), t.withOutcome(outcome))
+	t.wait.Record(ctx, time.Since(start).Seconds(), t.withOutcome(outcome).Record...)
 	if outcome == outcomeNotAcquired {
 		err = nil // a lost race is an outcome, not a failure
 	}
@@ -148,9 +157,9 @@ func acquireOutcome(err error) string {
 // or its Client closed, the loss.
 func (t *telemetry) ended(acquired time.Time, cause error) {
 	ctx := context.Background()
-	t.hold.Record(ctx, time.Since(acquired).Seconds(), t.attrs)
+	t.hold.Record(ctx, time.Since(acquired).Seconds(), t.attrs.Record...)
 	if r := lossReason(cause); r != "" {
-		t.lost.Add(ctx, 1, t.withOutcome(r))
+		t.lost.Add(ctx, 1, t.withOutcome(r).Add...)
 	}
 }
 

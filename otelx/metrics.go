@@ -2,6 +2,7 @@ package otelx
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -86,14 +87,69 @@ func (s *timedSpan) SetAttributes(kv ...attribute.KeyValue) {
 func (s *timedSpan) End(opts ...trace.SpanEndOption) {
 	if !s.ended && s.d != nil {
 		s.ended = true
-		attrs := []attribute.KeyValue{attribute.String(AttrOperation, s.op)}
-		if s.outcome != "" {
-			attrs = append(attrs, attribute.String(AttrOutcome, s.outcome))
-		}
-		if s.label != "" {
-			attrs = append(attrs, attribute.String(AttrLabel, s.label))
-		}
-		s.d.Record(s.ctx, time.Since(s.start).Seconds(), metric.WithAttributes(attrs...))
+		s.d.Record(s.ctx, time.Since(s.start).Seconds(), OpAttrs(s.op, s.outcome, s.label).Record...)
 	}
 	s.Span.End(opts...)
+}
+
+// attrKey names one attribute set of an operation metric.
+type attrKey struct{ op, outcome, label string }
+
+// maxCachedSets bounds the attribute sets OpAttrs keeps: the operations
+// and outcomes are constants and labels come from a program's
+// configuration, so a process uses a few dozen; past the bound each set is
+// built per call.
+const maxCachedSets = 4096
+
+var attrSets struct {
+	sync.RWMutex
+	m map[attrKey]*Attrs
+}
+
+// Attrs is one attribute set of an operation metric, as the options a
+// counter's Add and a histogram's Record take. The slices are shared:
+// pass them on (Add(ctx, 1, a.Add...)), never change them.
+type Attrs struct {
+	Add    []metric.AddOption
+	Record []metric.RecordOption
+}
+
+// NewAttrs returns the options recording the attribute set of kv, for a
+// module that builds its sets once when it starts.
+func NewAttrs(kv ...attribute.KeyValue) *Attrs {
+	o := metric.WithAttributeSet(attribute.NewSet(kv...))
+	return &Attrs{Add: []metric.AddOption{o}, Record: []metric.RecordOption{o}}
+}
+
+// OpAttrs returns the attributes of every redkit operation metric:
+// AttrOperation = op, AttrOutcome = outcome (if not empty) and AttrLabel =
+// label (if not empty). Each set is built once and reused: building one
+// sorts and hashes its attributes and allocates, work a call would
+// otherwise do every time whether or not an SDK records it.
+func OpAttrs(op, outcome, label string) *Attrs {
+	k := attrKey{op, outcome, label}
+	attrSets.RLock()
+	a, ok := attrSets.m[k]
+	attrSets.RUnlock()
+	if ok {
+		return a
+	}
+	kv := make([]attribute.KeyValue, 1, 3)
+	kv[0] = attribute.String(AttrOperation, op)
+	if outcome != "" {
+		kv = append(kv, attribute.String(AttrOutcome, outcome))
+	}
+	if label != "" {
+		kv = append(kv, attribute.String(AttrLabel, label))
+	}
+	a = NewAttrs(kv...)
+	attrSets.Lock()
+	if attrSets.m == nil {
+		attrSets.m = make(map[attrKey]*Attrs)
+	}
+	if len(attrSets.m) < maxCachedSets {
+		attrSets.m[k] = a
+	}
+	attrSets.Unlock()
+	return a
 }

@@ -143,12 +143,19 @@ func start(ctx context.Context, t trace.Tracer, spanName, label string, opts ...
 		t = otel.GetTracerProvider().Tracer(ScopeName,
 			trace.WithInstrumentationVersion(Version), trace.WithSchemaURL(SchemaURL))
 	}
-	opts = append(opts, trace.WithSpanKind(trace.SpanKindInternal))
+	if len(opts) == 0 && label == "" {
+		return t.Start(ctx, spanName, internalKind...)
+	}
+	opts = append(opts, internalKind[0])
 	if label != "" {
 		opts = append(opts, trace.WithAttributes(attribute.String(AttrLabel, label)))
 	}
 	return t.Start(ctx, spanName, opts...)
 }
+
+// internalKind is the start option of every redkit span, made once: the
+// option is a value the tracer only reads.
+var internalKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)}
 
 // End records the outcome and ends the span.
 //
@@ -158,6 +165,16 @@ func start(ctx context.Context, t trace.Tracer, spanName, label string, opts ...
 // and IDs. Business refusals (sold out, insufficient funds, a lost race)
 // are outcomes, not errors: callers pass them with err == nil.
 func End(span trace.Span, outcome string, err error) {
+	ts, timed := span.(*timedSpan)
+	if !span.IsRecording() {
+		// Nothing records the span's attributes or status: only the
+		// duration histogram (if any) needs the outcome.
+		if timed && outcome != "" {
+			ts.outcome = outcome
+		}
+		span.End()
+		return
+	}
 	if outcome != "" {
 		span.SetAttributes(attribute.String(AttrOutcome, outcome))
 	}

@@ -87,6 +87,19 @@
 //     that owns key (needs Replicas ≥ 1), a coordinated failover that loses
 //     no acknowledged write. It returns once all nodes agree and every
 //     client made by c.Client routes key to the new master.
+//   - Failover(ctx, key, mode): CLUSTER FAILOVER, FailoverPlain, FailoverForce
+//     or FailoverTakeover, on the first replica of the shard serving key
+//     now. KillMaster(ctx, key): kill -9 of that shard's master, returning
+//     once the cluster promoted its replica (after cluster-node-timeout:
+//     set it low in Options.Config); the node stays down, a failed member,
+//     and its address refuses connections. Then Rejoin restarts it on its
+//     address (where it answers MOVED), RejoinElsewhere on another port
+//     from its data (a host back under a new address: the old one keeps
+//     refusing), and Replace puts a new empty replica in its place once
+//     every node forgot it (a dead host replaced). KillShard(ctx, key)
+//     kills a shard's master and replicas: every node answers CLUSTERDOWN
+//     until they rejoin. Clients made elsewhere than c.Client are not
+//     told.
 //   - MoveSlot(ctx, key): the slot of key moves, with its keys, to another
 //     master (IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE); clients are not
 //     told, so their next command for it meets MOVED.
@@ -129,19 +142,6 @@
 // gets an error should, and tallies the calls and the first errors by kind:
 // the failover runs use it to show that every error returned is one that
 // calling again resolves.
-//   - Failover(ctx, key, mode): CLUSTER FAILOVER, FailoverPlain, FailoverForce
-//     or FailoverTakeover, on the first replica of the shard serving key
-//     now. KillMaster(ctx, key): kill -9 of that shard's master, returning
-//     once the cluster promoted its replica (after cluster-node-timeout:
-//     set it low in Options.Config); the node stays down, a failed member,
-//     and its address refuses connections. Then Rejoin restarts it on its
-//     address (where it answers MOVED), RejoinElsewhere on another port
-//     from its data (a host back under a new address: the old one keeps
-//     refusing), and Replace puts a new empty replica in its place once
-//     every node forgot it (a dead host replaced). KillShard(ctx, key)
-//     kills a shard's master and replicas: every node answers CLUSTERDOWN
-//     until they rejoin. Clients made elsewhere than c.Client are not
-//     told.
 //
 // On a Proxy (requests always pass through, so commands run; the faults act
 // on replies and connections). The proxy matches each reply to the command

@@ -205,7 +205,7 @@ func (inv *Inventory) Trim(ctx context.Context, sku string) (_ int64, err error)
 		}
 		total += num(v, 0)
 		if n := num(v, 1); n > 0 {
-			inv.tel.overrun.Add(ctx, n, inv.tel.attrs("trim", "overrun"))
+			inv.tel.overrun.Add(ctx, n, inv.tel.attrs("trim", "overrun").Add...)
 		}
 		if num(v, 0) > 0 {
 			if err := inv.acked(ctx, inv.journalKey(t, sku)); err != nil && ackErr == nil {

@@ -32,6 +32,7 @@ type Inventory struct {
 	reclaimer reclaimer
 	tel       *telemetry
 	buckets   sync.Map // SKU -> bucket count, fixed at Create
+	windowArg any      // the idempotency window in milliseconds, as the scripts take it (boxed once)
 }
 
 // New returns an Inventory storing its data through rdb, which may be a
@@ -47,7 +48,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Inventory, error) {
 	}
 	cfg.retry = cfg.retry.For(rdb) // whether go-redis re-sends decides what a failure means
 	return &Inventory{rdb: rdb, cfg: cfg, space: keys.Space{Prefix: cfg.prefix, Module: "stock", Version: 1},
-		tel: newTelemetry(cfg)}, nil
+		tel: newTelemetry(cfg), windowArg: strconv.FormatInt(cfg.window.Milliseconds(), 10)}, nil
 }
 
 // Close stops the Inventory's background work (the reservation reclaimer)
@@ -109,8 +110,11 @@ func (inv *Inventory) journalKey(g, sku string) string { return inv.space.Key(g,
 func (inv *Inventory) holdsKey(g, sku string) string   { return inv.space.Key(g, "holds", sku) }
 func (inv *Inventory) opKey(g, id string) string       { return inv.space.Key(g, "op", id) }
 
-func (inv *Inventory) windowMillis() string {
-	return strconv.FormatInt(inv.cfg.window.Milliseconds(), 10)
+func (inv *Inventory) windowMillis() any {
+	if inv.windowArg == nil {
+		return strconv.FormatInt(inv.cfg.window.Milliseconds(), 10)
+	}
+	return inv.windowArg
 }
 
 // checkSKU validates a SKU name and returns its slot group.
@@ -561,7 +565,7 @@ func (inv *Inventory) prepareAt(op string, s *script.Script, o Order, mode strin
 	ks := make([]string, 1, 1+4*len(items))
 	ks[0] = inv.opKey(g, o.ID)
 	args := make([]any, 5, 5+3*len(items))
-	args[0], args[1], args[2], args[3], args[4] = o.ID, o.Buyer, retry.Nonce(), inv.windowMillis(), mode
+	args[0], args[1], args[2], args[3], args[4] = o.ID, o.Buyer, retry.Nonce(), inv.windowMillis(), modeArg(mode)
 	c.skus = make([]string, len(items))
 	for i, it := range items {
 		c.skus[i] = it.SKU
@@ -690,4 +694,20 @@ func num(reply []any, i int) int64 {
 		return n
 	}
 	return 0
+}
+
+// modeArg is a script's mode argument, boxed without an allocation when it
+// is one of the constant modes (a reservation's TTL is not).
+func modeArg(mode string) any {
+	switch mode {
+	case "0":
+		return "0"
+	case "confirm":
+		return "confirm"
+	case "cancel":
+		return "cancel"
+	case "refund":
+		return "refund"
+	}
+	return mode
 }

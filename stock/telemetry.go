@@ -72,10 +72,12 @@ func (t *telemetry) observe(ctx context.Context, op string, fn func(ctx context.
 	ctx, span := otelx.Start(ctx, t.tracer, "stock."+op, t.label)
 	res, err := fn(ctx)
 	outcome, failure := outcomeOf(res, err)
-	span.SetAttributes(attribute.Bool(otelx.AttrReplayed, res.Replayed))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Bool(otelx.AttrReplayed, res.Replayed))
+	}
 	otelx.End(span, outcome, failure)
 	t.count(ctx, op, outcome)
-	t.duration.Record(ctx, time.Since(start).Seconds(), t.attrs(op, outcome))
+	t.duration.Record(ctx, time.Since(start).Seconds(), t.attrs(op, outcome).Record...)
 	return res, err
 }
 
@@ -88,20 +90,16 @@ func (t *telemetry) begin(ctx context.Context, op string) (context.Context, func
 	return ctx, func(err error) {
 		outcome, failure := outcomeOf(Result{}, err)
 		otelx.End(span, outcome, failure)
-		t.duration.Record(ctx, time.Since(start).Seconds(), t.attrs(op, outcome))
+		t.duration.Record(ctx, time.Since(start).Seconds(), t.attrs(op, outcome).Record...)
 	}
 }
 
-func (t *telemetry) attrs(op, outcome string) metric.MeasurementOption {
-	attrs := []attribute.KeyValue{attribute.String(otelx.AttrOperation, op), attribute.String(otelx.AttrOutcome, outcome)}
-	if t.label != "" {
-		attrs = append(attrs, attribute.String(otelx.AttrLabel, t.label))
-	}
-	return metric.WithAttributes(attrs...)
+func (t *telemetry) attrs(op, outcome string) *otelx.Attrs {
+	return otelx.OpAttrs(op, outcome, t.label)
 }
 
 func (t *telemetry) count(ctx context.Context, op, outcome string) {
-	t.ops.Add(ctx, 1, t.attrs(op, outcome))
+	t.ops.Add(ctx, 1, t.attrs(op, outcome).Add...)
 }
 
 // reclaimRound starts the span of one round of the background reclaimer:
@@ -147,7 +145,7 @@ func (t *telemetry) unitsSold(ctx context.Context, op string, items []Item, res 
 		n += it.Qty
 	}
 	if n > 0 {
-		t.sold.Add(ctx, n, t.attrs(op, otelx.OutcomeOK))
+		t.sold.Add(ctx, n, t.attrs(op, otelx.OutcomeOK).Add...)
 	}
 }
 

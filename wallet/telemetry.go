@@ -87,8 +87,10 @@ func (s span) end(err error, replayed bool) {
 	if s.name != "transfer_batch" { // a batch counts each of its transfers
 		s.t.count(s.ctx, s.name, err, replayed)
 	}
-	s.t.duration.Record(s.ctx, time.Since(s.start).Seconds(), s.t.attrs(s.name, out))
-	s.sp.SetAttributes(attribute.Bool(otelx.AttrReplayed, replayed))
+	s.t.duration.Record(s.ctx, time.Since(s.start).Seconds(), s.t.attrs(s.name, out).Record...)
+	if s.sp.IsRecording() {
+		s.sp.SetAttributes(attribute.Bool(otelx.AttrReplayed, replayed))
+	}
 	if s.acrossGroups && errors.Is(err, ErrUnknownOutcome) && s.sp.SpanContext().IsValid() {
 		s.t.mu.Lock()
 		if len(s.t.inFlight) < maxInFlightCauses {
@@ -121,16 +123,11 @@ func (t *telemetry) reclaim(ctx context.Context, cause trace.SpanContext) (conte
 
 // count adds one operation to the operations counter.
 func (t *telemetry) count(ctx context.Context, op string, err error, replayed bool) {
-	t.ops.Add(ctx, 1, t.attrs(op, outcome(err, replayed)))
+	t.ops.Add(ctx, 1, t.attrs(op, outcome(err, replayed)).Add...)
 }
 
-func (t *telemetry) attrs(op, outcome string) metric.MeasurementOption {
-	attrs := []attribute.KeyValue{attribute.String(otelx.AttrOperation, op),
-		attribute.String(otelx.AttrOutcome, outcome)}
-	if t.label != "" {
-		attrs = append(attrs, attribute.String(otelx.AttrLabel, t.label))
-	}
-	return metric.WithAttributes(attrs...)
+func (t *telemetry) attrs(op, outcome string) *otelx.Attrs {
+	return otelx.OpAttrs(op, outcome, t.label)
 }
 
 func (t *telemetry) unknownOutcome(ctx context.Context) {

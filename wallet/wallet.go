@@ -37,6 +37,8 @@ type Ledger struct {
 	closeOnce sync.Once
 	recoverer *recoverer
 	lazy      lazyState
+
+	windowArg any // the idempotency window in milliseconds, boxed once for the scripts
 }
 
 // New returns a Ledger storing its data through rdb, a *redis.Client or a
@@ -53,11 +55,12 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Ledger, error) {
 	}
 	cfg.policy = cfg.policy.For(rdb) // whether go-redis re-sends decides what a failure means
 	l := &Ledger{
-		rdb:   rdb,
-		cfg:   cfg,
-		space: keys.Space{Prefix: cfg.prefix, Module: "wallet", Version: layoutVersion},
-		tel:   newTelemetry(cfg.providers, cfg.label),
-		lazy:  lazyState{age: staleTransferAge, every: lazyCheckEvery},
+		rdb:       rdb,
+		cfg:       cfg,
+		windowArg: cfg.window.Milliseconds(),
+		space:     keys.Space{Prefix: cfg.prefix, Module: "wallet", Version: layoutVersion},
+		tel:       newTelemetry(cfg.providers, cfg.label),
+		lazy:      lazyState{age: staleTransferAge, every: lazyCheckEvery},
 	}
 	if cfg.recoverEvery > 0 {
 		l.startRecoverer(cfg.recoverEvery)
@@ -245,8 +248,8 @@ func (l *Ledger) post(ctx context.Context, kind string, tx Tx, opts []CallOption
 	nonce := retry.Nonce()
 	v, err := l.writeSwept(ctx, []string{tx.Account}, postScript,
 		append([]string{ak[0], ak[1], l.txKey(g, tx.ID), ak[2], ak[3]}, fenceKeys...),
-		append([]any{tx.ID, kind, tx.Account, amount, tx.Currency, tx.Memo,
-			nonce, l.cfg.window.Milliseconds(), c}, fenceArgs...)...)
+		append([]any{tx.ID, kindArg(kind), tx.Account, amount, tx.Currency, tx.Memo,
+			nonce, l.windowArg, c}, fenceArgs...)...)
 	if v, stale := flagged(v); stale {
 		defer l.recoverStale(ctx, tx.Account)
 		return l.posting(kind, tx.ID, v, err, &res, tx.Account, "", c, nonce)
@@ -656,4 +659,16 @@ func status(r []string, i int) string {
 		return r[i]
 	}
 	return ""
+}
+
+// kindArg is a posting's kind as a script argument, boxed without an
+// allocation.
+func kindArg(kind string) any {
+	switch kind {
+	case "credit":
+		return "credit"
+	case "debit":
+		return "debit"
+	}
+	return kind
 }

@@ -2,7 +2,7 @@
 // the libraries it is judged against, in one run against redis-server
 // processes it starts itself, and checks correctness while it measures.
 //
-//	go run ./bench/cmd/redkit-bench [-runs 3] [-duration 1s] [-only regexp] [-quick] [-json]
+//	go run ./bench/cmd/redkit-bench [-runs 3] [-duration 1s] [-only regexp] [-quick] [-json] [-telemetry none|otlp]
 //	go run ./bench/cmd/redkit-bench -scripts [-calls 20000] [-only regexp] [-json]
 //
 // Each case runs -runs times for -duration; the table shows the median,
@@ -10,6 +10,11 @@
 // per operation and, where measured, latency percentiles. A violation (two
 // lock holders at once, oversold units, a double charge, a repeated ID) is
 // printed loudly and makes the exit status 1; so does a case that fails.
+//
+// With -telemetry otlp the OpenTelemetry SDK is installed as a service's
+// otelx/setup installs it, exporting every span and metric of redkit's
+// calls over OTLP/HTTP to a sink on loopback; the peers, which have no
+// telemetry, run as before, so the ratios show what telemetry costs.
 //
 // With -scripts it measures instead the Redis time of each redkit script on
 // its own: -calls calls from one client on an idle server, read from INFO
@@ -47,6 +52,7 @@ func run() int {
 		list     = flag.Bool("list", false, "list the cases and exit")
 		scripts  = flag.Bool("scripts", false, "measure each script's Redis time (INFO commandstats) instead of the cases")
 		calls    = flag.Int("calls", 20000, "calls per script with -scripts")
+		tel      = flag.String("telemetry", "none", "none: the OpenTelemetry API with no SDK, as a library user without telemetry; otlp: the SDK installed and exporting every span and metric over OTLP/HTTP to a sink on loopback, as a service with telemetry")
 	)
 	flag.Parse()
 	if *quick {
@@ -74,6 +80,19 @@ func run() int {
 	defer stop()
 	if *scripts {
 		return runScripts(ctx, *calls, re, *asJSON)
+	}
+	switch *tel {
+	case "none":
+	case "otlp":
+		stopTel, err := startTelemetry(ctx)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "redkit-bench: -telemetry otlp: %v\n", err)
+			return 1
+		}
+		defer stopTel()
+	default:
+		fmt.Fprintf(os.Stderr, "redkit-bench: -telemetry: %q is neither none nor otlp\n", *tel)
+		return 2
 	}
 	env := &suite.Env{Quick: *quick}
 	srv, err := redistest.Start(ctx, redistest.Options{})
@@ -114,7 +133,7 @@ func run() int {
 	if v, err := srv.Version(ctx); err == nil {
 		version = v.String()
 	}
-	fmt.Fprintf(os.Stderr, "redkit-bench: redis-server %s at %s, %d run(s) x %v per case\n", version, srv.Addr(), *runs, *duration)
+	fmt.Fprintf(os.Stderr, "redkit-bench: redis-server %s at %s, %d run(s) x %v per case, telemetry %s\n", version, srv.Addr(), *runs, *duration, *tel)
 
 	start := time.Now()
 	results := suite.Run(ctx, env, suite.Config{Runs: *runs, Duration: *duration, Only: re, Progress: os.Stderr}, cases)
@@ -126,8 +145,8 @@ func run() int {
 			Results      []suite.Result `json:"results"`
 		}{version, *runs, duration.String(), results})
 	} else {
-		fmt.Printf("redkit-bench: %d run(s) x %v per case, redis-server %s, 64 clients/buyers unless named; total %v\n\n",
-			*runs, *duration, version, time.Since(start).Round(time.Second))
+		fmt.Printf("redkit-bench: %d run(s) x %v per case, redis-server %s, 64 clients/buyers unless named, telemetry %s; total %v\n\n",
+			*runs, *duration, version, *tel, time.Since(start).Round(time.Second))
 		err = suite.WriteTable(os.Stdout, results)
 	}
 	if err != nil {

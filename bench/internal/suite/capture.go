@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,9 +22,9 @@ const rbTemplateID = "777777777777"
 
 // captureScript makes one real call on a client of addr that records its
 // EVALSHA commands, and returns the arguments of the last one that carries
-// rbTemplateID, with every occurrence of it replaced by __rand_int__. The
-// benchmark thus sends exactly what the module sends, whatever its scripts'
-// keys and arguments are today, only with a fresh ID per call.
+// rbTemplateID. The benchmarks thus send exactly what the module sends,
+// whatever its scripts' keys and arguments are today, only with a fresh ID
+// per call.
 func captureScript(ctx context.Context, addr string, call func(rdb *redis.Client) error) ([]string, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
@@ -34,29 +36,67 @@ func captureScript(ctx context.Context, addr string, call func(rdb *redis.Client
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	for i := len(rec.calls) - 1; i >= 0; i-- {
-		args := rec.calls[i]
-		if !strings.Contains(strings.Join(args, " "), rbTemplateID) {
-			continue
+		if args := rec.calls[i]; strings.Contains(strings.Join(args, " "), rbTemplateID) {
+			return args, nil
 		}
-		out := make([]string, len(args))
-		for j, a := range args {
-			out[j] = strings.ReplaceAll(a, rbTemplateID, "__rand_int__")
-		}
-		return out, nil
 	}
 	return nil, errors.New("the call sent no EVALSHA carrying its operation ID")
 }
 
 // rbCaptured runs through redis-benchmark the script command that call
-// sends on a client of env's server (captureScript), with a fresh ID per
-// call.
+// sends on a client of env's server (captureScript), with rbTemplateID
+// replaced by __rand_int__. redis-benchmark draws each __rand_int__ of a
+// command on its own, so where the ID appears twice (a key and an argument)
+// the two get different numbers: the script does the same work, as every
+// number is new.
 func rbCaptured(ctx context.Context, env *Env, d time.Duration, call func(rdb *redis.Client) error) (Sample, error) {
 	args, err := captureScript(ctx, env.Server.Addr(), call)
 	if err != nil {
 		return Sample{}, err
 	}
+	for j, a := range args {
+		args[j] = strings.ReplaceAll(a, rbTemplateID, "__rand_int__")
+	}
 	return redisBenchmark(ctx, env, d, args...)
 }
+
+// goredisCaptured sends, from workers goroutines of one go-redis client, the
+// script command that call sends (captureScript) with a fresh 12-digit ID
+// per call in every place the ID appears: the same command a module sends,
+// from the same client library, without the module. It is the yardstick of
+// what the module adds on the client side.
+func goredisCaptured(ctx context.Context, env *Env, d time.Duration, workers int, call func(rdb *redis.Client) error) (Sample, error) {
+	args, err := captureScript(ctx, env.Server.Addr(), call)
+	if err != nil {
+		return Sample{}, err
+	}
+	var at []int // the arguments that carry the ID
+	for j, a := range args {
+		if strings.Contains(a, rbTemplateID) {
+			at = append(at, j)
+		}
+	}
+	rdb, rt := client(env)
+	defer rdb.Close()
+	var seq atomic.Int64
+	seq.Store(goredisIDBase)
+	s := drive(ctx, d, workers, rt, true, func(ctx context.Context, _ int) error {
+		id := strconv.FormatInt(seq.Add(1), 10)
+		cmd := make([]any, len(args))
+		for j, a := range args {
+			cmd[j] = a
+		}
+		for _, j := range at {
+			cmd[j] = strings.ReplaceAll(args[j], rbTemplateID, id)
+		}
+		return rdb.Do(context.WithoutCancel(ctx), cmd...).Err()
+	})
+	return s, nil
+}
+
+// goredisIDBase starts the yardsticks' IDs at 12 digits, the width of
+// rbTemplateID, so that length-prefixed fields keep their length.
+const goredisIDBase = 100_000_000_000
 
 // scriptRecorder is a go-redis hook that keeps the arguments of every
 // EVALSHA sent, alone or in a pipeline.

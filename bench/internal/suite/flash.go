@@ -41,8 +41,12 @@ func flashCases() []Case {
 			Needs: "redis-benchmark", Run: rbStockDeduct,
 		},
 		{
+			Name: "flash/deduct-goredis", What: "64 goroutines of one go-redis client, EVALSHA of redkit's deduct.lua as stock.Deduct sends it, fresh order ID per call",
+			Yardstick: "server/stock-deduct", Run: goredisStockDeduct,
+		},
+		{
 			Name: "flash/redkit-deduct", What: "64 buyers, stock.Deduct of one unit, fresh order ID per call",
-			Yardstick: "server/stock-deduct", Also: []string{"flash/blog"},
+			Yardstick: "flash/deduct-goredis", Also: []string{"server/stock-deduct", "flash/blog"},
 			Run: flashDeduct,
 		},
 		aofCase("server/stock-deduct", "everysec", rbStockDeduct),
@@ -282,6 +286,21 @@ func flashDeductBatch(ctx context.Context, env *Env, d time.Duration) (Sample, e
 // command stock.Deduct sends for a one-unit order on SKU "hot", with a fresh
 // order ID per call. It checks afterwards that the calls really sold.
 func rbStockDeduct(ctx context.Context, env *Env, d time.Duration) (Sample, error) {
+	return capturedDeduct(ctx, env, func(call func(*redis.Client) error) (Sample, error) {
+		return rbCaptured(ctx, env, d, call)
+	})
+}
+
+// goredisStockDeduct sends the same command from 64 goroutines of go-redis.
+func goredisStockDeduct(ctx context.Context, env *Env, d time.Duration) (Sample, error) {
+	return capturedDeduct(ctx, env, func(call func(*redis.Client) error) (Sample, error) {
+		return goredisCaptured(ctx, env, d, buyers, call)
+	})
+}
+
+// capturedDeduct runs replay on the command stock.Deduct sends for one unit
+// of a fresh hot SKU, and checks afterwards that the calls really sold.
+func capturedDeduct(ctx context.Context, env *Env, replay func(call func(*redis.Client) error) (Sample, error)) (Sample, error) {
 	rdb, _ := client(env)
 	defer rdb.Close()
 	inv, p, err := newHotSKU(ctx, rdb, 1)
@@ -290,7 +309,7 @@ func rbStockDeduct(ctx context.Context, env *Env, d time.Duration) (Sample, erro
 	}
 	defer inv.Close()
 	// The command stock.Deduct sends, replayed with a fresh order ID per call.
-	s, err := rbCaptured(ctx, env, d, func(c *redis.Client) error {
+	s, err := replay(func(c *redis.Client) error {
 		capInv, err := stock.New(c, stock.WithKeyPrefix(p))
 		if err != nil {
 			return err

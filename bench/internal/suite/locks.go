@@ -20,9 +20,9 @@ import (
 // lockTTL is long enough that no lock of a run expires while held.
 const lockTTL = 10 * time.Second
 
-// pollEvery is how often the polling locks (the hand-written baseline and
-// redislock) try again while the lock is held. redsync keeps its own default
-// (a random 50–250 ms).
+// pollEvery is how often the polling locks (the hand-written baseline,
+// redislock and redsync, whose own default is a random 50–250 ms) try again
+// while the lock is held: the same interval for every one of them.
 const pollEvery = 5 * time.Millisecond
 
 // locker is one lock implementation under test.
@@ -106,7 +106,7 @@ func (h redsyncHandle) take(ctx context.Context, wait bool) (func(context.Contex
 	if wait {
 		tries = 1 << 30 // until ctx ends
 	}
-	m := h.rs.NewMutex(h.key, redsync.WithExpiry(lockTTL), redsync.WithTries(tries))
+	m := h.rs.NewMutex(h.key, redsync.WithExpiry(lockTTL), redsync.WithTries(tries), redsync.WithRetryDelay(pollEvery))
 	if err := m.LockContext(ctx); err != nil {
 		return nil, err
 	}
@@ -176,17 +176,17 @@ var lockImpls = []struct {
 }{
 	{"baseline", "SET NX PX + compare-and-delete script; waits by polling every 5ms",
 		func(rdb *redis.Client, _ string) locker { return baselineLock{rdb} }},
-	{"redsync", "go-redsync/redsync v4.18.1, one pool; waits with its default 50-250ms retry delay",
+	{"redsync", "go-redsync/redsync v4.18.1, one pool; waits by polling every 5ms (WithRetryDelay)",
 		func(rdb *redis.Client, _ string) locker { return redsyncLock{redsync.New(goredisv9.NewPool(rdb))} }},
 	{"redislock", "bsm/redislock v0.9.4; waits with LinearBackoff(5ms)",
 		func(rdb *redis.Client, _ string) locker { return redislockLock{redislock.New(rdb)} }},
 	{"redkit", "redkit lock.Mutex: fence token, watchdog, notified waiting",
 		func(rdb *redis.Client, p string) locker {
-			return redkitLock{must(lock.New(rdb, lock.WithKeyPrefix(p)))}
+			return redkitLock{must(lock.New(rdb, lock.WithKeyPrefix(p), lock.WithTTL(lockTTL)))}
 		}},
 	{"redkit-fair", "redkit lock.Mutex in fair (FIFO) mode",
 		func(rdb *redis.Client, p string) locker {
-			return redkitLock{must(lock.New(rdb, lock.WithKeyPrefix(p), lock.WithFair(true)))}
+			return redkitLock{must(lock.New(rdb, lock.WithKeyPrefix(p), lock.WithTTL(lockTTL), lock.WithFair(true)))}
 		}},
 }
 
@@ -208,8 +208,9 @@ func lockCases() []Case {
 		}
 		out = append(out, Case{
 			Name: fmt.Sprintf("lock/%s/handoff-16", impl.name),
-			What: "16 goroutines on one key, immediate release: acquisitions/s; p50/p99 = wait of an acquire " +
-				"(a wait still going on at the end counts as far as it got); " + impl.what,
+			What: "16 goroutines on one key, immediate release: handoffs/s (acquisitions that followed another " +
+				"goroutine's hold; a goroutine taking its own lock straight back does not count); p50/p99 = wait of " +
+				"those acquisitions (a wait still going on at the end counts as far as it got); " + impl.what,
 			Yardstick: "lock/baseline/handoff-16",
 			Run: func(ctx context.Context, env *Env, d time.Duration) (Sample, error) {
 				return lockHandoff(ctx, env, d, 16, impl.make)
@@ -255,21 +256,23 @@ type handoffs struct {
 	lastRelease time.Time
 	acquired    int
 	reacquired  int
-	gaps, waits []time.Duration
-	winners     map[int]bool // workers that acquired at least once
+	handoffs    int             // acquisitions that followed another goroutine's hold
+	gaps, waits []time.Duration // of the handoffs only
+	winners     map[int]bool    // workers that acquired at least once
 }
 
-// acquired is called by worker w right after it obtained the lock.
+// got is called by worker w right after it obtained the lock.
 func (h *handoffs) got(w int, asked, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.acquired++
-	h.waits = append(h.waits, now.Sub(asked))
 	h.winners[w] = true
 	switch {
 	case h.last == w:
 		h.reacquired++
 	case h.last >= 0:
+		h.handoffs++
+		h.waits = append(h.waits, now.Sub(asked))
 		h.gaps = append(h.gaps, now.Sub(h.lastRelease))
 	}
 }
@@ -331,6 +334,7 @@ func lockHandoff(ctx context.Context, env *Env, d time.Duration, workers int,
 		return rel(rctx)
 	})
 	s.Violations = holders.Violations()
+	s.Ops = int64(rec.handoffs)
 	s.P50, s.P99 = percentile(rec.waits, 50), percentile(rec.waits, 99)
 	if len(rec.gaps) > 0 {
 		s.Extra = append(s.Extra, Figure{Name: "gap p50", Value: ms(percentile(rec.gaps, 50)), Unit: "ms"})
@@ -339,7 +343,8 @@ func lockHandoff(ctx context.Context, env *Env, d time.Duration, workers int,
 		s.Extra = append(s.Extra, Figure{Name: "never acquired", Value: float64(starved), Unit: " goroutines"})
 	}
 	if rec.acquired > 0 {
-		s.Extra = append(s.Extra, Figure{Name: "re-acquired", Value: 100 * float64(rec.reacquired) / float64(rec.acquired), Unit: "%"})
+		s.Extra = append(s.Extra, Figure{Name: "acquisitions/s", Value: float64(rec.acquired) / s.Elapsed.Seconds()},
+			Figure{Name: "re-acquired", Value: 100 * float64(rec.reacquired) / float64(rec.acquired), Unit: "%"})
 	}
 	return s, nil
 }

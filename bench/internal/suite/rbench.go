@@ -141,7 +141,8 @@ func serverCases() []Case {
 	}
 	return []Case{
 		rb("server/SET", "redis-benchmark SET, random keys, 64 clients", fixed("-t", "set")),
-		rb("server/INCR", "redis-benchmark INCR, 64 clients", fixed("-t", "incr")),
+		// 16 clients, as the 16 goroutines of the ID rows compared with it.
+		rb("server/INCR", "redis-benchmark INCR, 16 clients", fixed("-c", "16", "-t", "incr")),
 		rb("server/EVALSHA-return1", "redis-benchmark EVALSHA of `return 1`, 64 clients",
 			func(ctx context.Context, env *Env) ([]string, error) {
 				sha, err := scriptLoad(ctx, env, "return 1")

@@ -9,10 +9,12 @@ import (
 )
 
 // WriteTable prints results as one aligned table, then every violation,
-// failure and skipped case below it.
+// failure and skipped case below it. A ratio to another case is the median
+// of the per-run ratios, followed by their spread; "~" marks one whose runs
+// lie on both sides of 1 (no difference beyond the spread).
 func WriteTable(w io.Writer, results []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "case\t   ops/s\tspread (min–max)\t  ratio\tyardstick\tRT/op\tsrv µs/op\tcli µs/op\t    p50\t    p99\tviol\tnotes")
+	fmt.Fprintln(tw, "case\t   ops/s\tspread (min–max)\t  ratio (per-run spread)\tyardstick\tRT/op\tsrv CPU µs/op\tcli CPU µs/op\t    p50\t    p99\tviol\tnotes")
 	for _, r := range results {
 		switch {
 		case r.Skipped != "":
@@ -24,7 +26,7 @@ func WriteTable(w io.Writer, results []Result) error {
 		}
 		ratio, yard := "", ""
 		if r.Ratio > 0 {
-			ratio, yard = fmt.Sprintf("%6.2fx", r.Ratio), r.Yardstick
+			ratio, yard = ratioText(r.Ratio, r.RatioMin, r.RatioMax), r.Yardstick
 		}
 		viol := "0"
 		if len(r.Violations) > 0 {
@@ -121,7 +123,7 @@ func notes(r Result) string {
 		parts = append(parts, fmt.Sprintf("%s %s%s", f.Name, num(f.Value), f.Unit))
 	}
 	for _, f := range r.Ratios {
-		parts = append(parts, fmt.Sprintf("%.2fx %s", f.Value, f.Name))
+		parts = append(parts, ratioText(f.Value, f.Min, f.Max)+" "+f.Name)
 	}
 	if r.Errors > 0 {
 		parts = append(parts, fmt.Sprintf("errors %d (%s)", r.Errors, oneLine(r.FirstError, 60)))
@@ -147,4 +149,17 @@ func oneLine(s string, n int) string {
 		s = s[:n] + "…"
 	}
 	return s
+}
+
+// ratioText formats a ratio with the spread of its per-run values, marked
+// "~" when they lie on both sides of 1.
+func ratioText(v, lo, hi float64) string {
+	mark := ""
+	if Even(lo, hi) {
+		mark = "~"
+	}
+	if lo == 0 || hi == 0 || lo == hi {
+		return fmt.Sprintf("%s%.2fx", mark, v)
+	}
+	return fmt.Sprintf("%s%.2fx (%.2f–%.2f)", mark, v, lo, hi)
 }

@@ -69,8 +69,12 @@ func TestRun_medianSpreadRatio(t *testing.T) {
 	require.InDelta(t, 300, res[0].Max, 1e-9)
 	require.InDelta(t, 2, res[0].TripsPerOp, 1e-9)
 	require.InDelta(t, 3, res[0].CmdsPerOp, 1e-9)
-	require.InDelta(t, 0.25, res[1].Ratio, 1e-9)
-	require.InDelta(t, 0.1, res[1].Ratios[0].Value, 1e-9)
+	// b against a, run by run: 50/100, 50/300, 80/200.
+	require.InDelta(t, 0.4, res[1].Ratio, 1e-9)
+	require.InDelta(t, 50.0/300, res[1].RatioMin, 1e-9)
+	require.InDelta(t, 0.5, res[1].RatioMax, 1e-9)
+	// b against c: 50/500, 50/400, 80/600.
+	require.InDelta(t, 0.125, res[1].Ratios[0].Value, 1e-9)
 	require.InDelta(t, 0.5, res[2].Ratio, 1e-9)
 	require.Equal(t, "boom", res[3].Failed)
 
@@ -79,6 +83,66 @@ func TestRun_medianSpreadRatio(t *testing.T) {
 	require.Len(t, only, 1)
 	require.Equal(t, "c", only[0].Case)
 	require.InDelta(t, 700, only[0].Median, 1e-9)
+}
+
+// TestRun_alternatesRelatedCases checks that cases compared with each other
+// take turns run by run, in a rotated order, and that a case compared with
+// none runs on its own.
+func TestRun_alternatesRelatedCases(t *testing.T) {
+	var order []string
+	rec := func(name string) func(context.Context, *Env, time.Duration) (Sample, error) {
+		return func(context.Context, *Env, time.Duration) (Sample, error) {
+			order = append(order, name)
+			return Sample{Ops: 1, Elapsed: time.Second}, nil
+		}
+	}
+	cases := []Case{
+		{Name: "a", Run: rec("a")},
+		{Name: "lone", Run: rec("lone")},
+		{Name: "b", Yardstick: "a", Run: rec("b")},
+		{Name: "c", Also: []string{"b"}, Run: rec("c")},
+	}
+	Run(t.Context(), &Env{}, Config{Runs: 3, Duration: time.Millisecond}, cases)
+	require.Equal(t, []string{"a", "b", "c", "b", "c", "a", "c", "a", "b", "lone", "lone", "lone"}, order)
+}
+
+func TestEven_marksRatiosOnBothSidesOfOne(t *testing.T) {
+	require.True(t, Even(0.9, 1.1))
+	require.False(t, Even(0.7, 0.95))
+	require.False(t, Even(1.05, 1.3))
+	require.False(t, Even(0, 0))
+	var buf bytes.Buffer
+	require.NoError(t, WriteTable(&buf, []Result{
+		{Case: "x/even", Runs: 3, Median: 10, Min: 9, Max: 11, Ratio: 1.01, RatioMin: 0.93, RatioMax: 1.08, Yardstick: "x/base"},
+		{Case: "x/less", Runs: 3, Median: 10, Min: 9, Max: 11, Ratio: 0.8, RatioMin: 0.78, RatioMax: 0.83, Yardstick: "x/base"},
+	}))
+	require.Contains(t, buf.String(), "~1.01x (0.93–1.08)")
+	require.Contains(t, buf.String(), " 0.80x (0.78–0.83)")
+}
+
+// TestHandoffs_countOnlyHandoffs checks that a goroutine taking its own
+// lock straight back is no handoff and its wait is left out.
+func TestHandoffs_countOnlyHandoffs(t *testing.T) {
+	h := handoffs{last: -1, winners: map[int]bool{}}
+	t0 := time.Now()
+	h.got(0, t0, t0.Add(time.Millisecond)) // the first acquisition follows nobody
+	h.releasing(0, t0.Add(2*time.Millisecond))
+	h.got(0, t0, t0.Add(3*time.Millisecond)) // straight back: not a handoff
+	h.releasing(0, t0.Add(4*time.Millisecond))
+	h.got(1, t0, t0.Add(9*time.Millisecond)) // from 0 to 1: a handoff after a 9ms wait
+	require.Equal(t, 3, h.acquired)
+	require.Equal(t, 1, h.reacquired)
+	require.Equal(t, 1, h.handoffs)
+	require.Equal(t, []time.Duration{9 * time.Millisecond}, h.waits)
+	require.Equal(t, []time.Duration{5 * time.Millisecond}, h.gaps)
+}
+
+func TestMainThreadCPU(t *testing.T) {
+	d, ok := mainThreadCPU("# CPU\r\nused_cpu_sys:9\r\nused_cpu_sys_main_thread:1.250000\r\nused_cpu_user_main_thread:0.000500\r\n")
+	require.True(t, ok)
+	require.Equal(t, 1250500*time.Microsecond, d)
+	_, ok = mainThreadCPU("# CPU\r\nused_cpu_sys:9\r\n")
+	require.False(t, ok)
 }
 
 func TestHolders_reportsASecondHolder(t *testing.T) {

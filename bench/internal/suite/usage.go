@@ -11,35 +11,72 @@ import (
 )
 
 // usage is where a run's time went: CPU of this process (and of the
-// redis-benchmark children that ended meanwhile) and command time inside
-// the Redis servers, from INFO commandstats.
+// redis-benchmark children that ended meanwhile) and CPU of the Redis
+// servers' main threads, from INFO cpu. Server CPU counts each piece of work
+// once: INFO commandstats would count a script's inner commands both inside
+// its EVALSHA and on their own lines, and leave out reading and writing the
+// sockets, so it would favour plain commands over scripts.
 type usage struct {
-	addrs []string // servers whose command time counts
-	cpu   time.Duration
+	addrs  []string // servers whose CPU counts
+	cpu    time.Duration
+	server map[string]time.Duration
 }
 
-// begin resets the servers' command statistics and notes the CPU used so far.
+// begin notes the CPU used so far, here and by the servers.
 func (u *usage) begin(ctx context.Context) {
+	u.server = map[string]time.Duration{}
 	for _, a := range u.addrs {
-		rdb := redis.NewClient(&redis.Options{Addr: a})
-		_ = rdb.ConfigResetStat(ctx).Err()
-		_ = rdb.Close()
+		if t, ok := serverCPU(ctx, a); ok {
+			u.server[a] = t
+		}
 	}
 	u.cpu = cpuTime()
 }
 
-// end returns the CPU used since begin and the servers' command time.
+// end returns the CPU used since begin, here and by the servers.
 func (u *usage) end(ctx context.Context) (cpu, server time.Duration) {
 	cpu = cpuTime() - u.cpu
 	for _, a := range u.addrs {
-		rdb := redis.NewClient(&redis.Options{Addr: a})
-		info, err := rdb.Info(ctx, "commandstats").Result()
-		_ = rdb.Close()
-		if err == nil {
-			server += commandTime(info)
+		before, ok := u.server[a]
+		if !ok {
+			continue
+		}
+		if t, ok := serverCPU(ctx, a); ok {
+			server += t - before
 		}
 	}
 	return cpu, server
+}
+
+// serverCPU reads the CPU time of a server's main thread.
+func serverCPU(ctx context.Context, addr string) (time.Duration, bool) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	info, err := rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, false
+	}
+	return mainThreadCPU(info)
+}
+
+// mainThreadCPU sums used_cpu_sys_main_thread and used_cpu_user_main_thread
+// of INFO cpu (seconds with microsecond digits).
+func mainThreadCPU(info string) (time.Duration, bool) {
+	var total float64
+	found := 0
+	for line := range strings.Lines(info) {
+		name, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || (name != "used_cpu_sys_main_thread" && name != "used_cpu_user_main_thread") {
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return 0, false
+		}
+		total += f
+		found++
+	}
+	return time.Duration(total * float64(time.Second)), found == 2
 }
 
 // cpuTime is the user and system CPU time of this process and of its
@@ -53,27 +90,4 @@ func cpuTime() time.Duration {
 		}
 	}
 	return total
-}
-
-// commandTime sums usec over the cmdstat_* lines of INFO commandstats, e.g.
-// "cmdstat_evalsha:calls=10,usec=123,usec_per_call=12.30,...".
-func commandTime(info string) time.Duration {
-	var usec int64
-	for line := range strings.Lines(info) {
-		if !strings.HasPrefix(line, "cmdstat_") || strings.HasPrefix(line, "cmdstat_config") ||
-			strings.HasPrefix(line, "cmdstat_info") {
-			continue
-		}
-		_, fields, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok {
-			continue
-		}
-		for f := range strings.SplitSeq(fields, ",") {
-			if v, ok := strings.CutPrefix(f, "usec="); ok {
-				n, _ := strconv.ParseInt(v, 10, 64)
-				usec += n
-			}
-		}
-	}
-	return time.Duration(usec) * time.Microsecond
 }

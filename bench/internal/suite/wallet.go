@@ -30,8 +30,12 @@ func walletCases() []Case {
 			Needs: "redis-benchmark", Run: rbWalletDebit,
 		},
 		{
+			Name: "wallet/debit-goredis", What: "64 goroutines of one go-redis client, EVALSHA of redkit's posting script as wallet.Debit sends it, fresh tx ID per call",
+			Yardstick: "server/wallet-debit", Run: goredisWalletDebit,
+		},
+		{
 			Name: "wallet/redkit-debit", What: "64 debits at once on one hot account, wallet.Debit, fresh tx ID per call",
-			Yardstick: "server/wallet-debit", Also: []string{"wallet/blog"},
+			Yardstick: "wallet/debit-goredis", Also: []string{"server/wallet-debit", "wallet/blog"},
 			Run: walletDebit,
 		},
 		{
@@ -101,6 +105,22 @@ func walletDebit(ctx context.Context, env *Env, d time.Duration) (Sample, error)
 // command wallet.Debit sends for a one-unit debit of account "hot", under a
 // fresh transaction ID per call.
 func rbWalletDebit(ctx context.Context, env *Env, d time.Duration) (Sample, error) {
+	return capturedDebit(ctx, env, func(call func(*redis.Client) error) (Sample, error) {
+		return rbCaptured(ctx, env, d, call)
+	})
+}
+
+// goredisWalletDebit sends the same command from 64 goroutines of go-redis.
+func goredisWalletDebit(ctx context.Context, env *Env, d time.Duration) (Sample, error) {
+	return capturedDebit(ctx, env, func(call func(*redis.Client) error) (Sample, error) {
+		return goredisCaptured(ctx, env, d, buyers, call)
+	})
+}
+
+// capturedDebit runs replay on the command wallet.Debit sends for a one-unit
+// debit of a fresh account, and checks afterwards that the calls really
+// debited.
+func capturedDebit(ctx context.Context, env *Env, replay func(call func(*redis.Client) error) (Sample, error)) (Sample, error) {
 	rdb, _ := client(env)
 	defer rdb.Close()
 	p := prefix("wallet")
@@ -114,7 +134,7 @@ func rbWalletDebit(ctx context.Context, env *Env, d time.Duration) (Sample, erro
 	}
 	// The command wallet.Debit sends, replayed with a fresh transaction ID
 	// per call.
-	s, err := rbCaptured(ctx, env, d, func(c *redis.Client) error {
+	s, err := replay(func(c *redis.Client) error {
 		capLed, err := wallet.New(c, wallet.WithKeyPrefix(p))
 		if err != nil {
 			return err
