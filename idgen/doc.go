@@ -144,8 +144,11 @@
 // replica probe and the reservation reload the map and ask the master it
 // names, so the first Sequence.Next after every live node agreed on the
 // new master succeeds, and a Segment fetches its next range
-// (TestCluster_masterKilledForGood). TestChaos_Cluster_recovery measures
-// each Cluster fault (README).
+// (TestCluster_masterKilledForGood); a leased Snowflake's renewal, release
+// or lease that meets the dead node reloads the map, and is sent again on
+// it when it certainly did not run, so the lease is renewed on the new
+// master instead of being lost (TestLease_Cluster_masterKilledForGood).
+// TestChaos_Cluster_recovery measures each Cluster fault (README).
 //
 // Snowflake. The wall clock is read once, when the generator starts; elapsed
 // time comes from Go's monotonic clock, so wall-clock steps in a running

@@ -140,9 +140,12 @@ func (l *nodeLease) acquire(ctx context.Context) (*tenure, error) {
 func (l *nodeLease) acquireNode(ctx context.Context) (*tenure, error) {
 	owner := newOwner()
 	sent := l.s.nowMs()
+	pick := nodePick()
 	res, abandoned, err := bounded(ctx, func(ctx context.Context) ([]int64, error) {
-		return acquireScript.Run(ctx, l.rdb, []string{l.key},
-			owner, l.ttl.Milliseconds(), sent, leaseRetention.Milliseconds(), nodePick()).Int64Slice()
+		return onFreshMap(ctx, l.rdb, func(ctx context.Context) ([]int64, error) {
+			return acquireScript.Run(ctx, l.rdb, []string{l.key},
+				owner, l.ttl.Milliseconds(), sent, leaseRetention.Milliseconds(), pick).Int64Slice()
+		})
 	}, func(res []int64, err error) {
 		// A node leased after the caller gave up is given back at once.
 		switch {
@@ -244,10 +247,41 @@ func (l *nodeLease) renew(ctx context.Context, ttl time.Duration, ms, until int6
 // follow-up: it is retried, or the lease expires by itself.
 func (l *nodeLease) runRenew(ctx context.Context, owner string, node int64, ttl time.Duration, ms int64, rewrite int) (int64, bool, error) {
 	return bounded(ctx, func(ctx context.Context) (int64, error) {
-		return renewScript.Run(ctx, l.rdb, []string{l.key},
-			owner, ttl.Milliseconds(), ms, leaseRetention.Milliseconds(), node, rewrite).Int64()
+		return onFreshMap(ctx, l.rdb, func(ctx context.Context) (int64, error) {
+			return renewScript.Run(ctx, l.rdb, []string{l.key},
+				owner, ttl.Milliseconds(), ms, leaseRetention.Milliseconds(), node, rewrite).Int64()
+		})
 	}, nil)
 }
+
+// onFreshMap runs send, a lease script, and, on a Cluster client, after an
+// error that is not a reply of Redis's (a master killed for good that the
+// map still names refuses the dial, or go-redis's own dial retries outlast
+// ctx) or that says the slot moved (retry.StaleMap), reloads the map
+// (retry.Reload, at most once per retry.ReloadInterval per client, within
+// reloadTimeout even when ctx has ended), so that the next send goes to the
+// slot's master now, not a minute later when go-redis reloads it by
+// itself. When the send certainly did not run there (retry.Retryable: a
+// refused dial, MOVED) and ctx allows, it is sent once more on the
+// reloaded map: a lease script sent twice is harmless (the same owner gets
+// the node it already took; a renewal or release with the same arguments
+// does what the first did).
+func onFreshMap[T any](ctx context.Context, rdb redis.UniversalClient, send func(context.Context) (T, error)) (T, error) {
+	v, err := send(ctx)
+	if _, ok := rdb.(*redis.ClusterClient); !ok || err == nil || answered(err) && !retry.StaleMap(err) {
+		return v, err
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reloadTimeout)
+	retry.Reload(rctx, rdb)
+	cancel()
+	if !retry.Retryable(err) || ctx.Err() != nil {
+		return v, err
+	}
+	return send(ctx)
+}
+
+// reloadTimeout bounds onFreshMap's reload of the slot map.
+const reloadTimeout = time.Second
 
 // answered reports whether a call that ended in err got a reply from Redis.
 func answered(err error) bool {

@@ -373,7 +373,12 @@
 //     WithClusterBudget; the first acquire, extend and release after every
 //     live node agreed on the new master succeed, on go-redis defaults and
 //     send-once, with and without WithRequiredReplicaAck
-//     (TestMutex_Cluster_masterKilledForGood). The subscriber connection
+//     (TestMutex_Cluster_masterKilledForGood; a call whose deadline ends
+//     within go-redis's dial retries to the dead address, 5 dials 100 ms
+//     apart, fails, and the next call reloads the map first), an Extend of a lease taken
+//     before the kill too (sent again within the lease's Until, asking for
+//     what is left of the TTL; TestLease_Cluster_extendAfterMasterKilledForGood).
+//     The subscriber connection
 //     that died with it reconnects on a reloaded map, so the promoted
 //     master counts the waiters' channels and a release wakes them
 //     (TestMutex_Cluster_notifyAfterMasterKilledForGood).

@@ -642,11 +642,38 @@ func (r *resource) release(ctx context.Context, owner string, token uint64) (sta
 }
 
 // extend runs the extend script for one lease: 1 extended, 0 expired, 2 taken.
+//
+// On a Cluster client an error that says the slot map is out of date (a
+// master killed for good that the map still names, a moved slot: see
+// retry.StaleMap) is sent again on a reloaded map within the Cluster
+// budget and ctx (the lease's Until); any other error, and every error on
+// another client, is returned after one send, as before. Each send after
+// the first asks for what is left of ttl since the first, so no send sets
+// a deadline past the one the first would have set (WithMaxHold).
 func (r *resource) extend(ctx context.Context, owner string, ttl time.Duration) (int64, error) {
 	if r.peers != nil {
 		return r.extendQuorum(ctx, owner, ttl)
 	}
-	res, err := r.kind.extend.Run(ctx, r.c.rdb, []string{r.key}, owner, ttl.Milliseconds()).Int64Slice()
+	p := r.policy
+	p.Attempts = 1
+	first := time.Now()
+	var (
+		res  []int64
+		last error
+	)
+	err := retry.Read(ctx, p, func(ctx context.Context, attempt int) error {
+		left := ttl
+		if attempt > 1 {
+			if left -= time.Since(first); left < valid.LockTTLMin {
+				return errNoTimeLeft // last stands
+			}
+		}
+		res, last = r.kind.extend.Run(ctx, r.c.rdb, []string{r.key}, owner, left.Milliseconds()).Int64Slice()
+		return last
+	})
+	if errors.Is(err, errNoTimeLeft) {
+		err = last
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -655,6 +682,10 @@ func (r *resource) extend(ctx context.Context, owner string, ttl time.Duration) 
 	}
 	return res[0], nil
 }
+
+// errNoTimeLeft ends extend's re-sends when what is left of the TTL is
+// below the shortest lock TTL.
+var errNoTimeLeft = errors.New("lock: no time left to extend again")
 
 func parsePair(res []any) (bool, int64, error) {
 	if len(res) != 2 {
