@@ -535,8 +535,11 @@
 // Outcomes of release: ok, expired, taken, unknown_outcome, error; of
 // renew: ok, expired, taken (the word of the error an Extend returns, or
 // of the loss a watchdog round found: taken when some lease of the round
-// was held by another owner, else expired when some had expired), error
-// (words of the vocabulary every redkit module shares, otelx.Outcomes).
+// was held by another owner, else expired when some had expired),
+// unknown_outcome (an Extend or renewal whose error wraps
+// ErrUnknownOutcome: a Redlock renewal whose masters' answers were lost),
+// error (words of the vocabulary every redkit module shares,
+// otelx.Outcomes).
 // error.type is a sentinel's text (ErrNotAcquired's "lock: not acquired")
 // or a Go type, never an error's text that could hold a lock name.
 // Every attribute set may also hold redkit.label (WithLabel); names, owner

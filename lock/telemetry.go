@@ -218,10 +218,14 @@ func releaseOutcome(err error) string {
 	}
 }
 
-// renewOutcome names the result of one extend: its error, or the extend
-// script's status (1 extended, 0 expired, 2 taken).
+// renewOutcome names the result of one extend: its error (unknown_outcome
+// when it wraps ErrUnknownOutcome, as a Redlock renewal whose masters'
+// answers were lost does), or the extend script's status (1 extended, 0
+// expired, 2 taken).
 func renewOutcome(status int64, err error) string {
 	switch {
+	case errors.Is(err, ErrUnknownOutcome):
+		return outcomeUnknown
 	case err != nil:
 		return outcomeError
 	case status == 1:

@@ -554,3 +554,29 @@ func TestSpanTree_redlockRaiseInBackgroundIsALinkedRoot(t *testing.T) {
 	}
 	require.Positive(t, raises, rec.Trees())
 }
+
+// A Redlock Extend whose answers from two masters of three were lost
+// returns an error wrapping ErrUnknownOutcome; its lock.renew span says
+// unknown_outcome, the word for that error, not error.
+func TestTelemetry_redlockExtend_lostReplies_unknownOutcome(t *testing.T) {
+	var masters []redis.UniversalClient
+	var pxs []*redistest.Proxy
+	for range 3 {
+		rdb, _, px := proxied(t, &redis.Options{ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
+		masters = append(masters, rdb)
+		pxs = append(pxs, px)
+	}
+	rec := otelxtest.New(t)
+	rl := mustRedlock(t, masters, lock.WithKeyPrefix(testPrefix(t)), lock.WithTTL(10*time.Second), lock.WithWatchdog(false),
+		lock.WithTracerProvider(rec.TracerProvider), lock.WithMeterProvider(rec.MeterProvider))
+	defer rl.Close()
+	l, err := rl.Mutex("renew").TryAcquire(t.Context())
+	require.NoError(t, err)
+	pxs[0].DropReplies(true)
+	pxs[1].DropReplies(true)
+	err = l.Extend(t.Context())
+	pxs[0].DropReplies(false)
+	pxs[1].DropReplies(false)
+	require.ErrorIs(t, err, lock.ErrUnknownOutcome)
+	require.Equal(t, []string{otelx.OutcomeUnknownOutcome}, outcomesOf(rec, "lock.renew"), "an Extend that returned %v", err)
+}
