@@ -521,7 +521,10 @@
 // have taken, a Redlock master's late grant given back) is a lock.release
 // root per attempt, linked to the span of the call that left it (outcome ok
 // when Redis answered, error otherwise; no duration is recorded for it), so
-// nothing hangs off a span that has ended. Metrics:
+// nothing hangs off a span that has ended. A Redlock master whose grant drew
+// less than the lease's token, raised to it after the acquire returned, is
+// a lock.raise root linked to the acquire's span the same way
+// (TestSpanTree_redlockRaiseInBackgroundIsALinkedRoot). Metrics:
 //
 //	redkit.lock.operation.duration  s          histogram  redkit.operation (acquire, release, renew), redkit.outcome
 //	redkit.lock.wait.duration       s          histogram  redkit.outcome: ok, not_acquired, unknown_outcome, error
@@ -532,8 +535,11 @@
 // Outcomes of release: ok, expired, taken, unknown_outcome, error; of
 // renew: ok, expired, taken (the word of the error an Extend returns, or
 // of the loss a watchdog round found: taken when some lease of the round
-// was held by another owner, else expired when some had expired), error
-// (words of the vocabulary every redkit module shares, otelx.Outcomes).
+// was held by another owner, else expired when some had expired),
+// unknown_outcome (an Extend or renewal whose error wraps
+// ErrUnknownOutcome: a Redlock renewal whose masters' answers were lost),
+// error (words of the vocabulary every redkit module shares,
+// otelx.Outcomes).
 // error.type is a sentinel's text (ErrNotAcquired's "lock: not acquired")
 // or a Go type, never an error's text that could hold a lock name.
 // Every attribute set may also hold redkit.label (WithLabel); names, owner

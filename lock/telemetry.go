@@ -128,7 +128,16 @@ func (t *telemetry) startWithdraw(ctx context.Context) (context.Context, trace.S
 	return otelx.StartBackground(ctx, t.tracer, "lock.release", t.label, trace.SpanContextFromContext(ctx))
 }
 
-// withdrawn ends the span of startWithdraw: ok when Redis answered.
+// startRaise starts the span of one raise of a Redlock master's fence
+// counter left to the background by an acquire that has returned: a
+// lock.raise root linked to the span in ctx, that acquire's. Like
+// startWithdraw, it records no duration; withdrawn ends it.
+func (t *telemetry) startRaise(ctx context.Context) (context.Context, trace.Span) {
+	return otelx.StartBackground(ctx, t.tracer, "lock.raise", t.label, trace.SpanContextFromContext(ctx))
+}
+
+// withdrawn ends the span of startWithdraw or startRaise: ok when Redis
+// answered.
 func withdrawn(span trace.Span, err error) {
 	outcome := outcomeOK
 	if err != nil {
@@ -209,10 +218,14 @@ func releaseOutcome(err error) string {
 	}
 }
 
-// renewOutcome names the result of one extend: its error, or the extend
-// script's status (1 extended, 0 expired, 2 taken).
+// renewOutcome names the result of one extend: its error (unknown_outcome
+// when it wraps ErrUnknownOutcome, as a Redlock renewal whose masters'
+// answers were lost does), or the extend script's status (1 extended, 0
+// expired, 2 taken).
 func renewOutcome(status int64, err error) string {
 	switch {
+	case errors.Is(err, ErrUnknownOutcome):
+		return outcomeUnknown
 	case err != nil:
 		return outcomeError
 	case status == 1:

@@ -483,3 +483,100 @@ func TestSpanTree_releaseRetriedInBackgroundIsALinkedRoot(t *testing.T) {
 	}
 	require.Positive(t, retries, rec.Trees())
 }
+
+// A Redlock master whose grant drew less than the lease's token is raised
+// to it in the background after the acquire returned: each raise is a
+// lock.raise root linked to the acquire's span, so its commands never
+// start under the acquire's span after it ended.
+func TestSpanTree_redlockRaiseInBackgroundIsALinkedRoot(t *testing.T) {
+	servers, masters := redlockMasters(t, 3)
+	// The third master answers after the other two decided the acquire.
+	px := redistest.NewProxy(t, servers[2].Addr())
+	px.SetLatency(100 * time.Millisecond)
+	slow := redis.NewClient(&redis.Options{Addr: px.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = slow.Close() })
+	masters[2] = slow
+	rec := otelxtest.New(t)
+	for _, m := range masters {
+		require.NoError(t, otelx.InstrumentRedis(m, rec.Providers()))
+		require.NoError(t, m.Ping(t.Context()).Err())
+	}
+	p := testPrefix(t)
+	rl, err := lock.NewRedlock(masters, lock.WithKeyPrefix(p), lock.WithTracerProvider(rec.TracerProvider),
+		lock.WithMeterProvider(rec.MeterProvider), lock.WithTTL(6*time.Second))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rl.Close() })
+	warm, err := rl.Mutex("warm-up").TryAcquire(t.Context()) // scripts loaded on every master
+	require.NoError(t, err)
+	require.NoError(t, warm.Release(t.Context()))
+	// Two masters' counters ahead: they draw the token at once, a majority,
+	// and the third master, answering late, is raised to it in the
+	// background.
+	counter := mustNew(t, masters[0], lock.WithKeyPrefix(p)).Mutex("raise").CounterKey()
+	for _, s := range servers[:2] {
+		require.NoError(t, s.Client().IncrBy(t.Context(), counter, 100).Err())
+	}
+	rec.Spans.Reset()
+	ctx, req := rec.TracerProvider.Tracer("caller").Start(t.Context(), "request")
+	l, err := rl.Mutex("raise").TryAcquire(ctx)
+	require.NoError(t, err)
+	req.End()
+	eventually(t, func() bool {
+		v, err := servers[2].Client().Get(t.Context(), counter).Int64()
+		return err == nil && uint64(v) == l.Fence().Token
+	}, "the third master raised to the token")
+	require.NoError(t, l.Release(t.Context()))
+	eventually(t, func() bool {
+		n := len(rec.Spans.Ended())
+		time.Sleep(200 * time.Millisecond)
+		return len(rec.Spans.Ended()) == n
+	}, "every span ended")
+
+	ended := map[trace.SpanID]sdktrace.ReadOnlySpan{}
+	var acquire trace.SpanID
+	for _, sp := range rec.Spans.Ended() {
+		ended[sp.SpanContext().SpanID()] = sp
+		if sp.Name() == "lock.acquire" {
+			acquire = sp.SpanContext().SpanID()
+		}
+	}
+	raises := 0
+	for _, sp := range rec.Spans.Ended() {
+		if p, ok := ended[sp.Parent().SpanID()]; ok && sp.Parent().IsValid() {
+			require.False(t, sp.StartTime().After(p.EndTime()), "%s started after its parent %s ended:\n%s", sp.Name(), p.Name(), rec.Trees())
+		}
+		if sp.Name() == "lock.raise" {
+			raises++
+			require.False(t, sp.Parent().IsValid(), rec.Trees())
+			require.Len(t, sp.Links(), 1, rec.Trees())
+			require.Equal(t, acquire, sp.Links()[0].SpanContext.SpanID(), "a raise links to the acquire that left it:\n%s", rec.Trees())
+		}
+	}
+	require.Positive(t, raises, rec.Trees())
+}
+
+// A Redlock Extend whose answers from two masters of three were lost
+// returns an error wrapping ErrUnknownOutcome; its lock.renew span says
+// unknown_outcome, the word for that error, not error.
+func TestTelemetry_redlockExtend_lostReplies_unknownOutcome(t *testing.T) {
+	var masters []redis.UniversalClient
+	var pxs []*redistest.Proxy
+	for range 3 {
+		rdb, _, px := proxied(t, &redis.Options{ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
+		masters = append(masters, rdb)
+		pxs = append(pxs, px)
+	}
+	rec := otelxtest.New(t)
+	rl := mustRedlock(t, masters, lock.WithKeyPrefix(testPrefix(t)), lock.WithTTL(10*time.Second), lock.WithWatchdog(false),
+		lock.WithTracerProvider(rec.TracerProvider), lock.WithMeterProvider(rec.MeterProvider))
+	defer rl.Close()
+	l, err := rl.Mutex("renew").TryAcquire(t.Context())
+	require.NoError(t, err)
+	pxs[0].DropReplies(true)
+	pxs[1].DropReplies(true)
+	err = l.Extend(t.Context())
+	pxs[0].DropReplies(false)
+	pxs[1].DropReplies(false)
+	require.ErrorIs(t, err, lock.ErrUnknownOutcome)
+	require.Equal(t, []string{otelx.OutcomeUnknownOutcome}, outcomesOf(rec, "lock.renew"), "an Extend that returned %v", err)
+}
