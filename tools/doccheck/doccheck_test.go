@@ -23,6 +23,9 @@ docs:
 // Hello says hello.
 func Hello() string { return "hello" }
 
+// Hellos is the name of a metric.
+const Hellos = "redkit.m.hellos"
+
 // T is a type.
 type T struct{ F int }
 
@@ -57,7 +60,8 @@ package m
 		"```go\nfmt.Println(m.Hello())\n```\n",
 	"m/README.md": "# m module\n\n" +
 		"```go\nvar t m.T\nt.M()\n```\n\n" +
-		"[Up](../README.md#more)\n",
+		"[Up](../README.md#more)\n\n" +
+		"`redkit.m.hellos` counts hellos (one of the metrics redkit.m.<name>).\n",
 }
 
 func writeRepo(t *testing.T, files map[string]string) string {
@@ -97,7 +101,7 @@ func TestCheck_plantedDisagreements(t *testing.T) {
 	files["README.md"] = "# m\n\n" +
 		"`m.Goodbye` and `T.N` and `Hello`.\n" + // line 3: a wrong identifier of a package, a wrong method
 		"Run `make tset` and see [the doc](m/nodoc.go) and [below](#less).\n" + // line 4
-		"`TestGoodbye` and `TestHello/other_case` check `m/missing.go`.\n" + // line 5
+		"`TestGoodbye` and `TestHello/other_case` check `m/missing.go`, counted by `redkit.m.hello`.\n" + // line 5
 		"\n## More\n\n" +
 		"```go\nfmt.Println(m.Hello(1))\n```\n" + // snippet at line 10
 		"\n```go\nx := \n```\n" + // line 14: does not parse
@@ -128,6 +132,7 @@ package m
 		"README.md:5: names test TestGoodbye, which no _test.go file of the workspace declares",
 		"README.md:5: names subtest TestHello/other_case",
 		"README.md:5: cites m/missing.go, which does not exist",
+		"README.md:5: names telemetry redkit.m.hello, which no string literal of the workspace spells",
 		"README.md:10: Go snippet does not compile: too many arguments in call to m.Hello",
 		"README.md:14: Go snippet does not parse",
 		"README.md:18: runs go on ./m/cmd/nope, which does not exist",

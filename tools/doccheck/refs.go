@@ -17,6 +17,7 @@ func (c *checker) checkRefs(d *doc) {
 	for _, l := range all {
 		c.checkTests(d, l)
 		c.checkMake(d, l)
+		c.checkTelemetryNames(d, l)
 	}
 	for _, l := range d.commands {
 		c.checkCommandPaths(d, l)
@@ -56,6 +57,30 @@ func (c *checker) checkTests(d *doc, l line) {
 			if !strings.Contains(c.ws.strs, sub) && !strings.Contains(c.ws.strsUnderscored, sub) {
 				c.report(d.path, l.n, "names subtest %s/%s: no string literal of the workspace spells %q", name, sub, sub)
 			}
+		}
+	}
+}
+
+// telemetryName is a metric or attribute name of redkit's: redkit. and
+// lower-case words joined by dots.
+var telemetryName = regexp.MustCompile(`redkit(?:\.[a-z][a-z0-9_]*)+`)
+
+// checkTelemetryNames reports a telemetry name (redkit.stock.units.sold,
+// redkit.outcome) that no string literal of the workspace spells whole: the
+// code names each instrument and attribute by one literal. A name followed
+// by .<x> or .{x} is a pattern, not a name.
+func (c *checker) checkTelemetryNames(d *doc, l line) {
+	for _, m := range telemetryName.FindAllStringIndex(l.text, -1) {
+		if m[0] > 0 && strings.ContainsRune("./-_:", rune(l.text[m[0]-1])) ||
+			m[0] > 0 && (unicode.IsLetter(rune(l.text[m[0]-1])) || unicode.IsDigit(rune(l.text[m[0]-1]))) {
+			continue
+		}
+		if rest := l.text[m[1]:]; strings.HasPrefix(rest, ".<") || strings.HasPrefix(rest, ".{") || strings.HasPrefix(rest, ".*") {
+			continue
+		}
+		name := l.text[m[0]:m[1]]
+		if !strings.Contains("\n"+c.ws.strs, "\n"+name+"\n") {
+			c.report(d.path, l.n, "names telemetry %s, which no string literal of the workspace spells", name)
 		}
 	}
 }
