@@ -7,7 +7,8 @@
 //     or a code block of a package comment that is Go (it parses as Go, or
 //     it has := or a func), type-checked against the workspace's packages;
 //   - an exported identifier that does not exist: in Markdown, one named in
-//     backquotes (`stock.ErrSoldOut`, `Ledger.Transfer`, `WithBuckets(b)`);
+//     backquotes (`stock.ErrSoldOut`, `Ledger.Transfer`, `WithBuckets(b)`,
+//     `inv.Deduct`, a method of the type of one of the Givens below);
 //     in a package comment, one named in the prose (Go doc comments have no
 //     markup), looked up in the package's module, then in the packages the
 //     module imports;

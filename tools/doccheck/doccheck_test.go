@@ -94,12 +94,16 @@ func TestCheck_agreeingRepository(t *testing.T) {
 // Each kind of disagreement planted in repo is found, at its file and
 // line, and nothing else is.
 func TestCheck_plantedDisagreements(t *testing.T) {
+	// A reader's variable of a type of m, as inv is a *stock.Inventory.
+	givens := Givens
+	Givens = append(slices.Clone(Givens), struct{ Name, Type string }{"tv", "*m.T"})
+	t.Cleanup(func() { Givens = givens })
 	files := map[string]string{}
 	for k, v := range repo {
 		files[k] = v
 	}
 	files["README.md"] = "# m\n\n" +
-		"`m.Goodbye` and `T.N` and `Hello`.\n" + // line 3: a wrong identifier of a package, a wrong method
+		"`m.Goodbye` and `T.N` and `Hello`, `tv.M` but not `tv.N()`.\n" + // line 3: a wrong identifier of a package, a wrong method
 		"Run `make tset` and see [the doc](m/nodoc.go) and [below](#less).\n" + // line 4
 		"`TestGoodbye` and `TestHello/other_case` check `m/missing.go`, counted by `redkit.m.hello`.\n" + // line 5
 		"\n## More\n\n" +
@@ -125,6 +129,7 @@ package m
 	want := []string{
 		"README.md:3: names m.Goodbye, which package example.com/m does not declare",
 		"README.md:3: names T.N, which is declared in none of",
+		"README.md:3: names tv.N, but tv (*m.T) has no field or method N",
 		"README.md:4: cites make tset, which the Makefile has no target for",
 		"README.md:4: links to m/nodoc.go, which does not exist",
 		"README.md:4: cites m/nodoc.go, which does not exist",

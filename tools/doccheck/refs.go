@@ -312,6 +312,22 @@ func (c *checker) checkIdent(d *doc, n int, chain []string, owner string) {
 		if len(chain) < 2 || !unicode.IsUpper(rune(chain[1][0])) {
 			return
 		}
+		if typ := givenType(first); typ != "" {
+			// inv.Deduct names the method Deduct of a given's type,
+			// *stock.Inventory.
+			pkgName, typName, _ := strings.Cut(strings.TrimPrefix(typ, "*"), ".")
+			pkgs := c.ws.byName[pkgName]
+			if typName == "" || len(chain) != 2 || len(pkgs) == 0 {
+				return
+			}
+			for _, p := range pkgs {
+				if p.has([]string{typName, chain[1]}, false) {
+					return
+				}
+			}
+			c.report(d.path, n, "names %s, but %s (%s) has no field or method %s", strings.Join(chain, "."), first, typ, chain[1])
+			return
+		}
 		pkgs := c.ws.byName[first]
 		if len(pkgs) == 0 {
 			return
@@ -348,6 +364,16 @@ func (c *checker) checkIdent(d *doc, n int, chain []string, owner string) {
 		hint = " (a word of prose, not an identifier? properNouns in tools/doccheck/refs.go lists those)"
 	}
 	c.report(d.path, n, "names %s, which is declared in none of %s%s", strings.Join(chain, "."), c.scope(d), hint)
+}
+
+// givenType returns the type of the given (Givens) named name, or "".
+func givenType(name string) string {
+	for _, g := range Givens {
+		if g.Name == name {
+			return g.Type
+		}
+	}
+	return ""
 }
 
 // singular returns chain with a plural s dropped from its last name
