@@ -16,7 +16,8 @@
 //     anywhere, Markdown links and file paths (a name with an extension, or
 //     a path whose first element exists), and Test, Fuzz, Benchmark and
 //     Example names, with a subtest's name looked for among the repository's
-//     string literals;
+//     string literals, and a test a go test -run names on packages that
+//     do not declare it (go test would pass, running nothing);
 //   - a telemetry name (redkit. and dotted lower-case words: a metric, an
 //     attribute) that no string literal of the workspace spells whole.
 //

@@ -40,6 +40,8 @@ func TestHello(t *testing.T) {
 	t.Run("sub case", func(t *testing.T) {})
 }
 `,
+	"m/n/n.go":      "package n\n",
+	"m/n/n_test.go": "package n\n\nimport \"testing\"\n\nfunc TestN(t *testing.T) {}\n",
 	"m/doc.go": `// Package m says hello, and Hello returns it, and T.M does nothing
 // (TestHello/sub_case shows it; make test runs it).
 //
@@ -54,7 +56,7 @@ package m
 `,
 	"README.md": "# m\n\n" +
 		"`m.Hello` and `T.M`: run `make test`, read [the doc](m/doc.go) and [below](#more).\n\n" +
-		"```sh\ngo test ./m/\n```\n\n" +
+		"```sh\ngo test ./m/\ngo test -run '^TestHello$' ./m/ && go test -run=TestN ./m/...\n```\n\n" +
 		"`TestHello/sub_case` checks `m/m.go`.\n\n" +
 		"## More\n\n" +
 		"```go\nfmt.Println(m.Hello())\n```\n",
@@ -109,7 +111,8 @@ func TestCheck_plantedDisagreements(t *testing.T) {
 		"\n## More\n\n" +
 		"```go\nfmt.Println(m.Hello(1))\n```\n" + // snippet at line 10
 		"\n```go\nx := \n```\n" + // line 14: does not parse
-		"\n```sh\ngo test ./m/ && go run ./m/cmd/nope\n```\n" // line 18
+		"\n```sh\ngo test ./m/ && go run ./m/cmd/nope\n" + // line 18
+		"go test -run 'TestHello|TestN' ./m/\n```\n" // line 19: TestN is in m/n
 	files["m/doc.go"] = `// Package m says hello, and Goodbye returns it, and T.M does nothing
 // (TestHello/sub_case shows it; make tests runs it).
 //
@@ -141,6 +144,7 @@ package m
 		"README.md:10: Go snippet does not compile: too many arguments in call to m.Hello",
 		"README.md:14: Go snippet does not parse",
 		"README.md:18: runs go on ./m/cmd/nope, which does not exist",
+		"README.md:19: runs go test -run TestN on packages that do not declare it (it is in m/n)",
 		"m/README.md:5: Go snippet does not compile: t.N undefined",
 		"m/README.md:8: links to ../README.md#most: README.md has no heading #most",
 		"m/doc.go:1: names Goodbye, which is declared in none of the packages of module m",

@@ -118,26 +118,77 @@ func (c *checker) checkCommandPaths(d *doc, l line) {
 	fields := strings.Fields(l.text)
 	dir := ""
 	inGo := false
+	// A go test command: its -run pattern and the directories of its
+	// packages (absolute; "..." kept as a suffix).
+	goTest, run := false, ""
+	var pkgs []string
+	endGo := func() {
+		if goTest && run != "" && len(pkgs) > 0 {
+			c.checkTestRun(d, l.n, run, pkgs)
+		}
+		inGo, goTest, run, pkgs = false, false, "", nil
+	}
 	for i, f := range fields {
 		f = strings.Trim(f, `'"`)
 		switch {
 		case f == "#":
+			endGo()
 			return
 		case f == "cd" && i+1 < len(fields):
 			dir = strings.Trim(fields[i+1], `'"`)
 		case f == "-C" && i+1 < len(fields):
 			dir = strings.Trim(fields[i+1], `'"`)
 		case f == "go":
+			endGo()
 			inGo = true
 		case f == "&&" || f == ";" || f == "|":
-			inGo = false
+			endGo()
+		case inGo && f == "test" && i > 0 && fields[i-1] == "go":
+			goTest = true
+		case goTest && f == "-run" && i+1 < len(fields):
+			run = strings.Trim(fields[i+1], `'"`)
+		case goTest && strings.HasPrefix(f, "-run="):
+			run = strings.Trim(strings.TrimPrefix(f, "-run="), `'"`)
 		case inGo && (strings.HasPrefix(f, "./") || strings.HasPrefix(f, "../")) && !strings.ContainsAny(f, "<>{}$*"):
 			p := strings.TrimSuffix(strings.TrimSuffix(f, "..."), "/")
 			// From the root, or from the document's directory (a module's
 			// README or package comment may mean a command run there).
-			if !c.files.exists(filepath.ToSlash(filepath.Join(dir, p))) && !c.files.exists(c.rel(filepath.Join(d.dir, dir, p))) {
+			fromRoot := filepath.ToSlash(filepath.Join(dir, p))
+			fromDoc := c.rel(filepath.Join(d.dir, dir, p))
+			switch {
+			case c.files.exists(fromRoot):
+				pkgs = append(pkgs, filepath.Join(c.root, fromRoot)+strings.TrimPrefix(f, strings.TrimSuffix(f, "...")))
+			case c.files.exists(fromDoc):
+				pkgs = append(pkgs, filepath.Join(c.root, fromDoc)+strings.TrimPrefix(f, strings.TrimSuffix(f, "...")))
+			default:
 				c.report(d.path, l.n, "runs go on %s, which does not exist", f)
 			}
+		}
+	}
+	endGo()
+}
+
+// checkTestRun reports a test that a go test -run pattern names and none
+// of the command's packages declares: go test would pass, running nothing.
+func (c *checker) checkTestRun(d *doc, n int, run string, pkgs []string) {
+	for _, m := range testRef.FindAllStringSubmatch(run, -1) {
+		name := m[1]
+		if !c.ws.tests[name] {
+			continue // checkTests reports it
+		}
+		found := false
+		for _, p := range pkgs {
+			under := strings.HasSuffix(p, "...")
+			p = strings.TrimSuffix(p, "...")
+			p = strings.TrimSuffix(p, string(filepath.Separator))
+			for _, td := range c.ws.testDirs[name] {
+				if td == p || under && strings.HasPrefix(td, p+string(filepath.Separator)) {
+					found = true
+				}
+			}
+		}
+		if !found {
+			c.report(d.path, n, "runs go test -run %s on packages that do not declare it (it is in %s): no test would run", name, c.rel(c.ws.testDirs[name][0]))
 		}
 	}
 }
