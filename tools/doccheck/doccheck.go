@@ -21,6 +21,9 @@
 //   - a telemetry name (redkit. and dotted lower-case words: a metric, an
 //     attribute) that no string literal of the workspace spells whole.
 //
+// A Markdown code block is fenced (```go for Go) or indented by four
+// spaces; an indented one is read as commands.
+//
 // Each finding names the file and line of the documentation.
 //
 // A snippet is compiled as written, with three allowances for what

@@ -112,7 +112,8 @@ func TestCheck_plantedDisagreements(t *testing.T) {
 		"```go\nfmt.Println(m.Hello(1))\n```\n" + // snippet at line 10
 		"\n```go\nx := \n```\n" + // line 14: does not parse
 		"\n```sh\ngo test ./m/ && go run ./m/cmd/nope\n" + // line 18
-		"go test -run 'TestHello|TestN' ./m/\n```\n" // line 19: TestN is in m/n
+		"go test -run 'TestHello|TestN' ./m/\n```\n" + // line 19: TestN is in m/n
+		"\n    go test -run TestN ./m/\n" // line 22: an indented code block
 	files["m/doc.go"] = `// Package m says hello, and Goodbye returns it, and T.M does nothing
 // (TestHello/sub_case shows it; make tests runs it).
 //
@@ -145,6 +146,7 @@ package m
 		"README.md:14: Go snippet does not parse",
 		"README.md:18: runs go on ./m/cmd/nope, which does not exist",
 		"README.md:19: runs go test -run TestN on packages that do not declare it (it is in m/n)",
+		"README.md:22: runs go test -run TestN on packages that do not declare it (it is in m/n)",
 		"m/README.md:5: Go snippet does not compile: t.N undefined",
 		"m/README.md:8: links to ../README.md#most: README.md has no heading #most",
 		"m/doc.go:1: names Goodbye, which is declared in none of the packages of module m",
