@@ -179,3 +179,49 @@ func TestChaos_Sequence_Next_replyLostForGood_heapFlat(t *testing.T) {
 	t.Logf("heap %d -> %d bytes over 1,000,000 Next", before, after)
 	require.Lessf(t, grown, int64(1<<20), "BUG: the heap grew by %d bytes over a million Next", grown)
 }
+
+// heldNodes returns the nodes of service's table that have an owner.
+func heldNodes(t *testing.T, rdb *redis.Client, service string) []string {
+	var owners []string
+	for node, v := range rdb.HGetAll(t.Context(), nodeTable(service)).Val() {
+		if !strings.HasPrefix(v, "|") { // "owner|expires|hw|start"; released: no owner
+			owners = append(owners, node)
+		}
+	}
+	return owners
+}
+
+// A start whose acquire ran in Redis but whose reply (and those of
+// go-redis's re-sends) was lost fails, and gives the node it may have
+// leased back once Redis answers again, instead of leaving it leased to
+// nobody for the lease's TTL: on go-redis's defaults, on a client that
+// sends once, and when ctx ends before the reply is lost (the call given
+// up, its late result an error).
+func TestNewLeasedSnowflake_acquireReplyLost_releasesNode(t *testing.T) {
+	for _, mode := range []struct {
+		name    string
+		retries int
+		ctx     time.Duration
+	}{{"defaults", 0, 5 * time.Second}, {"sendOnce", -1, 5 * time.Second}, {"ctxEndedFirst", 0, 50 * time.Millisecond}} {
+		t.Run(mode.name, func(t *testing.T) {
+			s := redistest.New(t, redistest.Options{})
+			px := redistest.NewProxy(t, s.Addr())
+			rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 200 * time.Millisecond, MaxRetries: mode.retries})
+			t.Cleanup(func() { _ = rdb.Close() })
+			warm, err := idgen.NewLeasedSnowflake(t.Context(), rdb, "warm") // loads the script
+			require.NoError(t, err)
+			require.NoError(t, warm.Close())
+			const service = "lost-acquire"
+			px.DropReplies(true)
+			ctx, cancel := context.WithTimeout(t.Context(), mode.ctx)
+			sf, err := idgen.NewLeasedSnowflake(ctx, rdb, service, idgen.WithLeaseTTL(time.Minute))
+			cancel()
+			require.Error(t, err)
+			require.Nil(t, sf)
+			direct := s.Client()
+			eventuallyT(t, func() bool { return direct.HLen(t.Context(), nodeTable(service)).Val() > 0 }, "the acquire ran (its reply was lost)")
+			px.DropReplies(false)
+			eventuallyT(t, func() bool { return len(heldNodes(t, direct, service)) == 0 }, "the node leased by the failed start is given back")
+		})
+	}
+}

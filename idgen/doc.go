@@ -57,7 +57,13 @@
 // released at once, on every path that gives up (the lease answered late,
 // the clock wait refused, the renewal after the clock wait unanswered), and
 // the release is retried until Redis answers it, for up to two lease TTLs
-// (TestNewLeasedSnowflake_clockWaitThenRenewalGivenUp_releasesNode). A
+// (TestNewLeasedSnowflake_clockWaitThenRenewalGivenUp_releasesNode). An
+// acquire whose reply was lost (or answered late with an error) may have
+// leased a node nobody knows: it is sent again in the background with the
+// same owner ID, which names the node that owner holds, and that node is
+// released the same way (TestNewLeasedSnowflake_acquireReplyLost_releasesNode).
+// A send of the lost acquire that reaches Redis only after that release
+// (held in a queue on the way) leases a node again, until its TTL. A
 // renewal is simply tried again. Close (Segment's, Snowflake's) cancels
 // what it waits for and does not wait for such a call.
 //
@@ -138,8 +144,11 @@
 // replica probe and the reservation reload the map and ask the master it
 // names, so the first Sequence.Next after every live node agreed on the
 // new master succeeds, and a Segment fetches its next range
-// (TestCluster_masterKilledForGood). TestChaos_Cluster_recovery measures
-// each Cluster fault (README).
+// (TestCluster_masterKilledForGood); a leased Snowflake's renewal, release
+// or lease that meets the dead node reloads the map, and is sent again on
+// it when it certainly did not run, so the lease is renewed on the new
+// master instead of being lost (TestLease_Cluster_masterKilledForGood).
+// TestChaos_Cluster_recovery measures each Cluster fault (README).
 //
 // Snowflake. The wall clock is read once, when the generator starts; elapsed
 // time comes from Go's monotonic clock, so wall-clock steps in a running

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/redkit-go/redkit/internal/keys"
+	"github.com/redkit-go/redkit/internal/retry"
 	"github.com/redkit-go/redkit/internal/valid"
 	"github.com/redkit-go/redkit/internal/worker"
 )
@@ -80,6 +81,11 @@ func nodeTableKey(prefix, service string) string {
 // high-water mark (the lease's TTL was shorter than that wait), or the
 // Redis (or ctx) error. Whenever it returns an error after leasing a node,
 // it releases the node, retrying in the background until Redis answers.
+// That includes an acquire whose reply was lost (it may have leased a node
+// nobody knows of): the acquire is sent again in the background with the
+// same owner ID, which returns the node that owner holds (or leases one,
+// when the first never ran), and that node is released; this goes on until
+// Redis answers, for up to two lease TTLs.
 //
 // Options used: WithKeyPrefix, WithLeaseTTL, WithMaxClockWait, WithClock,
 // WithTracerProvider, WithMeterProvider, WithLabel.
@@ -134,16 +140,25 @@ func (l *nodeLease) acquire(ctx context.Context) (*tenure, error) {
 func (l *nodeLease) acquireNode(ctx context.Context) (*tenure, error) {
 	owner := newOwner()
 	sent := l.s.nowMs()
-	res, _, err := bounded(ctx, func(ctx context.Context) ([]int64, error) {
-		return acquireScript.Run(ctx, l.rdb, []string{l.key},
-			owner, l.ttl.Milliseconds(), sent, leaseRetention.Milliseconds(), nodePick()).Int64Slice()
+	pick := nodePick()
+	res, abandoned, err := bounded(ctx, func(ctx context.Context) ([]int64, error) {
+		return onFreshMap(ctx, l.rdb, func(ctx context.Context) ([]int64, error) {
+			return acquireScript.Run(ctx, l.rdb, []string{l.key},
+				owner, l.ttl.Milliseconds(), sent, leaseRetention.Milliseconds(), pick).Int64Slice()
+		})
 	}, func(res []int64, err error) {
 		// A node leased after the caller gave up is given back at once.
-		if err == nil && len(res) == 2 && res[0] >= 0 {
+		switch {
+		case err == nil && len(res) == 2 && res[0] >= 0:
 			l.giveBack(context.Background(), owner, res[0])
+		case l.mayHaveRun(err):
+			l.forsake(owner)
 		}
 	})
 	if err != nil {
+		if !abandoned && l.mayHaveRun(err) {
+			l.forsake(owner)
+		}
 		return nil, fmt.Errorf("idgen: lease node: %w", err)
 	}
 	if len(res) != 2 {
@@ -232,10 +247,41 @@ func (l *nodeLease) renew(ctx context.Context, ttl time.Duration, ms, until int6
 // follow-up: it is retried, or the lease expires by itself.
 func (l *nodeLease) runRenew(ctx context.Context, owner string, node int64, ttl time.Duration, ms int64, rewrite int) (int64, bool, error) {
 	return bounded(ctx, func(ctx context.Context) (int64, error) {
-		return renewScript.Run(ctx, l.rdb, []string{l.key},
-			owner, ttl.Milliseconds(), ms, leaseRetention.Milliseconds(), node, rewrite).Int64()
+		return onFreshMap(ctx, l.rdb, func(ctx context.Context) (int64, error) {
+			return renewScript.Run(ctx, l.rdb, []string{l.key},
+				owner, ttl.Milliseconds(), ms, leaseRetention.Milliseconds(), node, rewrite).Int64()
+		})
 	}, nil)
 }
+
+// onFreshMap runs send, a lease script, and, on a Cluster client, after an
+// error that is not a reply of Redis's (a master killed for good that the
+// map still names refuses the dial, or go-redis's own dial retries outlast
+// ctx) or that says the slot moved (retry.StaleMap), reloads the map
+// (retry.Reload, at most once per retry.ReloadInterval per client, within
+// reloadTimeout even when ctx has ended), so that the next send goes to the
+// slot's master now, not a minute later when go-redis reloads it by
+// itself. When the send certainly did not run there (retry.Retryable: a
+// refused dial, MOVED) and ctx allows, it is sent once more on the
+// reloaded map: a lease script sent twice is harmless (the same owner gets
+// the node it already took; a renewal or release with the same arguments
+// does what the first did).
+func onFreshMap[T any](ctx context.Context, rdb redis.UniversalClient, send func(context.Context) (T, error)) (T, error) {
+	v, err := send(ctx)
+	if _, ok := rdb.(*redis.ClusterClient); !ok || err == nil || answered(err) && !retry.StaleMap(err) {
+		return v, err
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reloadTimeout)
+	retry.Reload(rctx, rdb)
+	cancel()
+	if !retry.Retryable(err) || ctx.Err() != nil {
+		return v, err
+	}
+	return send(ctx)
+}
+
+// reloadTimeout bounds onFreshMap's reload of the slot map.
+const reloadTimeout = time.Second
 
 // answered reports whether a call that ended in err got a reply from Redis.
 func answered(err error) bool {
@@ -250,7 +296,8 @@ const releaseTimeout = 2 * time.Second
 // ctx has not ended it tries once before returning, bounded by
 // releaseTimeout; then, unless Redis answered, it goes on in a goroutine of
 // its own until Redis answers a release (20ms doubling to 1s between
-// attempts, each waiting for its reply), for up to two lease TTLs. A
+// attempts, each waiting for its reply), for up to two lease TTLs, or until
+// the client is closed (nothing can be sent through it any more). A
 // renewal of the node still on its way may run before or after the
 // release: after it, it finds the node no longer this owner's and changes
 // nothing.
@@ -271,8 +318,43 @@ func (l *nodeLease) giveBack(ctx context.Context, owner string, node int64) {
 			err := renewScript.Run(rctx, l.rdb, []string{l.key},
 				owner, 0, 0, leaseRetention.Milliseconds(), node, 0).Err()
 			cancel()
-			if answered(err) || !time.Now().Before(stop) {
+			if answered(err) || errors.Is(err, redis.ErrClosed) || !time.Now().Before(stop) {
 				return
+			}
+			time.Sleep(wait)
+			wait = min(2*wait, time.Second)
+		}
+	}()
+}
+
+// mayHaveRun reports whether a lease script call that failed with err may
+// have run: its reply (or that of a re-send by go-redis) was lost.
+func (l *nodeLease) mayHaveRun(err error) bool {
+	return retry.DefaultPolicy().For(l.rdb).MayHaveRun(err)
+}
+
+// forsake gives back, in a goroutine of its own, the node an acquire by
+// owner whose outcome is unknown may have leased: it runs the acquire again
+// with the same owner, which returns the node that owner already holds (or
+// leases one, when the first never ran), and releases that node (giveBack).
+// It goes on until Redis answers the acquire (20ms doubling to 1s between
+// attempts), for up to two lease TTLs (by then a node the lost acquire
+// leased has expired anyway), or until the client is closed.
+func (l *nodeLease) forsake(owner string) {
+	go func() {
+		stop := time.Now().Add(2 * l.ttl)
+		wait := 20 * time.Millisecond
+		for {
+			rctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+			res, err := acquireScript.Run(rctx, l.rdb, []string{l.key},
+				owner, l.ttl.Milliseconds(), l.s.nowMs(), leaseRetention.Milliseconds(), nodePick()).Int64Slice()
+			cancel()
+			if err == nil && len(res) == 2 && res[0] >= 0 {
+				l.giveBack(context.Background(), owner, res[0])
+				return
+			}
+			if err == nil || !retry.Ambiguous(err) && !retry.Retryable(err) || !time.Now().Before(stop) {
+				return // an answer (no node leased), the client closed, or the lease has expired
 			}
 			time.Sleep(wait)
 			wait = min(2*wait, time.Second)

@@ -126,16 +126,21 @@ type runwayBoard struct {
 
 var (
 	boardsMu sync.Mutex
-	boards   = map[metric.Meter]*runwayBoard{} // meters that can be map keys
+	boards   = map[metric.Meter]*runwayBoard{} // meters whose values can be map keys
 )
 
 // joinRunways adds s, with the attribute set attrs, to the runway board of
 // m, creating the board on the first Segment.
 func joinRunways(m metric.Meter, s *Segment, attrs attribute.Set) (*runwayBoard, error) {
-	shared := reflect.TypeOf(m).Comparable()
+	// The value, not only its type: a comparable struct whose interface
+	// field holds a slice panics as a map key.
+	shared := reflect.ValueOf(m).Comparable()
 	boardsMu.Lock()
 	defer boardsMu.Unlock()
-	b := boards[m] // a meter that is not comparable is never in the map
+	var b *runwayBoard
+	if shared {
+		b = boards[m] // looked up only when m can be a key: else it panics
+	}
 	if !shared || b == nil {
 		b = &runwayBoard{segs: map[*Segment]attribute.Set{}}
 		var err error

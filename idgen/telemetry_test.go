@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -237,4 +238,35 @@ func TestSegment_runwayPerSegment(t *testing.T) {
 	require.NoError(t, high.Close())
 	require.NoError(t, invoices.Close())
 	require.Equal(t, map[string]int64{"": 299}, runways(t, reader))
+}
+
+// taggedProvider hands out meters of a comparable struct type whose
+// interface field holds a slice: a value that cannot be a map key.
+type taggedProvider struct{ metric.MeterProvider }
+
+type taggedMeter struct {
+	metric.Meter
+	tags any
+}
+
+func (p taggedProvider) Meter(name string, opts ...metric.MeterOption) metric.Meter {
+	return taggedMeter{Meter: p.MeterProvider.Meter(name, opts...), tags: []string{name}}
+}
+
+// A Segment whose meter cannot be a map key, though its type is
+// comparable, gets a runway board of its own instead of a panic.
+func TestSegment_runway_unhashableMeter(t *testing.T) {
+	rdb := redistest.New(t, redistest.Options{}).Client()
+	reader := sdkmetric.NewManualReader()
+	mp := taggedProvider{sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}
+	var seg *idgen.Segment
+	require.NotPanics(t, func() {
+		var err error
+		seg, err = idgen.NewSegment(rdb, "runway-tagged", idgen.WithMeterProvider(mp), idgen.WithMinStep(100), idgen.WithMaxStep(100))
+		require.NoError(t, err)
+	})
+	t.Cleanup(func() { _ = seg.Close() })
+	_, err := seg.Next(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{"": 99}, runways(t, reader))
 }

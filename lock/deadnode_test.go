@@ -80,6 +80,38 @@ func TestMutex_Cluster_masterKilledForGood(t *testing.T) {
 	}
 }
 
+// TestLease_Cluster_extendAfterMasterKilledForGood: a lease taken with the
+// watchdog off, then the master serving its slot is killed with SIGKILL and
+// left down (its replica promoted), and nothing else runs on the
+// application's ClusterClient, so its slot map still names the dead
+// address when the holder calls Extend. On go-redis defaults and on
+// send-once the first Extend after every live node agreed on the new
+// master succeeds (it is sent again on a reloaded map), and so does
+// Release. Before, every Extend failed with "connection refused" until
+// go-redis's periodic map reload a minute later.
+func TestLease_Cluster_extendAfterMasterKilledForGood(t *testing.T) {
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3, Replicas: 1,
+		Options: redistest.Options{Config: []string{"cluster-node-timeout 1000"}}})
+	ctx := t.Context()
+	for i, shape := range redistest.ClientShapes {
+		t.Run(shape.Name, func(t *testing.T) {
+			shardKey := []string{"{k0}", "{k1}"}[i] // shards of their own
+			rdb := c.AppClient(shape.Adjust)
+			locks := mustNew(t, rdb, lock.WithWatchdog(false))
+			defer locks.Close()
+			m := locks.Mutex(nameOnShard(t, ctx, rdb, locks, "ex-"+shape.Name, shardKey), lock.WithTTL(time.Minute))
+			l, err := m.TryAcquire(ctx)
+			require.NoError(t, err)
+			_, err = c.KillMaster(ctx, shardKey)
+			require.NoError(t, err)
+			agreed := time.Now()
+			require.NoError(t, l.Extend(ctx), "the first Extend after the cluster agreed on the new master")
+			t.Logf("%s: first Extend answered %v after the cluster agreed", shape.Name, time.Since(agreed))
+			require.NoError(t, l.Release(ctx))
+		})
+	}
+}
+
 // TestMutex_Cluster_notifyAfterMasterKilledForGood: a waiter waits, by
 // notification, for a lock held with a long TTL; the master serving the
 // lock's slot (and its subscriber connection) is killed with SIGKILL and

@@ -373,7 +373,12 @@
 //     WithClusterBudget; the first acquire, extend and release after every
 //     live node agreed on the new master succeed, on go-redis defaults and
 //     send-once, with and without WithRequiredReplicaAck
-//     (TestMutex_Cluster_masterKilledForGood). The subscriber connection
+//     (TestMutex_Cluster_masterKilledForGood; a call whose deadline ends
+//     within go-redis's dial retries to the dead address, 5 dials 100 ms
+//     apart, fails, and the next call reloads the map first), an Extend of a lease taken
+//     before the kill too (sent again within the lease's Until, asking for
+//     what is left of the TTL; TestLease_Cluster_extendAfterMasterKilledForGood).
+//     The subscriber connection
 //     that died with it reconnects on a reloaded map, so the promoted
 //     master counts the waiters' channels and a release wakes them
 //     (TestMutex_Cluster_notifyAfterMasterKilledForGood).
@@ -522,7 +527,15 @@
 // leases it renews: background work, a root span linked to each lease's
 // lock.acquire; a Redlock lease, renewed on its own, gets a root of its own
 // linked the same way; an Extend is a child of the caller's span, or such a
-// linked root when ctx holds none). Metrics:
+// linked root when ctx holds none). What a call leaves to the background
+// (a Release retried until Redis answers, what an acquire that gave up may
+// have taken, a Redlock master's late grant given back) is a lock.release
+// root per attempt, linked to the span of the call that left it (outcome ok
+// when Redis answered, error otherwise; no duration is recorded for it), so
+// nothing hangs off a span that has ended. A Redlock master whose grant drew
+// less than the lease's token, raised to it after the acquire returned, is
+// a lock.raise root linked to the acquire's span the same way
+// (TestSpanTree_redlockRaiseInBackgroundIsALinkedRoot). Metrics:
 //
 //	redkit.lock.operation.duration  s          histogram  redkit.operation (acquire, release, renew), redkit.outcome
 //	redkit.lock.wait.duration       s          histogram  redkit.outcome: ok, not_acquired, unknown_outcome, error
@@ -531,8 +544,13 @@
 //	redkit.lock.contention          {attempt}  counter    attempts that found the lock held
 //
 // Outcomes of release: ok, expired, taken, unknown_outcome, error; of
-// renew: ok, error
-// (words of the vocabulary every redkit module shares, otelx.Outcomes).
+// renew: ok, expired, taken (the word of the error an Extend returns, or
+// of the loss a watchdog round found: taken when some lease of the round
+// was held by another owner, else expired when some had expired),
+// unknown_outcome (an Extend or renewal whose error wraps
+// ErrUnknownOutcome: a Redlock renewal whose masters' answers were lost),
+// error (words of the vocabulary every redkit module shares,
+// otelx.Outcomes).
 // error.type is a sentinel's text (ErrNotAcquired's "lock: not acquired")
 // or a Go type, never an error's text that could hold a lock name.
 // Every attribute set may also hold redkit.label (WithLabel); names, owner

@@ -210,7 +210,7 @@ func (l *Lease) renew(ctx context.Context, ttl time.Duration) error {
 	defer cancel()
 	rctx, span := l.r.c.tel.startRenew(rctx, l.cause)
 	status, err := l.r.extend(rctx, l.owner, ttl)
-	otelx.End(span, renewOutcome(err), err)
+	otelx.End(span, renewOutcome(status, err), err)
 	return l.renewed(s, status, err)
 }
 

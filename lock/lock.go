@@ -544,8 +544,21 @@ func (r *resource) abandon(ctx context.Context, owner string) {
 	r.withdrawLater(ctx, owner)
 }
 
+// abandonLate is abandon for an answer that came after the call that
+// caused it returned (a Redlock master's late grant): every attempt is
+// background work.
+func (r *resource) abandonLate(ctx context.Context, owner string) {
+	ctx = context.WithoutCancel(ctx)
+	if r.withdrawDetached(ctx, owner) == nil {
+		return
+	}
+	r.withdrawLater(ctx, owner)
+}
+
 // withdrawLater runs the release script for owner in the background until
 // Redis answers, the Client closes, or what it would delete has expired.
+// Each attempt is background work (withdrawDetached): the call that caused
+// it has returned, and its span has ended.
 func (r *resource) withdrawLater(ctx context.Context, owner string) {
 	ctx = context.WithoutCancel(ctx)
 	// A lock lives one TTL and a queue entry FairEviction; a writer's mark
@@ -565,12 +578,22 @@ func (r *resource) withdrawLater(ctx context.Context, owner string) {
 				return
 			case <-time.After(wait):
 			}
-			if r.withdraw(ctx, owner) == nil {
+			if r.withdrawDetached(ctx, owner) == nil {
 				return
 			}
 			wait = min(2*wait, time.Second)
 		}
 	})
+}
+
+// withdrawDetached is withdraw as background work: under a lock.release
+// span of its own, a root linked to the span in ctx (the call that gave
+// the work up), so nothing it sends hangs off a span that has ended.
+func (r *resource) withdrawDetached(ctx context.Context, owner string) error {
+	ctx, span := r.c.tel.startWithdraw(ctx)
+	err := r.withdraw(ctx, owner)
+	withdrawn(span, err)
+	return err
 }
 
 // withdraw runs the release script once (with its retries) for abandon.
@@ -619,11 +642,38 @@ func (r *resource) release(ctx context.Context, owner string, token uint64) (sta
 }
 
 // extend runs the extend script for one lease: 1 extended, 0 expired, 2 taken.
+//
+// On a Cluster client an error that says the slot map is out of date (a
+// master killed for good that the map still names, a moved slot: see
+// retry.StaleMap) is sent again on a reloaded map within the Cluster
+// budget and ctx (the lease's Until); any other error, and every error on
+// another client, is returned after one send, as before. Each send after
+// the first asks for what is left of ttl since the first, so no send sets
+// a deadline past the one the first would have set (WithMaxHold).
 func (r *resource) extend(ctx context.Context, owner string, ttl time.Duration) (int64, error) {
 	if r.peers != nil {
 		return r.extendQuorum(ctx, owner, ttl)
 	}
-	res, err := r.kind.extend.Run(ctx, r.c.rdb, []string{r.key}, owner, ttl.Milliseconds()).Int64Slice()
+	p := r.policy
+	p.Attempts = 1
+	first := time.Now()
+	var (
+		res  []int64
+		last error
+	)
+	err := retry.Read(ctx, p, func(ctx context.Context, attempt int) error {
+		left := ttl
+		if attempt > 1 {
+			if left -= time.Since(first); left < valid.LockTTLMin {
+				return errNoTimeLeft // last stands
+			}
+		}
+		res, last = r.kind.extend.Run(ctx, r.c.rdb, []string{r.key}, owner, left.Milliseconds()).Int64Slice()
+		return last
+	})
+	if errors.Is(err, errNoTimeLeft) {
+		err = last
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -632,6 +682,10 @@ func (r *resource) extend(ctx context.Context, owner string, ttl time.Duration) 
 	}
 	return res[0], nil
 }
+
+// errNoTimeLeft ends extend's re-sends when what is left of the TTL is
+// below the shortest lock TTL.
+var errNoTimeLeft = errors.New("lock: no time left to extend again")
 
 func parsePair(res []any) (bool, int64, error) {
 	if len(res) != 2 {

@@ -348,7 +348,7 @@ func (r *resource) attemptQuorum(ctx context.Context, _ string) (*Lease, time.Du
 		l, wait, err := r.newLease(ctx, owner, uint64(token), start)
 		settle(func(p *resource, a peerAnswer) {
 			if (a.ok || a.err != nil) && (l == nil || l.releaseBegun()) {
-				p.abandon(ctx, owner)
+				p.abandonLate(ctx, owner)
 			}
 			if a.ok && a.n < token {
 				p.raiseOnce(ctx, owner, tok)
@@ -370,7 +370,11 @@ func (r *resource) attemptQuorum(ctx context.Context, _ string) (*Lease, time.Du
 			p.abandon(ctx, owner)
 		}
 	}
-	settle(giveBack)
+	settle(func(p *resource, a peerAnswer) {
+		if a.ok || a.err != nil {
+			p.abandonLate(ctx, owner)
+		}
+	})
 	var wg sync.WaitGroup
 	for i, a := range answers {
 		if a.answered {
@@ -443,11 +447,15 @@ func (r *resource) raise(ctx context.Context, owner, token string) (int64, error
 }
 
 // raiseOnce raises the master's counter to token, best effort: bounded by
-// the release timeout, its outcome unused.
+// the release timeout, its outcome unused. It runs after the acquire that
+// left it has returned (a late grant, or raiseLater), so it is background
+// work: a lock.raise root span linked to the span in ctx, that acquire's.
 func (r *resource) raiseOnce(ctx context.Context, owner, token string) {
+	ctx, span := r.c.tel.startRaise(ctx)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.releaseTimeout)
 	defer cancel()
-	_, _ = r.raise(rctx, owner, token)
+	_, err := r.raise(rctx, owner, token)
+	withdrawn(span, err)
 }
 
 // raiseLater runs raiseOnce in the background (Close waits for it).

@@ -1,6 +1,7 @@
 package lock
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"sync"
@@ -190,25 +191,34 @@ func (r *renewer) renew(batch []*Lease) map[*Lease]bool {
 	}
 	ctx, span := r.c.tel.startRenewal(ctx, causes)
 	cmds := script.Pipeline(ctx, r.c.rdb, calls)
-	var perr error
-	for _, cmd := range cmds {
-		if err := cmd.Err(); err != nil {
-			perr = err
-			break
+	replies := make([][]int64, len(order))
+	errs := make([]error, len(order))
+	var (
+		perr     error
+		outcomes []string
+	)
+	for i, g := range order {
+		replies[i], errs[i] = cmds[i].Int64Slice()
+		if errs[i] == nil && len(replies[i]) != len(g.leases) {
+			errs[i] = errUnexpectedReply
+		}
+		if errs[i] != nil {
+			perr = cmp.Or(perr, errs[i])
+			outcomes = append(outcomes, outcomeError)
+			continue
+		}
+		for _, status := range replies[i] {
+			outcomes = append(outcomes, renewOutcome(status, nil))
 		}
 	}
-	otelx.End(span, renewOutcome(perr), perr)
+	otelx.End(span, roundOutcome(outcomes), perr)
 	for i, g := range order {
-		res, err := cmds[i].Int64Slice()
-		if err == nil && len(res) != len(g.leases) {
-			err = errUnexpectedReply
-		}
 		for j, l := range g.leases {
 			var status int64
-			if err == nil {
-				status = res[j]
+			if errs[i] == nil {
+				status = replies[i][j]
 			}
-			if l.renewed(g.sends[j], status, err) != nil && err != nil {
+			if l.renewed(g.sends[j], status, errs[i]) != nil && errs[i] != nil {
 				failed[l] = true
 			}
 		}

@@ -119,6 +119,33 @@ func (t *telemetry) startRenew(ctx context.Context, acquire trace.SpanContext) (
 	return t.startRenewal(ctx, []trace.SpanContext{acquire})
 }
 
+// startWithdraw starts the span of one attempt to release, in the
+// background, what an owner may have left (a Release or an acquire that
+// gave up with its outcome unknown): a lock.release root linked to the span
+// in ctx, the call that gave the work up. It records no duration: that
+// call's own span did.
+func (t *telemetry) startWithdraw(ctx context.Context) (context.Context, trace.Span) {
+	return otelx.StartBackground(ctx, t.tracer, "lock.release", t.label, trace.SpanContextFromContext(ctx))
+}
+
+// startRaise starts the span of one raise of a Redlock master's fence
+// counter left to the background by an acquire that has returned: a
+// lock.raise root linked to the span in ctx, that acquire's. Like
+// startWithdraw, it records no duration; withdrawn ends it.
+func (t *telemetry) startRaise(ctx context.Context) (context.Context, trace.Span) {
+	return otelx.StartBackground(ctx, t.tracer, "lock.raise", t.label, trace.SpanContextFromContext(ctx))
+}
+
+// withdrawn ends the span of startWithdraw or startRaise: ok when Redis
+// answered.
+func withdrawn(span trace.Span, err error) {
+	outcome := outcomeOK
+	if err != nil {
+		outcome = outcomeError
+	}
+	otelx.End(span, outcome, err)
+}
+
 func (t *telemetry) withOutcome(outcome string) *otelx.Attrs {
 	if a, ok := t.outcomes[outcome]; ok {
 		return a
@@ -191,10 +218,38 @@ func releaseOutcome(err error) string {
 	}
 }
 
-// renewOutcome names the result of one round of renewals.
-func renewOutcome(err error) string {
-	if err != nil {
+// renewOutcome names the result of one extend: its error (unknown_outcome
+// when it wraps ErrUnknownOutcome, as a Redlock renewal whose masters'
+// answers were lost does), or the extend script's status (1 extended, 0
+// expired, 2 taken).
+func renewOutcome(status int64, err error) string {
+	switch {
+	case errors.Is(err, ErrUnknownOutcome):
+		return outcomeUnknown
+	case err != nil:
 		return outcomeError
+	case status == 1:
+		return outcomeOK
+	case status == 2:
+		return outcomeTaken
+	default:
+		return outcomeExpired
 	}
-	return outcomeOK
+}
+
+// roundOutcome names the result of one watchdog round from the outcomes of
+// its leases: error when the round failed, otherwise taken when some lease
+// was found held by another owner, expired when some lease had expired,
+// and ok when every lease was renewed.
+func roundOutcome(outcomes []string) string {
+	round := outcomeOK
+	for _, o := range outcomes {
+		switch {
+		case o == outcomeError:
+			return o
+		case o == outcomeTaken, o == outcomeExpired && round == outcomeOK:
+			round = o
+		}
+	}
+	return round
 }

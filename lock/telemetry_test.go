@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -306,4 +308,275 @@ func TestSpanTree_everyRenewalIsALinkedRoot(t *testing.T) {
 		require.False(t, s.Parent().IsValid(), "a renewal is a root:\n%s", rec.Trees())
 		require.NotEmpty(t, s.Links(), "a renewal links to its cause:\n%s", rec.Trees())
 	}
+}
+
+// outcomesOf returns the redkit.outcome of every ended span called name.
+func outcomesOf(rec *otelxtest.Recorder, name string) []string {
+	var got []string
+	for _, s := range rec.Spans.Ended() {
+		if s.Name() != name {
+			continue
+		}
+		o := ""
+		for _, a := range s.Attributes() {
+			if string(a.Key) == otelx.AttrOutcome {
+				o = a.Value.AsString()
+			}
+		}
+		got = append(got, o)
+	}
+	return got
+}
+
+// dropKeys deletes every key under prefix but the fence counters, as an
+// expiry (or a Redis that lost them) would.
+func dropKeys(t *testing.T, rdb *redis.Client, prefix string) {
+	for _, k := range rdb.Keys(t.Context(), prefix+":*").Val() {
+		if !strings.HasSuffix(k, ":tokens") {
+			require.NoError(t, rdb.Del(t.Context(), k).Err())
+		}
+	}
+}
+
+// An Extend that finds the lease lost records that as its lock.renew
+// outcome, the word of the error it returns (expired or taken), for every
+// kind of lease; an Extend that renews records ok.
+func TestTelemetry_Extend_outcomeMatchesError(t *testing.T) {
+	type kind struct {
+		name    string
+		acquire func(c *lock.Client) (*lock.Lease, error)
+		taker   func(c *lock.Client) (*lock.Lease, error) // nil: nobody can take it
+	}
+	ttl := lock.WithTTL(time.Minute)
+	off := lock.WithWatchdog(false)
+	kinds := []kind{
+		{"mutex", func(c *lock.Client) (*lock.Lease, error) { return c.Mutex("x", ttl, off).TryAcquire(t.Context()) },
+			func(c *lock.Client) (*lock.Lease, error) { return c.Mutex("x", ttl, off).TryAcquire(t.Context()) }},
+		{"rwmutex", func(c *lock.Client) (*lock.Lease, error) { return c.RWMutex("x", ttl, off).TryAcquire(t.Context()) },
+			func(c *lock.Client) (*lock.Lease, error) { return c.RWMutex("x", ttl, off).TryAcquire(t.Context()) }},
+		{"fair mutex", func(c *lock.Client) (*lock.Lease, error) {
+			return c.Mutex("x", ttl, off, lock.WithFair(true)).TryAcquire(t.Context())
+		}, func(c *lock.Client) (*lock.Lease, error) {
+			return c.Mutex("x", ttl, off, lock.WithFair(true)).TryAcquire(t.Context())
+		}},
+		{"rwmutex read", func(c *lock.Client) (*lock.Lease, error) { return c.RWMutex("x", ttl, off).TryAcquireRead(t.Context()) }, nil},
+		{"semaphore", func(c *lock.Client) (*lock.Lease, error) {
+			return c.Semaphore("x", 1, ttl, off).TryAcquire(t.Context())
+		}, nil},
+	}
+	for _, k := range kinds {
+		for _, tc := range []struct {
+			name  string
+			lose  bool
+			taken bool
+			err   error
+			want  string
+		}{
+			{"renewed", false, false, nil, otelx.OutcomeOK},
+			{"expired", true, false, lock.ErrLeaseExpired, otelx.OutcomeExpired},
+			{"taken", true, true, lock.ErrLeaseTaken, otelx.OutcomeTaken},
+		} {
+			if tc.taken && k.taker == nil {
+				continue
+			}
+			t.Run(k.name+"/"+tc.name, func(t *testing.T) {
+				rec := otelxtest.New(t)
+				rdb := sharedClient(t)
+				prefix := testPrefix(t)
+				locks := newLocks(t, rdb, lock.WithKeyPrefix(prefix), lock.WithTracerProvider(rec.TracerProvider), lock.WithMeterProvider(rec.MeterProvider))
+				l, err := k.acquire(locks)
+				require.NoError(t, err)
+				if tc.lose {
+					dropKeys(t, rdb, prefix)
+				}
+				if tc.taken {
+					_, err := k.taker(newLocks(t, rdb, lock.WithKeyPrefix(prefix)))
+					require.NoError(t, err)
+				}
+				err = l.Extend(t.Context())
+				if tc.err == nil {
+					require.NoError(t, err)
+				} else {
+					require.ErrorIs(t, err, tc.err)
+				}
+				require.Equal(t, []string{tc.want}, outcomesOf(rec, "lock.renew"), "an Extend that returned %v", err)
+			})
+		}
+	}
+}
+
+// A watchdog round that finds a lease lost records that as the round's
+// lock.renew outcome, not ok.
+func TestTelemetry_watchdogRound_outcomeOfLostLease(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		taken bool
+		want  string
+	}{{"expired", false, otelx.OutcomeExpired}, {"taken", true, otelx.OutcomeTaken}} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := otelxtest.New(t)
+			rdb := sharedClient(t)
+			prefix := testPrefix(t)
+			locks := newLocks(t, rdb, lock.WithKeyPrefix(prefix), lock.WithTracerProvider(rec.TracerProvider), lock.WithMeterProvider(rec.MeterProvider))
+			m := locks.Mutex("x", lock.WithTTL(3*time.Second))
+			l, err := m.TryAcquire(t.Context())
+			require.NoError(t, err)
+			require.NoError(t, rdb.Del(t.Context(), m.LockKey()).Err())
+			if tc.taken {
+				_, err := newLocks(t, rdb, lock.WithKeyPrefix(prefix)).Mutex("x", lock.WithTTL(time.Minute), lock.WithWatchdog(false)).TryAcquire(t.Context())
+				require.NoError(t, err)
+			}
+			<-l.Done()
+			require.Equal(t, []string{tc.want}, outcomesOf(rec, "lock.renew"), "the lease ended with %v", l.Err())
+		})
+	}
+}
+
+// A Release whose replies were lost is retried in the background after it
+// returned: each retry is a lock.release root linked to the Release's span,
+// so nothing it sends starts under a span of the request that has ended.
+func TestSpanTree_releaseRetriedInBackgroundIsALinkedRoot(t *testing.T) {
+	s := redistest.New(t, redistest.Options{})
+	px := redistest.NewProxy(t, s.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = rdb.Close() })
+	rec := otelxtest.New(t)
+	require.NoError(t, otelx.InstrumentRedis(rdb, rec.Providers()))
+	locks := newLocks(t, rdb, lock.WithTracerProvider(rec.TracerProvider), lock.WithMeterProvider(rec.MeterProvider))
+	m := locks.Mutex("x", lock.WithTTL(10*time.Second))
+	ctx, root := rec.TracerProvider.Tracer("test").Start(t.Context(), "request")
+	l, err := m.TryAcquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, px.Cut(true))
+	require.Error(t, l.Release(ctx))
+	root.End()
+	require.NoError(t, px.Cut(false))
+	eventually(t, keyGone(t, s.Client(), m.LockKey()), "the release retried in the background")
+	eventually(t, func() bool {
+		for _, sp := range rec.Spans.Ended() {
+			if sp.Name() == "lock.release" && !sp.Parent().IsValid() && sp.Status().Code != codes.Error {
+				return true
+			}
+		}
+		return false
+	}, "the retry that answered has ended")
+
+	var release trace.SpanID
+	ended := map[trace.SpanID]sdktrace.ReadOnlySpan{}
+	for _, sp := range rec.Spans.Ended() {
+		ended[sp.SpanContext().SpanID()] = sp
+		if sp.Name() == "lock.release" && sp.Parent().IsValid() {
+			release = sp.SpanContext().SpanID()
+		}
+	}
+	require.True(t, release.IsValid(), rec.Trees())
+	retries := 0
+	for _, sp := range rec.Spans.Ended() {
+		if p, ok := ended[sp.Parent().SpanID()]; ok && sp.Parent().IsValid() {
+			require.False(t, sp.StartTime().After(p.EndTime()), "%s started after its parent %s ended:\n%s", sp.Name(), p.Name(), rec.Trees())
+		}
+		if sp.Name() == "lock.release" && !sp.Parent().IsValid() {
+			retries++
+			require.Len(t, sp.Links(), 1, rec.Trees())
+			require.Equal(t, release, sp.Links()[0].SpanContext.SpanID(), "a retry links to the Release that gave it up:\n%s", rec.Trees())
+		}
+	}
+	require.Positive(t, retries, rec.Trees())
+}
+
+// A Redlock master whose grant drew less than the lease's token is raised
+// to it in the background after the acquire returned: each raise is a
+// lock.raise root linked to the acquire's span, so its commands never
+// start under the acquire's span after it ended.
+func TestSpanTree_redlockRaiseInBackgroundIsALinkedRoot(t *testing.T) {
+	servers, masters := redlockMasters(t, 3)
+	// The third master answers after the other two decided the acquire.
+	px := redistest.NewProxy(t, servers[2].Addr())
+	px.SetLatency(100 * time.Millisecond)
+	slow := redis.NewClient(&redis.Options{Addr: px.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = slow.Close() })
+	masters[2] = slow
+	rec := otelxtest.New(t)
+	for _, m := range masters {
+		require.NoError(t, otelx.InstrumentRedis(m, rec.Providers()))
+		require.NoError(t, m.Ping(t.Context()).Err())
+	}
+	p := testPrefix(t)
+	rl, err := lock.NewRedlock(masters, lock.WithKeyPrefix(p), lock.WithTracerProvider(rec.TracerProvider),
+		lock.WithMeterProvider(rec.MeterProvider), lock.WithTTL(6*time.Second))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rl.Close() })
+	warm, err := rl.Mutex("warm-up").TryAcquire(t.Context()) // scripts loaded on every master
+	require.NoError(t, err)
+	require.NoError(t, warm.Release(t.Context()))
+	// Two masters' counters ahead: they draw the token at once, a majority,
+	// and the third master, answering late, is raised to it in the
+	// background.
+	counter := mustNew(t, masters[0], lock.WithKeyPrefix(p)).Mutex("raise").CounterKey()
+	for _, s := range servers[:2] {
+		require.NoError(t, s.Client().IncrBy(t.Context(), counter, 100).Err())
+	}
+	rec.Spans.Reset()
+	ctx, req := rec.TracerProvider.Tracer("caller").Start(t.Context(), "request")
+	l, err := rl.Mutex("raise").TryAcquire(ctx)
+	require.NoError(t, err)
+	req.End()
+	eventually(t, func() bool {
+		v, err := servers[2].Client().Get(t.Context(), counter).Int64()
+		return err == nil && uint64(v) == l.Fence().Token
+	}, "the third master raised to the token")
+	require.NoError(t, l.Release(t.Context()))
+	eventually(t, func() bool {
+		n := len(rec.Spans.Ended())
+		time.Sleep(200 * time.Millisecond)
+		return len(rec.Spans.Ended()) == n
+	}, "every span ended")
+
+	ended := map[trace.SpanID]sdktrace.ReadOnlySpan{}
+	var acquire trace.SpanID
+	for _, sp := range rec.Spans.Ended() {
+		ended[sp.SpanContext().SpanID()] = sp
+		if sp.Name() == "lock.acquire" {
+			acquire = sp.SpanContext().SpanID()
+		}
+	}
+	raises := 0
+	for _, sp := range rec.Spans.Ended() {
+		if p, ok := ended[sp.Parent().SpanID()]; ok && sp.Parent().IsValid() {
+			require.False(t, sp.StartTime().After(p.EndTime()), "%s started after its parent %s ended:\n%s", sp.Name(), p.Name(), rec.Trees())
+		}
+		if sp.Name() == "lock.raise" {
+			raises++
+			require.False(t, sp.Parent().IsValid(), rec.Trees())
+			require.Len(t, sp.Links(), 1, rec.Trees())
+			require.Equal(t, acquire, sp.Links()[0].SpanContext.SpanID(), "a raise links to the acquire that left it:\n%s", rec.Trees())
+		}
+	}
+	require.Positive(t, raises, rec.Trees())
+}
+
+// A Redlock Extend whose answers from two masters of three were lost
+// returns an error wrapping ErrUnknownOutcome; its lock.renew span says
+// unknown_outcome, the word for that error, not error.
+func TestTelemetry_redlockExtend_lostReplies_unknownOutcome(t *testing.T) {
+	var masters []redis.UniversalClient
+	var pxs []*redistest.Proxy
+	for range 3 {
+		rdb, _, px := proxied(t, &redis.Options{ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
+		masters = append(masters, rdb)
+		pxs = append(pxs, px)
+	}
+	rec := otelxtest.New(t)
+	rl := mustRedlock(t, masters, lock.WithKeyPrefix(testPrefix(t)), lock.WithTTL(10*time.Second), lock.WithWatchdog(false),
+		lock.WithTracerProvider(rec.TracerProvider), lock.WithMeterProvider(rec.MeterProvider))
+	defer rl.Close()
+	l, err := rl.Mutex("renew").TryAcquire(t.Context())
+	require.NoError(t, err)
+	pxs[0].DropReplies(true)
+	pxs[1].DropReplies(true)
+	err = l.Extend(t.Context())
+	pxs[0].DropReplies(false)
+	pxs[1].DropReplies(false)
+	require.ErrorIs(t, err, lock.ErrUnknownOutcome)
+	require.Equal(t, []string{otelx.OutcomeUnknownOutcome}, outcomesOf(rec, "lock.renew"), "an Extend that returned %v", err)
 }

@@ -34,7 +34,9 @@
 // error.type is the text of an error only when that error is a sentinel
 // registered with RegisterSentinels (each module registers its own); any
 // other error is named by its Go type, so an error built with fmt.Errorf
-// and an ID in its text never puts the ID in an attribute.
+// and an ID in its text never puts the ID in an attribute. ErrorType never
+// panics, whatever the error holds (a comparable error type whose field
+// holds a slice at run time is named by its type).
 //
 // # Outcomes
 //

@@ -201,22 +201,29 @@ func init() {
 // RegisterSentinels lets ErrorType report the text of each of errs (made
 // by errors.New, at most 80 bytes, and free of names, keys and IDs) instead
 // of its Go type. Each redkit module registers its exported sentinel errors
-// when its package is initialised. A nil error, or one whose dynamic type
-// cannot be compared, is ignored.
+// when its package is initialised. A nil error, or one that cannot be
+// compared, is ignored.
 func RegisterSentinels(errs ...error) {
 	for _, e := range errs {
-		if e != nil && reflect.TypeOf(e).Comparable() {
+		if e != nil && hashable(e) {
 			sentinels.Store(e, struct{}{})
 		}
 	}
 }
 
 func registered(err error) bool {
-	if !reflect.TypeOf(err).Comparable() {
+	if !hashable(err) {
 		return false
 	}
 	_, ok := sentinels.Load(err)
 	return ok
+}
+
+// hashable reports whether err can be a map key. Its type is not enough:
+// a struct error type with an interface field is comparable, yet hashing a
+// value whose field holds a slice panics.
+func hashable(err error) bool {
+	return reflect.ValueOf(err).Comparable()
 }
 
 // ErrorType returns a short, low-cardinality description of err for the

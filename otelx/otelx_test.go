@@ -233,6 +233,27 @@ func TestErrorType_cyclicUnwrapEnds(t *testing.T) {
 	require.Equal(t, "*otelx_test.cyclic", otelx.ErrorType(&cyclic{}))
 }
 
+// detailError is a comparable error type whose field can hold, at run
+// time, a value that cannot be hashed.
+type detailError struct{ detail any }
+
+func (e detailError) Error() string { return fmt.Sprint("failed: ", e.detail) }
+
+// An error whose type is comparable but whose value cannot be a map key is
+// reported by its type, and registering one is ignored: neither panics.
+func TestErrorType_unhashableValue(t *testing.T) {
+	unhashable := detailError{detail: []string{"order-7f3a"}}
+	require.NotPanics(t, func() { otelx.RegisterSentinels(unhashable) })
+	var got string
+	require.NotPanics(t, func() { got = otelx.ErrorType(fmt.Errorf("consume: %w", unhashable)) })
+	require.Equal(t, "otelx_test.detailError", got)
+
+	hashable := detailError{detail: "short"}
+	otelx.RegisterSentinels(hashable)
+	require.Equal(t, "failed: short", otelx.ErrorType(fmt.Errorf("consume: %w", hashable)))
+	require.Equal(t, "otelx_test.detailError", otelx.ErrorType(detailError{detail: "other"}))
+}
+
 // DurationHistogram's bucket advice reaches the SDK, and a View the
 // program installs still wins over it.
 func TestDurationHistogram_bucketAdviceAndViewOverride(t *testing.T) {

@@ -167,10 +167,15 @@ type bookState struct {
 	bookedOp        map[opKey]string
 }
 
+// batcher sends a batch of queries: a transaction, or the pool.
+type batcher interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
 // readState reads the book's state of one journal for recs in tx; forUpdate
 // locks the projection row first (creating it), so bookings of the same
 // journal take turns.
-func (b *Book) readState(ctx context.Context, tx pgx.Tx, j *journal, key []any, recs []rec, forUpdate bool) (*bookState, error) {
+func (b *Book) readState(ctx context.Context, tx batcher, j *journal, key []any, recs []rec, forUpdate bool) (*bookState, error) {
 	keyWhere := j.keyWhere()
 	n := len(j.keyCols)
 	st := &bookState{cur: make([]int64, len(j.levels)), present: map[[2]int64][]any{}, bookedOp: map[opKey]string{}}

@@ -56,9 +56,10 @@
 //     consumer group: SinkWallet reads wallet.Ledger.Entries and keeps each
 //     account's position (the last entry it read) in the book, moved in the
 //     same transaction as the entries. Each read starts at the entry at the
-//     position, which must be there as booked; a journal that no longer
-//     holds it, with no checkpoint to explain that, is read again from its
-//     start, so entries written below the position are booked too.
+//     position, which must be there as booked; a journal that holds other
+//     content there or no longer holds it, with no checkpoint to explain
+//     that, is read again from its start, so entries written below the
+//     position are booked too.
 //   - Projection = sum of entries. The projection row of a journal is
 //     locked, read, advanced by the deltas of the entries booked and written
 //     back in the transaction that inserts them; sinks on the same journal
@@ -146,7 +147,8 @@
 // TestCheckpointWallet_refusesDrift, TestSink_poisonEntry,
 // TestSinkStock_damagedEntryNamingAnotherSKU, TestSinkStock_entryWithoutFields,
 // TestSinkStock_reusedStreamID,
-// TestSinkWallet_reusedStreamID, TestSinkWallet_sameIDFromTwoSourceGroups,
+// TestSinkWallet_reusedStreamID, TestSinkWallet_positionRewrittenWithEntriesBelow,
+// TestSinkWallet_sameIDFromTwoSourceGroups,
 // TestReconcile_reportsInjectedDrift, TestReconcile_busySinkNoFalseDrift,
 // TestReconcileWallet_changedAndBackDuringComparison,
 // TestReconcileStock_changedAndBackDuringComparison,

@@ -524,3 +524,92 @@ func (f *fixture) runUntil(sink func(ctx context.Context) error, what string, co
 		f.t.Fatal(err)
 	}
 }
+
+// A journal written again with other content under the book's position
+// (Redis restarted without persistence on a clock that went back) may hold
+// new entries below the position too: the wallet sink reads it again from
+// its start and books them, whether it read the position in this run or
+// in an earlier one.
+func TestSinkWallet_positionRewrittenWithEntriesBelow(t *testing.T) {
+	for _, running := range []bool{false, true} {
+		t.Run(fmt.Sprint("running=", running), func(t *testing.T) {
+			f := shared(t)
+			ctx := t.Context()
+			acct := "rw/w"
+			if err := f.led.Open(ctx, acct, wallet.WithCurrency("EUR")); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 {
+				time.Sleep(2 * time.Millisecond) // each entry in a millisecond of its own: an ID is free below the last
+				if _, err := f.led.Credit(ctx, wallet.Tx{ID: fmt.Sprint("rw-c", i), Account: acct, Amount: 10}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.catchUp(nil, []string{acct})
+			var stop func() error
+			if running {
+				stop = runSink(t, f.walletSink(acct))
+				// The sink reads the entry at the position in this run.
+				time.Sleep(2 * time.Millisecond)
+				if _, err := f.led.Credit(ctx, wallet.Tx{ID: "rw-c3", Account: acct, Amount: 10}); err != nil {
+					t.Fatal(err)
+				}
+				f.waitWallet(acct)
+			}
+			jk := f.journalKey(acct)
+			old := readStream(t, f.rdb, jk)
+			pos := old[len(old)-1].ID
+			ms, seq, _ := strings.Cut(old[len(old)-2].ID, "-")
+			below := ms + "-" + fmt.Sprint(mustAtoi(t, seq)+1)
+			if below == pos {
+				t.Fatalf("no stream ID free below %s", pos)
+			}
+			// The journal written again at once: the old entries but the
+			// last, a new one below the position, and the position's ID
+			// with other content.
+			posted := 10 * int64(len(old)-2) // after the last entry kept
+			ak := f.redisKey("acct", acct)
+			_, err := f.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				p.Del(ctx, jk)
+				for _, m := range old[:len(old)-1] {
+					p.XAdd(ctx, &redis.XAddArgs{Stream: jk, ID: m.ID, Values: m.Values})
+				}
+				p.XAdd(ctx, &redis.XAddArgs{Stream: jk, ID: below, Values: []any{"tx", "late", "kind", "credit", "delta", "7",
+					"hdelta", "0", "posted", fmt.Sprint(posted + 7), "held", "0"}})
+				p.XAdd(ctx, &redis.XAddArgs{Stream: jk, ID: pos, Values: []any{"tx", "other", "kind", "credit", "delta", "99",
+					"hdelta", "0", "posted", fmt.Sprint(posted + 106), "held", "0"}})
+				p.HSet(ctx, ak, "posted", posted+106)
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !running {
+				stop = runSink(t, f.walletSink(acct))
+			}
+			waitFor(t, "the reused ID recorded", func() bool {
+				return f.int("SELECT count(*) FROM $S.anomalies WHERE key = $1 AND kind = 'reused_id'", acct) > 0
+			})
+			// The entry below is booked in the same transaction as the
+			// anomaly (the sink read the journal from its start), or never.
+			if n := f.int("SELECT count(*) FROM $S.wallet_entries WHERE account = $1 AND op = 'late'", acct); n != 1 {
+				t.Errorf("BUG: the entry %s written below the book's position %s, whose entry has other content, was booked %d times; "+
+					"promised: \"Each read starts at the entry at the position, which must be there as booked; ... so entries written below the position are booked too\"",
+					below, pos, n)
+			}
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			as, err := f.book.Anomalies(ctx, "wallet", acct)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := anomalyKinds(as)[acct]; !slices.Equal(got, []string{"gap " + below, "reused_id " + pos}) {
+				t.Errorf("anomalies %v, want a gap at %s and reused_id %s", got, below, pos)
+			}
+			if keys := driftKeys(f.reconcileWallet(acct)); !slices.Equal(keys, []string{acct}) {
+				t.Errorf("drift on %v, want %s", keys, acct)
+			}
+		})
+	}
+}

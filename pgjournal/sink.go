@@ -136,11 +136,11 @@ type WalletSource struct {
 // read) and moves it in the same transaction that books the entries, so a
 // crash before the commit reads them again and one after it does not.
 // Each read starts at the entry at the position, which must be there as
-// booked: an entry there with other content is recorded as a reused_id
-// anomaly, and a journal that no longer holds it (with no checkpoint
-// after it to explain that: Redis lost entries, or its journal was written
-// again from a clock that went back) is read again from its start, so no
-// entry below the position is skipped. Accounts not opened yet are looked
+// booked: a journal that holds other content there (recorded as a
+// reused_id anomaly) or no longer holds it (with no checkpoint after it
+// to explain that: Redis lost entries, or its journal was written again
+// from a clock that went back) is read again from its start, so no entry
+// below the position is skipped. Accounts not opened yet are looked
 // at again each round. It retries every error but ErrInvalid (see
 // SinkStock) and returns ctx.Err() when ctx ends.
 //
@@ -229,7 +229,18 @@ func (b *Book) bookWallet(ctx context.Context, l *wallet.Ledger, account string,
 	switch {
 	case c.pos == "":
 	case len(es) > 0 && es[0].ID == c.pos:
-		if len(es) == 1 && c.content != "" && c.content == walletContent(es[0]) {
+		same, err := b.sameAtPosition(ctx, account, c, es[0])
+		if err != nil {
+			return false, err
+		}
+		if !same {
+			// The journal holds other content under the position: it was
+			// written again (Redis gave the IDs out again), and entries
+			// below the position may be new too.
+			rewind = true
+			break
+		}
+		if len(es) == 1 && c.content != "" {
 			return false, nil // nothing new, and the entry at the position is the one read before
 		}
 	case len(es) > 0 && es[0].Kind == wallet.KindCheckpoint:
@@ -238,6 +249,8 @@ func (b *Book) bookWallet(ctx context.Context, l *wallet.Ledger, account string,
 		// The entry at the position is gone and no checkpoint explains it:
 		// read the journal again from its start.
 		rewind = true
+	}
+	if rewind {
 		if es, _, err = l.Entries(ctx, account, "", limit); err != nil {
 			if errors.Is(err, wallet.ErrAccountNotFound) {
 				return false, nil
@@ -259,6 +272,23 @@ func (b *Book) bookWallet(ctx context.Context, l *wallet.Ledger, account string,
 	last := es[len(es)-1]
 	c.pos, c.content = last.ID, walletContent(last)
 	return len(es) == limit, nil
+}
+
+// sameAtPosition reports whether e, the journal's entry at c's position,
+// is the entry read there before: as this run read it, or, before this run
+// read it, as the book holds it (an entry the book does not hold, recorded
+// as an anomaly, is taken as the same).
+func (b *Book) sameAtPosition(ctx context.Context, account string, c *walletCursor, e wallet.Entry) (bool, error) {
+	if c.content != "" {
+		return c.content == walletContent(e), nil
+	}
+	r := walletRecs([]wallet.Entry{e})[0]
+	st, err := b.readState(ctx, b.pool, walletJournalDesc, []any{account}, []rec{r}, false)
+	if err != nil {
+		return false, err
+	}
+	have, ok := st.present[[2]int64{r.ms, r.seq}]
+	return !ok || r.bad == "" && sameContent(r.content(), have), nil
 }
 
 // walletContent is what a wallet entry says, for comparing two reads of it.

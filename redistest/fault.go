@@ -28,21 +28,36 @@ end`
 // server's Config; the returned channel yields the script's own error (nil)
 // when it has ended.
 func (s *Server) Busy(ctx context.Context, d time.Duration) (<-chan error, error) {
-	done := make(chan error, 1)
 	c := redis.NewClient(&redis.Options{Addr: s.addr, PoolSize: 1, MaxRetries: -1, TLSConfig: s.tlsConfig(),
 		ReadTimeout: d + 3*time.Second})
+	ended := make(chan struct{})
+	var res error
 	go func() {
+		defer close(ended)
 		defer c.Close()
-		done <- c.Eval(context.WithoutCancel(ctx), busyScript, nil, d.Microseconds()).Err()
+		res = c.Eval(context.WithoutCancel(ctx), busyScript, nil, d.Microseconds()).Err()
 	}()
-	err := poll(ctx, d, func() (bool, error) {
+	// On a loaded machine the script may start well after this call: the
+	// wait is for it to start (bounded), and ends early if it ran without
+	// a BUSY reply being seen.
+	err := poll(ctx, d+10*time.Second, func() (bool, error) {
+		select {
+		case <-ended:
+			return false, fmt.Errorf("redistest: the busy script ended (%v) before a BUSY reply was seen", res)
+		default:
+		}
 		_, err := s.do(ctx, "PING")
 		return err != nil && strings.HasPrefix(err.Error(), "BUSY "), nil
 	}, "BUSY replies")
 	if err != nil {
-		<-done
+		<-ended
 		return nil, fmt.Errorf("%w (is busy-reply-threshold below %v?)", err, d)
 	}
+	done := make(chan error, 1)
+	go func() {
+		<-ended
+		done <- res
+	}()
 	return done, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -291,6 +292,137 @@ func TestConsume_lostReplyHandsTheSameEntriesAgain(t *testing.T) {
 			other, _, err := inv.NextEntriesForTest(ctx, sku, "db", "d", 3, time.Hour)
 			require.NoError(t, err)
 			require.Empty(t, other, "c holds the oldest entries")
+		})
+	}
+}
+
+// Consume keeps each journal's order and delivers every entry at least
+// once with everything at once: a SKU split into 4 buckets (a journal
+// each), three consumers whose handlers fail now and then (Consume returns;
+// the consumer comes back under its name) or stall past MinIdle (taken
+// over), replies of consume.lua and consumed.lua lost on the consumers'
+// link (go-redis's defaults send them again; a client that sends once
+// fails the call), and a writer that checkpoints and trims meanwhile. No
+// batch is handed out while an older entry of its journal is pending for
+// another consumer, and every entry is handled.
+func TestConsume_bucketsCrashesStallsLostRepliesAndTrims(t *testing.T) {
+	for _, sendOnce := range []bool{false, true} {
+		t.Run(fmt.Sprintf("send once %v", sendOnce), func(t *testing.T) {
+			srv := redistest.New(t, redistest.Options{})
+			px := redistest.NewProxy(t, srv.Addr())
+			direct := srv.Client()
+			defer direct.Close()
+			lossy := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 300 * time.Millisecond,
+				MaxRetries: map[bool]int{false: 0, true: -1}[sendOnce]})
+			defer lossy.Close()
+			ctx := t.Context()
+			inv := mustNew(t, direct, stock.WithReclaimInterval(0))
+			defer inv.Close()
+			const sku = "b/hot"
+			require.NoError(t, inv.Create(ctx, sku, 100000, stock.WithBuckets(4)))
+			fill(t, inv, sku, "x", 400)
+			var journals []string
+			for k := range 4 {
+				journals = append(journals, "redkit:stock:v1:{"+stock.BucketTagForTest("b", k)+"}:journal:"+sku)
+				n, err := direct.XLen(ctx, journals[k]).Result()
+				require.NoError(t, err)
+				require.Positive(t, n, "no journal at %s", journals[k])
+			}
+			cinv := mustNew(t, lossy, stock.WithReclaimInterval(0))
+			defer cinv.Close()
+
+			var mu sync.Mutex
+			handled := map[string]int{}
+			var violations []string
+			cctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			var wg sync.WaitGroup
+			for _, name := range []string{"a", "b", "c"} {
+				wg.Go(func() {
+					rnd := rand.New(rand.NewPCG(uint64(len(name)), uint64(name[0])))
+					for cctx.Err() == nil {
+						c := stock.Consumer{Group: "db", Name: name, SKUs: []string{sku}, Batch: int64(1 + rnd.IntN(7)),
+							MinIdle: 150 * time.Millisecond, Poll: 2 * time.Millisecond}
+						_ = cinv.Consume(cctx, c, func(_ context.Context, es []stock.Entry) error {
+							j := journals[es[0].Bucket]
+							older, err := direct.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: j, Group: "db",
+								Start: "-", End: "(" + es[0].ID, Count: 10}).Result()
+							if err != nil {
+								return err
+							}
+							mu.Lock()
+							for _, o := range older {
+								if o.Consumer != name {
+									violations = append(violations, fmt.Sprintf("%s was handed %d/%s while %s held %s",
+										name, es[0].Bucket, es[0].ID, o.Consumer, o.ID))
+								}
+							}
+							for _, e := range es {
+								handled[fmt.Sprint(e.Bucket, "/", e.ID)]++
+							}
+							mu.Unlock()
+							switch r := rnd.IntN(20); {
+							case r == 0:
+								return errors.New("the handler failed")
+							case r == 1:
+								time.Sleep(200 * time.Millisecond) // past MinIdle: taken over
+							case r == 2: // the next reply on the consumers' link is lost
+								d := px.Dropped()
+								px.DropRepliesAfter(0)
+								go func() {
+									for i := 0; i < 200 && px.Dropped() == d; i++ {
+										time.Sleep(5 * time.Millisecond)
+									}
+									px.DropReplies(false)
+								}()
+							}
+							return nil
+						})
+					}
+				})
+			}
+			wdone := make(chan struct{})
+			go func() {
+				defer close(wdone)
+				for i := range 300 {
+					if _, err := inv.Deduct(ctx, order(fmt.Sprintf("w-%d", i), fmt.Sprintf("wu%d", i), sku, 1)); err != nil {
+						t.Error(err)
+						return
+					}
+					if i%20 == 0 {
+						if _, err := inv.Checkpoint(ctx, sku); err != nil {
+							t.Error(err)
+						}
+						if _, err := inv.Trim(ctx, sku); err != nil {
+							t.Error(err)
+						}
+					}
+				}
+			}()
+			<-wdone
+			require.Eventually(t, func() bool {
+				for _, j := range journals {
+					last, _ := direct.XRevRangeN(ctx, j, "+", "-", 1).Result()
+					gs, _ := direct.XInfoGroups(ctx, j).Result()
+					if len(gs) == 0 || len(last) == 0 || gs[0].LastDeliveredID != last[0].ID || gs[0].Pending != 0 {
+						return false
+					}
+				}
+				return true
+			}, 2*time.Minute, 20*time.Millisecond, "the group never acknowledged every journal")
+			cancel()
+			wg.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			for k, j := range journals {
+				all, err := direct.XRange(ctx, j, "-", "+").Result()
+				require.NoError(t, err)
+				for _, m := range all {
+					require.Positive(t, handled[fmt.Sprint(k, "/", m.ID)], "entry %d/%s never handled", k, m.ID)
+				}
+			}
+			t.Logf("%d entries handled, %d replies lost", len(handled), px.Dropped())
+			require.Empty(t, violations, "entries handed out while an older one was held by another consumer")
 		})
 	}
 }

@@ -315,7 +315,10 @@
 //     call made while the cluster fails over waits for it within the
 //     budget; the first call after every live node agreed on the new
 //     master succeeds, on go-redis defaults and send-once, with and
-//     without WithReplicaAck, Level too (TestDeduct_Cluster_masterKilledForGood),
+//     without WithReplicaAck, Level too (TestDeduct_Cluster_masterKilledForGood;
+//     a call whose deadline ends within go-redis's dial retries to the dead
+//     address, 5 dials 100 ms apart, fails, and the next call reloads the
+//     map before its first attempt),
 //     and a refill after a failover of another bucket's shard reads the
 //     buckets on a reloaded map (TestDeduct_Cluster_bucketRefillAfterFailover).
 //     TestChaos_Cluster_recovery measures each Cluster fault (README).

@@ -297,7 +297,10 @@
 //     WithClusterBudget. A call made while the cluster fails over waits for
 //     it within the budget; the first posting after every live node agreed
 //     on the new master succeeds, on go-redis defaults and send-once, with
-//     and without WithReplicaAck (TestLedger_Cluster_masterKilledForGood).
+//     and without WithReplicaAck (TestLedger_Cluster_masterKilledForGood;
+//     a call whose deadline ends within go-redis's dial retries to the dead
+//     address, 5 dials 100 ms apart, fails, and the next call reloads the
+//     map before its first attempt).
 //     TestChaos_Cluster_recovery measures each Cluster fault (README).
 //   - Eviction: with a maxmemory-policy other than noeviction Redis may
 //     drop markers (a retry then applies twice) or accounts. Never run a

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/redkit-go/redkit/examples/kit/exampletest"
 	"github.com/redkit-go/redkit/redistest"
+	"github.com/redkit-go/redkit/stock"
 )
 
 // The template runs as the user of its redis.acl (SECURITY.md), on a
@@ -42,4 +46,37 @@ func TestACL_leastPrivilege(t *testing.T) {
 
 	exampletest.RequireQuoted(t, "../../SECURITY.md", "redis.acl")
 	redistest.RequireLeastPrivilege(t, user, "redkit:wallet:v2:{x}:acct:x", nil)
+}
+
+// The simulated sale's journal consumer runs as the template's user too
+// when it is handed entries again: a handler that failed (or a consumer
+// that crashed) leaves its batch pending, and the next round claims it
+// back (consume.lua's XCLAIM) instead of reading new entries.
+func TestACL_journalHandedAgain(t *testing.T) {
+	_, user := exampletest.ACLUser(t, "redis.acl")
+	ctx := t.Context()
+	inv, err := stock.New(user, stock.WithKeyPrefix(keyPrefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := inv.Create(ctx, "phone", 10); err != nil {
+		t.Fatal(err)
+	}
+	c := stock.Consumer{Group: "flashsale-report", Name: "sim", SKUs: []string{"phone"}, Poll: 10 * time.Millisecond}
+	failed := errors.New("the handler failed")
+	err = inv.Consume(ctx, c, func(context.Context, []stock.Entry) error { return failed })
+	if !errors.Is(err, failed) {
+		t.Fatalf("first Consume: %v, want the handler's error", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var got []stock.Entry
+	err = inv.Consume(cctx, c, func(_ context.Context, entries []stock.Entry) error {
+		got = append(got, entries...)
+		cancel()
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) || len(got) != 1 || got[0].Kind != stock.KindCreate {
+		t.Fatalf("second Consume: %v, handed %+v; want the creation again", err, got)
+	}
 }

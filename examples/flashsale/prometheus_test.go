@@ -87,6 +87,11 @@ func TestPrometheus_flashSale(t *testing.T) {
 		runErr <- run(ctx, []string{"-stock", "1500", "-buyers", "2500", "-concurrency", "16",
 			"-abandon", "0.1", "-reserve", "0.1", "-resend", "0.1", "-linger", "2m"}, &out, &errs)
 	}()
+	// The lock below takes the global meter provider when it is made: only
+	// once the run has installed its own (an earlier test of this package
+	// left a provider of its own there, shut down since). The run's stock
+	// series on the exporter say it has.
+	waitForSeries(t, metricsPort, "redkit_stock_", runErr)
 	stopLocks := contendForALock(t, srv)
 
 	report := waitForReport(t, &out, &errs, runErr)
@@ -347,6 +352,28 @@ func dashboardExprs(t *testing.T) []string {
 		t.Fatal("the dashboard has no expressions")
 	}
 	return out
+}
+
+// waitForSeries waits until the exporter on port shows a series whose name
+// starts with prefix, or fails the test when run ends first.
+func waitForSeries(t *testing.T, port int, prefix string, runErr <-chan error) {
+	t.Helper()
+	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+		if resp, err := http.Get(url); err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if strings.Contains(string(body), "\n"+prefix) {
+				return
+			}
+		}
+		select {
+		case err := <-runErr:
+			t.Fatalf("the run ended before its exporter showed %s series: %v", prefix, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatalf("the exporter on port %d shows no %s series after a minute", port, prefix)
 }
 
 // contendForALock has a few goroutines take turns on one lock, through

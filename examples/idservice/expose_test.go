@@ -86,7 +86,7 @@ func TestRun_serve_boundedSeries(t *testing.T) {
 	billing, scraper := c.As(keys["billing"]), c.As(keys["scraper"])
 	billing.Get("/metrics").Want(t, http.StatusForbidden, "forbidden")
 	for {
-		if _, body := scraper.MetricSeries(); strings.Contains(body, `redkit_idgen_operation="renew"`) {
+		if _, body := scraper.MetricSeries(); strings.Contains(body, `redkit_operation="renew"`) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -34,10 +34,10 @@ import (
 // written as is in the path. A Segment and a Sequence of one name draw from
 // one counter: their values never collide. Each name gets its generator on
 // first use; at most -max-names of them, after which new names are refused
-// (422 name_limit). Each name's Segment reports its runway as a series of
-// its own (redkit.idgen.runway with redkit.idgen.segment = the name; the
-// names are bounded by -max-names), and the dashboard's ID runway panel
-// (grafana/redkit.json) shows the lowest of them all.
+// (422 name_limit). The names come from clients, so none becomes a metric
+// attribute: the Segments share one redkit.idgen.runway series, the lowest
+// runway of them all, which the dashboard's ID runway panel
+// (grafana/redkit.json) shows; GET /status gives each name's runway.
 //
 // Guarantees, from idgen: Snowflake IDs are unique across every instance
 // sharing the -service name and increasing within one instance; segment
@@ -113,13 +113,13 @@ func (g *generators) Close() error {
 // errNameLimit refuses a new name once MaxNames are served.
 var errNameLimit = errors.New("idservice: too many names")
 
-// segment returns the Segment of name. Its runway is a series of its own
-// in redkit.idgen.runway, labelled with the name: a name is a counter's,
-// not an ID, and at most MaxNames of them exist, so the label stays
-// bounded and a dashboard sees which name is running dry.
+// segment returns the Segment of name. Its runway joins the one
+// redkit.idgen.runway series of every Segment here (no idgen.WithSegmentLabel):
+// a name is whatever a client put in the path, and a label per name would
+// let any key holder add up to MaxNames series to every scrape.
 func (g *generators) segment(name string) (*idgen.Segment, error) {
 	return lookup(g, g.segments, name, func() (*idgen.Segment, error) {
-		return idgen.NewSegment(g.rdb, name, append(slices.Clip(g.cfg.Options), idgen.WithSegmentLabel(name))...)
+		return idgen.NewSegment(g.rdb, name, g.cfg.Options...)
 	})
 }
 

@@ -21,9 +21,11 @@ func TestACL_leastPrivilege(t *testing.T) {
 
 	c.Get("/healthz").Want(t, 200, "")
 	c.Get("/readyz").Want(t, 200, "")
-	treasury.Do("POST", "/accounts", "", `{"id":"alice","currency":"CNY"}`).Want(t, 201, "")
+	treasury.Do("POST", "/accounts", "", `{"id":"alice","currency":"CNY","owner":"checkout"}`).Want(t, 201, "")
 	treasury.Do("POST", "/accounts", "", `{"id":"bob","currency":"CNY"}`).Want(t, 201, "")
 	treasury.Do("POST", "/accounts", "", `{"id":"alice/till","currency":"CNY"}`).Want(t, 201, "")
+	treasury.Do("POST", "/accounts/alice%2Ftill/grants", "", `{"principal":"checkout"}`).Want(t, 200, "")
+	treasury.Do("DELETE", "/accounts/alice%2Ftill/grants/checkout", "", "").Want(t, 200, "")
 	treasury.Get("/accounts/alice").Want(t, 200, "")
 	treasury.Do("POST", "/accounts/alice/credits", "c-1", `{"amount":5000}`).Want(t, 201, "")
 	checkout.Do("POST", "/accounts/alice/debits", "d-1", `{"amount":1999}`).Want(t, 201, "")

@@ -51,6 +51,9 @@ func TestRun_serve_pausedRedis(t *testing.T) {
 		{treasury, "POST", acct(bob) + "/credits", "c-2", `{"amount":70}`, "unknown_outcome"},
 		{checkout, "GET", acct(alice), "", "", "unavailable"},
 		{treasury, "GET", acct(bob) + "/entries", "", "", "unavailable"},
+		// The owner's record is written first: it may be applied on
+		// resume, so the open's outcome is unknown too.
+		{treasury, "POST", "/accounts", "", `{"id":"shop-7/carol","currency":"EUR","owner":"checkout"}`, "unknown_outcome"},
 	}
 	replies := make([]exampletest.Reply, len(calls))
 	var wg sync.WaitGroup
@@ -82,6 +85,7 @@ func TestRun_serve_pausedRedis(t *testing.T) {
 	for _, cl := range calls[:3] {
 		cl.who.Do(cl.method, cl.path, cl.key, cl.body).Want(t, http.StatusCreated, "")
 	}
+	treasury.Do("POST", "/accounts", "", `{"id":"shop-7/carol","currency":"EUR","owner":"checkout"}`).Want(t, http.StatusCreated, "")
 	if b := exampletest.Decode[balance](t, checkout.Get(acct(alice)).Want(t, http.StatusOK, "")); b.Posted != 1000-1-100-50 {
 		t.Fatalf("alice posted %d, want 849: the debit and the transfer applied once each", b.Posted)
 	}

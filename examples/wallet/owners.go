@@ -82,7 +82,7 @@ func (o *owners) claim(ctx context.Context, account, principal string) (owner st
 	set, err := o.rdb.HSetNX(ctx, key, "owner", principal).Result()
 	switch {
 	case err != nil:
-		return "", err
+		return "", written(err)
 	case !set:
 		if owner, err = o.rdb.HGet(ctx, key, "owner").Result(); err != nil {
 			return "", err
@@ -134,9 +134,23 @@ func (o *owners) check(ctx context.Context, account, principal string) (owner st
 // grant gives principal access to account (on) or takes it away.
 func (o *owners) grant(ctx context.Context, account, principal string, on bool) error {
 	if on {
-		return o.rdb.HSet(ctx, ownersKey(account), "grant:"+principal, 1).Err()
+		return written(o.rdb.HSet(ctx, ownersKey(account), "grant:"+principal, 1).Err())
 	}
-	return o.rdb.HDel(ctx, ownersKey(account), "grant:"+principal).Err()
+	return written(o.rdb.HDel(ctx, ownersKey(account), "grant:"+principal).Err())
+}
+
+// written is the error of a write to an account's record: when Redis gave
+// no reply (the request's deadline came first, the connection broke), the
+// write may have been applied all the same, so the client is told that
+// the outcome is unknown (503 unknown_outcome: send the same request
+// again), as for the ledger's own writes, not that nothing was done. An
+// error reply from Redis is a write that did not happen.
+func written(err error) error {
+	var reply redis.Error
+	if err == nil || errors.As(err, &reply) {
+		return err
+	}
+	return httpx.UnknownOutcome(err)
 }
 
 // mayAct returns nil when the caller may act on account: an admin may on

@@ -100,6 +100,46 @@ func TestDo_cluster_masterKilledForGood(t *testing.T) {
 	}
 }
 
+// Callers with short deadlines (300 ms per call) on an application's own
+// ClusterClient after a master was killed for good: go-redis dials the dead
+// address 5 times 100 ms apart before it reports the refused dial, so each
+// call's deadline passes before any error says the node is gone. A call
+// that ends that way on a Cluster client marks the map stale, and the next
+// call reloads it before its first attempt: at most a few calls fail after
+// every live node agreed on the new master. Before, every call failed until
+// go-redis stopped dialling (after a pool's worth of failed dials: 11 calls
+// here), or until its periodic reload.
+func TestDo_cluster_masterKilledForGood_shortDeadlines(t *testing.T) {
+	c := redistest.NewCluster(t, redistest.ClusterOptions{Masters: 3, Replicas: 1,
+		Options: redistest.Options{Config: []string{"cluster-node-timeout 1000"}}})
+	ctx := t.Context()
+	for i, shape := range clientShapes {
+		t.Run(shape.name, func(t *testing.T) {
+			key := []string{"{k0}:n", "{k1}:n"}[i] // shards of their own
+			rdb := c.AppClient(shape.opt)
+			p := retry.DefaultPolicy().For(rdb)
+			incr := func(ctx context.Context, _ int) error { return rdb.Incr(ctx, key).Err() }
+			require.NoError(t, retry.Do(ctx, p, incr), "before the kill")
+			_, err := c.KillMaster(ctx, key)
+			require.NoError(t, err)
+			agreed := time.Now()
+			const deadline, most = 300 * time.Millisecond, 5
+			for failed := 0; ; failed++ {
+				cctx, cancel := context.WithTimeout(ctx, deadline)
+				err := retry.Do(cctx, p, incr)
+				cancel()
+				if err == nil {
+					t.Logf("%d calls of %v failed; the next succeeded %v after the cluster agreed", failed, deadline, time.Since(agreed))
+					break
+				}
+				if failed == most {
+					t.Fatalf("%d calls of %v in a row failed after the cluster agreed on the new master: %v", most+1, deadline, err)
+				}
+			}
+		})
+	}
+}
+
 // Reload returns with the map loaded: right after it, MasterForKey names
 // the master promoted in place of a dead one. ReloadState alone only
 // schedules a reload in the background.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 	"weak"
 
@@ -58,6 +59,11 @@ const nodesFresh = 30 * time.Second
 
 // reloader is Reload's state for one Cluster client.
 type reloader struct {
+	// stale is set when a call met an error that says the map is out of
+	// date but could not reload it (its ctx had ended, or it gave up
+	// first): the next call of Do or Read on the client reloads before
+	// its first attempt.
+	stale   atomic.Bool
 	mu      sync.Mutex
 	running chan struct{}            // closed when the reload in progress ends; nil when none
 	last    time.Time                // when the last finished reload started
@@ -66,6 +72,7 @@ type reloader struct {
 
 func (r *reloader) reload(ctx context.Context, cc *redis.ClusterClient) {
 	if ctx.Err() != nil {
+		r.stale.Store(true) // the next call reloads
 		return
 	}
 	r.mu.Lock()
@@ -99,6 +106,9 @@ func (r *reloader) reload(ctx context.Context, cc *redis.ClusterClient) {
 	if ctx.Err() == nil {
 		r.last = start // a reload cut short by ctx leaves the way open
 		r.nodes = nodes
+		r.stale.Store(false)
+	} else {
+		r.stale.Store(true)
 	}
 	r.mu.Unlock()
 	close(done)

@@ -55,7 +55,13 @@
 // calling goroutine, at most once per ReloadInterval per client), and Do
 // goes on past Attempts for such errors until ClusterBudget has passed. So
 // a master killed for good costs its callers the cluster's failover and
-// one reload, not go-redis's minute-long wait for its periodic reload.
+// one reload, not go-redis's minute-long wait for its periodic reload. A
+// call that ends before it could reload (its context ended, or it gave
+// up) after such an error, or after its deadline passed (go-redis dials a
+// dead address 5 times 100 ms apart before it says the dial was refused,
+// so a short deadline passes first), marks the client's map stale: the
+// next Do or Read on the client reloads it before its first attempt
+// (TestDo_cluster_masterKilledForGood_shortDeadlines).
 //
 // An attempt may have run when it failed Ambiguous, or Retryable on a client
 // that re-sends. Do retries both classes with jittered, bounded backoff and
@@ -108,6 +114,8 @@ type Policy struct {
 	// cluster is set by For for a Cluster client: Do reloads its slot
 	// map after a StaleMap error and applies ClusterBudget.
 	cluster *redis.ClusterClient
+	// reload is cluster's Reload state, found once by For.
+	reload *reloader
 }
 
 // DefaultClusterBudget is ClusterBudget's default: longer than a slot
@@ -126,6 +134,10 @@ func DefaultPolicy() Policy {
 func (p Policy) For(rdb any) Policy {
 	p.sendsOnce = !Resends(rdb)
 	p.cluster, _ = rdb.(*redis.ClusterClient)
+	p.reload = nil
+	if p.cluster != nil {
+		p.reload = reloaderOf(p.cluster)
+	}
 	return p
 }
 
@@ -298,6 +310,11 @@ func do(ctx context.Context, p Policy, read bool, fn func(ctx context.Context, a
 	if err := ctx.Err(); err != nil {
 		return err // nothing was sent
 	}
+	if p.reload != nil && p.reload.stale.Load() {
+		// An earlier call met a stale map and ended before it could
+		// reload it (a short deadline spent in go-redis's dial retries).
+		p.reload.reload(ctx, p.cluster)
+	}
 	unknown := false
 	start := time.Now()
 	for attempt := 1; ; attempt++ {
@@ -308,6 +325,12 @@ func do(ctx context.Context, p Policy, read bool, fn func(ctx context.Context, a
 		unknown = unknown || !read && p.MayHaveRun(err)
 		stale := p.stale(err)
 		if attempt >= p.Attempts && !(stale && p.withinBudget(start)) || !sleep(ctx, backoff(p, attempt)) {
+			if stale || p.cluster != nil && errors.Is(err, context.DeadlineExceeded) {
+				// For the next call (no I/O past ctx here). A deadline
+				// may have passed in go-redis's dial retries to a dead
+				// node (5 dials 100 ms apart), before any error said so.
+				p.reload.stale.Store(true)
+			}
 			return giveUp(ctx, unknown, err)
 		}
 		if stale {

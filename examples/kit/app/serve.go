@@ -494,7 +494,10 @@ const headerSlop = 4096
 // as a client writes them ("Name: value\r\n"), are longer than limit
 // bytes. net/http refuses most such requests itself before they are read
 // (see headerSlop); a request read from bytes net/http had buffered already
-// (pipelined after another one) reaches this check instead.
+// (pipelined after another one) reaches this check instead. The check sees
+// the headers as net/http parsed them, without the spaces around values,
+// so such a request padded with spaces can pass with up to 4 KiB more as
+// sent; net/http's own limit refuses it past limit + 4 KiB.
 func headerLimit(limit int, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if headerBytes(r) > limit {

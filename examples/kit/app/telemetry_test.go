@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,6 +19,7 @@ import (
 
 	"github.com/redkit-go/redkit/examples/kit/httpx"
 	"github.com/redkit-go/redkit/otelx"
+	"github.com/redkit-go/redkit/otelx/otelxtest"
 	"github.com/redkit-go/redkit/otelx/setup"
 	"github.com/redkit-go/redkit/redistest"
 )
@@ -158,5 +160,63 @@ func TestPoolName_notTheAddress(t *testing.T) {
 				t.Errorf("%s names the server: %s", name, set.Encoded(attribute.DefaultEncoder()))
 			}
 		}
+	}
+}
+
+// Requests whose paths, queries, hosts and agents all differ, to a route the
+// handler does not name (no httpx.SetRoute), leave none of that in spans or
+// metrics, make one series, and the duration histogram is in seconds with
+// otelx.DurationBuckets, as every redkit duration histogram.
+func TestHandler_durationHistogram_oneSeriesInSeconds(t *testing.T) {
+	rec := otelxtest.New(t)
+	a := &App{Name: "test", Tel: &setup.Telemetry{TracerProvider: rec.TracerProvider, MeterProvider: rec.MeterProvider}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /accounts/{id}", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	h := a.Handler(mux)
+	for i := range 20 {
+		r := httptest.NewRequest("GET", fmt.Sprintf("/accounts/acct-secret-%d?token=tok-%d", i, i), nil)
+		r.Host = fmt.Sprintf("host-%d.attacker.example:%d", i, 1000+i)
+		r.Header.Set("User-Agent", fmt.Sprintf("ua-%d", i))
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	out, _ := rec.Strings(t)
+	var leaks []string
+	for _, s := range out {
+		if strings.Contains(s, "acct-secret") || strings.Contains(s, "attacker") || strings.Contains(s, "tok-") || strings.Contains(s, "ua-") {
+			leaks = append(leaks, s)
+		}
+	}
+	slices.Sort(leaks)
+	leaks = slices.Compact(leaks)
+	if len(leaks) > 0 {
+		t.Errorf("telemetry holds request data (IDs in paths, Host headers, tokens): %d distinct values, e.g. %v", len(leaks), leaks[:min(8, len(leaks))])
+	}
+	var rm metricdata.ResourceMetrics
+	if err := rec.Reader.Collect(t.Context(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	histograms := 0
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			h, ok := m.Data.(metricdata.Histogram[float64])
+			if !ok {
+				continue
+			}
+			histograms++
+			if len(h.DataPoints) != 1 {
+				t.Errorf("%s has %d series for one route, want 1", m.Name, len(h.DataPoints))
+			}
+			if m.Unit != "s" {
+				t.Errorf("%s has unit %q, want s", m.Name, m.Unit)
+			}
+			for _, p := range h.DataPoints {
+				if !slices.Equal(p.Bounds, otelx.DurationBuckets) {
+					t.Errorf("%s (unit %s) has bounds %v, want otelx.DurationBuckets", m.Name, m.Unit, p.Bounds)
+				}
+			}
+		}
+	}
+	if histograms == 0 {
+		t.Error("no duration histogram recorded")
 	}
 }
