@@ -417,12 +417,23 @@
 //     was sent (TestRedlock_Fence_lostGrantReply); the replies of the
 //     raises lost: the lease when the others make a majority at the token,
 //     ErrUnknownOutcome and everything given back when not
-//     (TestRedlock_Fence_lostRaiseReply); four clients with the masters cut
-//     in turns, checked with porcupine
-//     (TestRedlock_Fence_Linearizable_ConcurrentSafe); random sequences of
-//     acquisitions over masters up, cut, stopped, restarted from AOF and
-//     losing replies, checking after each lease that a majority's counters
-//     are at its token (TestRedlock_Fence_model; large in
+//     (TestRedlock_Fence_lostRaiseReply); a raise that finds another
+//     owner's lock: the counter is raised, that lock left alone, and no
+//     lease unless the others make a majority at the token
+//     (TestRedlock_Fence_raiseMeetsAnotherOwner); a master killed and
+//     restarted from AOF while its grant's or its raise's reply is held
+//     (TestRedlock_Fence_restartDuringGrant,
+//     TestRedlock_Fence_restartDuringRaise); a lease extended and released,
+//     then the next ones above it (TestRedlock_Fence_extendThenRelease);
+//     five masters, two of the three at the token killed for good
+//     (TestRedlock_Fence_fiveMasters_twoKilledForGood); four clients while
+//     each master in turn loses its replies or is stopped, checked with
+//     porcupine (TestRedlock_Fence_Linearizable_ConcurrentSafe), and on
+//     five masters, two at a time, with two TTLs
+//     (TestRedlock_Fence_fiveMasters_Linearizable_ConcurrentSafe); random
+//     sequences of acquisitions over masters up, cut, stopped, restarted
+//     from AOF and losing replies, checking after each lease that a
+//     majority's counters are at its token (TestRedlock_Fence_model; large in
 //     TestChaos_Redlock_Fence_model). A Redlock holder paused past its lease
 //     while the next one is granted by a majority without the master that
 //     had its token: its late write is refused by FenceLua and CheckFence
