@@ -34,8 +34,9 @@ vet:
 	$(GO) vet work
 
 # The documents agree with the code: every Go snippet of the Markdown files
-# and package comments compiles, and every identifier, make target, file and
-# test they name exists (tools/doccheck). Each finding is file:line: what.
+# and package comments compiles, and every identifier, make target, file,
+# test and telemetry name they name exists (tools/doccheck). Each finding is
+# file:line: what.
 docs:
 	$(GO) run -C tools ./cmd/doccheck -root "$(CURDIR)"
 

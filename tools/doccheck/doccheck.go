@@ -7,7 +7,8 @@
 //     or a code block of a package comment that is Go (it parses as Go, or
 //     it has := or a func), type-checked against the workspace's packages;
 //   - an exported identifier that does not exist: in Markdown, one named in
-//     backquotes (`stock.ErrSoldOut`, `Ledger.Transfer`, `WithBuckets(b)`);
+//     backquotes (`stock.ErrSoldOut`, `Ledger.Transfer`, `WithBuckets(b)`,
+//     `inv.Deduct`, a method of the type of one of the Givens below);
 //     in a package comment, one named in the prose (Go doc comments have no
 //     markup), looked up in the package's module, then in the packages the
 //     module imports;
@@ -15,7 +16,13 @@
 //     anywhere, Markdown links and file paths (a name with an extension, or
 //     a path whose first element exists), and Test, Fuzz, Benchmark and
 //     Example names, with a subtest's name looked for among the repository's
-//     string literals.
+//     string literals, and a test a go test -run names on packages that
+//     do not declare it (go test would pass, running nothing);
+//   - a telemetry name (redkit. and dotted lower-case words: a metric, an
+//     attribute) that no string literal of the workspace spells whole.
+//
+// A Markdown code block is fenced (```go for Go) or indented by four
+// spaces; an indented one is read as commands.
 //
 // Each finding names the file and line of the documentation.
 //

@@ -23,6 +23,9 @@ docs:
 // Hello says hello.
 func Hello() string { return "hello" }
 
+// Hellos is the name of a metric.
+const Hellos = "redkit.m.hellos"
+
 // T is a type.
 type T struct{ F int }
 
@@ -37,6 +40,8 @@ func TestHello(t *testing.T) {
 	t.Run("sub case", func(t *testing.T) {})
 }
 `,
+	"m/n/n.go":      "package n\n",
+	"m/n/n_test.go": "package n\n\nimport \"testing\"\n\nfunc TestN(t *testing.T) {}\n",
 	"m/doc.go": `// Package m says hello, and Hello returns it, and T.M does nothing
 // (TestHello/sub_case shows it; make test runs it).
 //
@@ -51,13 +56,14 @@ package m
 `,
 	"README.md": "# m\n\n" +
 		"`m.Hello` and `T.M`: run `make test`, read [the doc](m/doc.go) and [below](#more).\n\n" +
-		"```sh\ngo test ./m/\n```\n\n" +
+		"```sh\ngo test ./m/\ngo test -run '^TestHello$' ./m/ && go test -run=TestN ./m/...\n```\n\n" +
 		"`TestHello/sub_case` checks `m/m.go`.\n\n" +
 		"## More\n\n" +
 		"```go\nfmt.Println(m.Hello())\n```\n",
 	"m/README.md": "# m module\n\n" +
 		"```go\nvar t m.T\nt.M()\n```\n\n" +
-		"[Up](../README.md#more)\n",
+		"[Up](../README.md#more)\n\n" +
+		"`redkit.m.hellos` counts hellos (one of the metrics redkit.m.<name>).\n",
 }
 
 func writeRepo(t *testing.T, files map[string]string) string {
@@ -90,18 +96,24 @@ func TestCheck_agreeingRepository(t *testing.T) {
 // Each kind of disagreement planted in repo is found, at its file and
 // line, and nothing else is.
 func TestCheck_plantedDisagreements(t *testing.T) {
+	// A reader's variable of a type of m, as inv is a *stock.Inventory.
+	givens := Givens
+	Givens = append(slices.Clone(Givens), struct{ Name, Type string }{"tv", "*m.T"})
+	t.Cleanup(func() { Givens = givens })
 	files := map[string]string{}
 	for k, v := range repo {
 		files[k] = v
 	}
 	files["README.md"] = "# m\n\n" +
-		"`m.Goodbye` and `T.N` and `Hello`.\n" + // line 3: a wrong identifier of a package, a wrong method
+		"`m.Goodbye` and `T.N` and `Hello`, `tv.M` but not `tv.N()`.\n" + // line 3: a wrong identifier of a package, a wrong method
 		"Run `make tset` and see [the doc](m/nodoc.go) and [below](#less).\n" + // line 4
-		"`TestGoodbye` and `TestHello/other_case` check `m/missing.go`.\n" + // line 5
+		"`TestGoodbye` and `TestHello/other_case` check `m/missing.go`, counted by `redkit.m.hello`.\n" + // line 5
 		"\n## More\n\n" +
 		"```go\nfmt.Println(m.Hello(1))\n```\n" + // snippet at line 10
 		"\n```go\nx := \n```\n" + // line 14: does not parse
-		"\n```sh\ngo test ./m/ && go run ./m/cmd/nope\n```\n" // line 18
+		"\n```sh\ngo test ./m/ && go run ./m/cmd/nope\n" + // line 18
+		"go test -run 'TestHello|TestN' ./m/\n```\n" + // line 19: TestN is in m/n
+		"\n    go test -run TestN ./m/\n" // line 22: an indented code block
 	files["m/doc.go"] = `// Package m says hello, and Goodbye returns it, and T.M does nothing
 // (TestHello/sub_case shows it; make tests runs it).
 //
@@ -121,6 +133,7 @@ package m
 	want := []string{
 		"README.md:3: names m.Goodbye, which package example.com/m does not declare",
 		"README.md:3: names T.N, which is declared in none of",
+		"README.md:3: names tv.N, but tv (*m.T) has no field or method N",
 		"README.md:4: cites make tset, which the Makefile has no target for",
 		"README.md:4: links to m/nodoc.go, which does not exist",
 		"README.md:4: cites m/nodoc.go, which does not exist",
@@ -128,9 +141,12 @@ package m
 		"README.md:5: names test TestGoodbye, which no _test.go file of the workspace declares",
 		"README.md:5: names subtest TestHello/other_case",
 		"README.md:5: cites m/missing.go, which does not exist",
+		"README.md:5: names telemetry redkit.m.hello, which no string literal of the workspace spells",
 		"README.md:10: Go snippet does not compile: too many arguments in call to m.Hello",
 		"README.md:14: Go snippet does not parse",
 		"README.md:18: runs go on ./m/cmd/nope, which does not exist",
+		"README.md:19: runs go test -run TestN on packages that do not declare it (it is in m/n)",
+		"README.md:22: runs go test -run TestN on packages that do not declare it (it is in m/n)",
 		"m/README.md:5: Go snippet does not compile: t.N undefined",
 		"m/README.md:8: links to ../README.md#most: README.md has no heading #most",
 		"m/doc.go:1: names Goodbye, which is declared in none of the packages of module m",

@@ -90,6 +90,7 @@ func parseMarkdown(d *doc, src string) {
 		markdownSpans(d, para)
 		para = nil
 	}
+	indented := false // in an indented code block: its lines are commands too
 	for i := 0; i < len(lines); i++ {
 		m := fence.FindStringSubmatch(lines[i])
 		if m == nil {
@@ -98,10 +99,20 @@ func parseMarkdown(d *doc, src string) {
 				continue
 			}
 			l := line{i + 1, lines[i]}
+			// A line indented by four spaces or a tab after a blank line
+			// starts an indented code block (a command shown without a
+			// fence); it is kept as prose as well, so that a list item's
+			// indented paragraph is still read as one.
+			code := strings.HasPrefix(l.text, "    ") || strings.HasPrefix(l.text, "\t")
+			indented = code && (len(para) == 0 || indented)
+			if indented {
+				d.commands = append(d.commands, l)
+			}
 			d.prose = append(d.prose, l)
 			para = append(para, l)
 			continue
 		}
+		indented = false
 		flush()
 		marker, lang := m[1], m[2]
 		start := i + 1

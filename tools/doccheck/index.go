@@ -40,7 +40,9 @@ type workspace struct {
 	ext    map[string]*pkg // imported by the workspace, by import path
 	byName map[string][]*pkg
 	tests  map[string]bool // Test, Fuzz, Benchmark and Example functions
-	strs   string          // every string literal of the workspace's Go files, one a line
+	// testDirs are the directories of the packages declaring each test.
+	testDirs map[string][]string
+	strs     string // every string literal of the workspace's Go files, one a line
 	// strsUnderscored is strs with spaces as underscores, as go test
 	// names subtests.
 	strsUnderscored string
@@ -65,7 +67,7 @@ func goList(dir string, args ...string) ([]byte, error) {
 }
 
 func loadWorkspace(root string) (*workspace, error) {
-	ws := &workspace{root: root, ext: map[string]*pkg{}, byName: map[string][]*pkg{}, tests: map[string]bool{}}
+	ws := &workspace{root: root, ext: map[string]*pkg{}, byName: map[string][]*pkg{}, tests: map[string]bool{}, testDirs: map[string][]string{}}
 	const sep = "\x1f"
 	format := strings.Join([]string{"{{.ImportPath}}", "{{.Name}}", "{{.Dir}}",
 		`{{join .GoFiles ","}}`, `{{join .TestGoFiles ","}},{{join .XTestGoFiles ","}}`,
@@ -162,6 +164,7 @@ func (ws *workspace) indexTests() error {
 				case *ast.FuncDecl:
 					if test && n.Recv == nil && testName.MatchString(n.Name.Name) {
 						ws.tests[n.Name.Name] = true
+						ws.testDirs[n.Name.Name] = append(ws.testDirs[n.Name.Name], p.Dir)
 					}
 				case *ast.BasicLit:
 					if n.Kind == token.STRING {

@@ -17,6 +17,7 @@ func (c *checker) checkRefs(d *doc) {
 	for _, l := range all {
 		c.checkTests(d, l)
 		c.checkMake(d, l)
+		c.checkTelemetryNames(d, l)
 	}
 	for _, l := range d.commands {
 		c.checkCommandPaths(d, l)
@@ -60,6 +61,30 @@ func (c *checker) checkTests(d *doc, l line) {
 	}
 }
 
+// telemetryName is a metric or attribute name of redkit's: redkit. and
+// lower-case words joined by dots.
+var telemetryName = regexp.MustCompile(`redkit(?:\.[a-z][a-z0-9_]*)+`)
+
+// checkTelemetryNames reports a telemetry name (redkit.stock.units.sold,
+// redkit.outcome) that no string literal of the workspace spells whole: the
+// code names each instrument and attribute by one literal. A name followed
+// by .<x> or .{x} is a pattern, not a name.
+func (c *checker) checkTelemetryNames(d *doc, l line) {
+	for _, m := range telemetryName.FindAllStringIndex(l.text, -1) {
+		if m[0] > 0 && strings.ContainsRune("./-_:", rune(l.text[m[0]-1])) ||
+			m[0] > 0 && (unicode.IsLetter(rune(l.text[m[0]-1])) || unicode.IsDigit(rune(l.text[m[0]-1]))) {
+			continue
+		}
+		if rest := l.text[m[1]:]; strings.HasPrefix(rest, ".<") || strings.HasPrefix(rest, ".{") || strings.HasPrefix(rest, ".*") {
+			continue
+		}
+		name := l.text[m[0]:m[1]]
+		if !strings.Contains("\n"+c.ws.strs, "\n"+name+"\n") {
+			c.report(d.path, l.n, "names telemetry %s, which no string literal of the workspace spells", name)
+		}
+	}
+}
+
 var makeRef = regexp.MustCompile(`\bmake +([a-z][a-z0-9_-]*)\b`)
 
 // notTargets are words that follow "make" in English prose.
@@ -93,26 +118,77 @@ func (c *checker) checkCommandPaths(d *doc, l line) {
 	fields := strings.Fields(l.text)
 	dir := ""
 	inGo := false
+	// A go test command: its -run pattern and the directories of its
+	// packages (absolute; "..." kept as a suffix).
+	goTest, run := false, ""
+	var pkgs []string
+	endGo := func() {
+		if goTest && run != "" && len(pkgs) > 0 {
+			c.checkTestRun(d, l.n, run, pkgs)
+		}
+		inGo, goTest, run, pkgs = false, false, "", nil
+	}
 	for i, f := range fields {
 		f = strings.Trim(f, `'"`)
 		switch {
 		case f == "#":
+			endGo()
 			return
 		case f == "cd" && i+1 < len(fields):
 			dir = strings.Trim(fields[i+1], `'"`)
 		case f == "-C" && i+1 < len(fields):
 			dir = strings.Trim(fields[i+1], `'"`)
 		case f == "go":
+			endGo()
 			inGo = true
 		case f == "&&" || f == ";" || f == "|":
-			inGo = false
+			endGo()
+		case inGo && f == "test" && i > 0 && fields[i-1] == "go":
+			goTest = true
+		case goTest && f == "-run" && i+1 < len(fields):
+			run = strings.Trim(fields[i+1], `'"`)
+		case goTest && strings.HasPrefix(f, "-run="):
+			run = strings.Trim(strings.TrimPrefix(f, "-run="), `'"`)
 		case inGo && (strings.HasPrefix(f, "./") || strings.HasPrefix(f, "../")) && !strings.ContainsAny(f, "<>{}$*"):
 			p := strings.TrimSuffix(strings.TrimSuffix(f, "..."), "/")
 			// From the root, or from the document's directory (a module's
 			// README or package comment may mean a command run there).
-			if !c.files.exists(filepath.ToSlash(filepath.Join(dir, p))) && !c.files.exists(c.rel(filepath.Join(d.dir, dir, p))) {
+			fromRoot := filepath.ToSlash(filepath.Join(dir, p))
+			fromDoc := c.rel(filepath.Join(d.dir, dir, p))
+			switch {
+			case c.files.exists(fromRoot):
+				pkgs = append(pkgs, filepath.Join(c.root, fromRoot)+strings.TrimPrefix(f, strings.TrimSuffix(f, "...")))
+			case c.files.exists(fromDoc):
+				pkgs = append(pkgs, filepath.Join(c.root, fromDoc)+strings.TrimPrefix(f, strings.TrimSuffix(f, "...")))
+			default:
 				c.report(d.path, l.n, "runs go on %s, which does not exist", f)
 			}
+		}
+	}
+	endGo()
+}
+
+// checkTestRun reports a test that a go test -run pattern names and none
+// of the command's packages declares: go test would pass, running nothing.
+func (c *checker) checkTestRun(d *doc, n int, run string, pkgs []string) {
+	for _, m := range testRef.FindAllStringSubmatch(run, -1) {
+		name := m[1]
+		if !c.ws.tests[name] {
+			continue // checkTests reports it
+		}
+		found := false
+		for _, p := range pkgs {
+			under := strings.HasSuffix(p, "...")
+			p = strings.TrimSuffix(p, "...")
+			p = strings.TrimSuffix(p, string(filepath.Separator))
+			for _, td := range c.ws.testDirs[name] {
+				if td == p || under && strings.HasPrefix(td, p+string(filepath.Separator)) {
+					found = true
+				}
+			}
+		}
+		if !found {
+			c.report(d.path, n, "runs go test -run %s on packages that do not declare it (it is in %s): no test would run", name, c.rel(c.ws.testDirs[name][0]))
 		}
 	}
 }
@@ -287,6 +363,22 @@ func (c *checker) checkIdent(d *doc, n int, chain []string, owner string) {
 		if len(chain) < 2 || !unicode.IsUpper(rune(chain[1][0])) {
 			return
 		}
+		if typ := givenType(first); typ != "" {
+			// inv.Deduct names the method Deduct of a given's type,
+			// *stock.Inventory.
+			pkgName, typName, _ := strings.Cut(strings.TrimPrefix(typ, "*"), ".")
+			pkgs := c.ws.byName[pkgName]
+			if typName == "" || len(chain) != 2 || len(pkgs) == 0 {
+				return
+			}
+			for _, p := range pkgs {
+				if p.has([]string{typName, chain[1]}, false) {
+					return
+				}
+			}
+			c.report(d.path, n, "names %s, but %s (%s) has no field or method %s", strings.Join(chain, "."), first, typ, chain[1])
+			return
+		}
 		pkgs := c.ws.byName[first]
 		if len(pkgs) == 0 {
 			return
@@ -323,6 +415,16 @@ func (c *checker) checkIdent(d *doc, n int, chain []string, owner string) {
 		hint = " (a word of prose, not an identifier? properNouns in tools/doccheck/refs.go lists those)"
 	}
 	c.report(d.path, n, "names %s, which is declared in none of %s%s", strings.Join(chain, "."), c.scope(d), hint)
+}
+
+// givenType returns the type of the given (Givens) named name, or "".
+func givenType(name string) string {
+	for _, g := range Givens {
+		if g.Name == name {
+			return g.Type
+		}
+	}
+	return ""
 }
 
 // singular returns chain with a plural s dropped from its last name
