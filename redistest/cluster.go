@@ -105,15 +105,30 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 func (c *Cluster) form(ctx context.Context, masters int) error {
 	ids := make([]string, len(c.nodes))
 	for i, s := range c.nodes {
+		// Distinct config epochs avoid a collision-resolution round. A
+		// node on a port that a cluster still shutting down used can have
+		// been reached by its gossip and know other nodes (its epoch is
+		// then no longer 0): such a node is reset to an empty one first.
+		var err error
+		for try := 0; try < 3; try++ {
+			if try > 0 {
+				if _, rerr := s.do(ctx, "CLUSTER", "RESET", "HARD"); rerr != nil {
+					return fmt.Errorf("redistest: CLUSTER RESET HARD: %w", rerr)
+				}
+			}
+			if _, err = s.do(ctx, "CLUSTER", "SET-CONFIG-EPOCH", i+1); err == nil ||
+				!strings.Contains(err.Error(), "already non-zero") {
+				break
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("redistest: CLUSTER SET-CONFIG-EPOCH: %w", err)
+		}
 		v, err := s.do(ctx, "CLUSTER", "MYID")
 		if err != nil {
 			return fmt.Errorf("redistest: CLUSTER MYID: %w", err)
 		}
 		ids[i], _ = v.(string)
-		// Distinct config epochs avoid a collision-resolution round.
-		if _, err := s.do(ctx, "CLUSTER", "SET-CONFIG-EPOCH", i+1); err != nil {
-			return fmt.Errorf("redistest: CLUSTER SET-CONFIG-EPOCH: %w", err)
-		}
 	}
 	for i, sh := range c.shards {
 		lo, hi := i*16384/masters, (i+1)*16384/masters-1
