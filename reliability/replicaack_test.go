@@ -33,14 +33,20 @@ func TestWallet_refusalWithoutReplicaAck_failover(t *testing.T) {
 		return l
 	}
 	led := ledger(p.Primary)
-	require.NoError(t, led.Open(ctx, "acct", wallet.WithCurrency("CNY")))
+	// The account is set up without acknowledgement (Open honours
+	// WithReplicaAck too, and this test is about the refusal), then the
+	// replica is brought in sync.
+	opener, err := wallet.New(p.Primary.Client())
+	require.NoError(t, err)
+	defer opener.Close()
+	require.NoError(t, opener.Open(ctx, "acct", wallet.WithCurrency("CNY")))
 	require.NoError(t, p.Sync(ctx))
 
 	// A failover begins: the replica is promoted (as Sentinel or an
 	// operator does first), while the old primary still answers.
 	promote(t, p)
 	debit := wallet.Tx{ID: "pay-1", Account: "acct", Amount: 10}
-	_, err := led.Debit(ctx, debit)
+	_, err = led.Debit(ctx, debit)
 	require.ErrorIs(t, err, wallet.ErrInsufficientFunds)
 	refusalAcked := !errors.Is(err, wallet.ErrReplicaAck)
 
