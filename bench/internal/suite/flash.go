@@ -201,7 +201,15 @@ func newHotSKU(ctx context.Context, rdb redis.UniversalClient, buckets int) (*st
 	if buckets > 1 {
 		opts = append(opts, stock.WithBuckets(buckets))
 	}
-	if err := inv.Create(ctx, "hot", saleStock, opts...); err != nil {
+	// A Create that meets a slot migrating for longer than the Cluster
+	// budget (the resharding cases) is called again, as a caller should:
+	// the same settings make it safe to send twice.
+	for try := 0; try < 10; try++ {
+		if err = inv.Create(ctx, "hot", saleStock, opts...); !errors.Is(err, stock.ErrUnknownOutcome) {
+			break
+		}
+	}
+	if err != nil {
 		_ = inv.Close()
 		return nil, "", err
 	}
