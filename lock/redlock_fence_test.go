@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"crypto/sha1"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -498,12 +499,30 @@ func TestRedlock_Fence_lostRaiseReply(t *testing.T) {
 				}, "A has drawn its counter")
 				require.NoError(t, g.direct[A].IncrBy(ctx, keys[0], 10).Err())
 			}
-			ahead()
-			g.proxies[C].HoldReplies(100 * time.Millisecond)
-			raisesB := rts[B].raises()
-			rts[B].loseReplyOf("redlock_raise.lua")
-			l, err := rl.Mutex("report").TryAcquire(ctx)
-			g.proxies[B].DropReplies(false)
+			var (
+				l       *lock.Lease
+				err     error
+				raisesB int64
+			)
+			for try := 1; ; try++ {
+				ahead()
+				g.proxies[C].HoldReplies(100 * time.Millisecond)
+				raisesB = rts[B].raises()
+				rts[B].loseReplyOf("redlock_raise.lua")
+				l, err = rl.Mutex("report").TryAcquire(ctx)
+				g.proxies[B].DropReplies(false)
+				if errors.Is(err, lock.ErrNotAcquired) && try < 5 {
+					// C's grant and raise travel on two connections: on a
+					// loaded machine the grant's goroutine can send after
+					// the raise, which then finds nobody holding the lock
+					// on C, and the attempt is refused (and gives back what
+					// it took). Not what this test is about: again.
+					t.Logf("try %d: C's raise overtook its grant: %v", try, err)
+					eventually(t, func() bool { return g.held(t, "report") == 0 }, "the refused attempt gave back")
+					continue
+				}
+				break
+			}
 			require.NoError(t, err, "A and C make a majority at the token")
 			require.Equal(t, raisesB+1, rts[B].raises(), "B was asked to raise")
 			log.add(t, l, "B's raise reply lost")
