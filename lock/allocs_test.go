@@ -10,9 +10,12 @@ import (
 // allocBudgetPair is the most heap allocations one uncontended TryAcquire
 // and Release of a Mutex may cost, go-redis's own included (a bare SET NX
 // PX and compare-and-delete through go-redis costs 20,
-// BenchmarkBaseline_SetNXDel): 48 (49 with -race) when it was set. A change
-// that needs more must say why in its commit, and raise this.
-const allocBudgetPair = 53
+// BenchmarkBaseline_SetNXDel). The count depends on the speed of the
+// calls, not only on what they do: 48 or 49 when they are slowed (-race,
+// memory profiling), 51 to 55 at full speed on a loaded 2-core machine, a
+// spread the lowest of several AllocsPerRun rounds does not remove. A
+// change that needs more must say why in its commit, and raise this.
+const allocBudgetPair = 58
 
 // TestAllocs_acquireRelease keeps the allocations of an acquire and
 // release pair from growing (BenchmarkMutex_AcquireRelease reports them

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/redkit-go/redkit/stock"
 )
@@ -27,9 +28,10 @@ func TestAllocs_deduct(t *testing.T) {
 	if err := inv.Create(ctx, "allocs", 1_000_000); err != nil {
 		t.Fatal(err)
 	}
+	run := strconv.FormatInt(time.Now().UnixNano(), 36) // new IDs for each run of the test (-count)
 	ids := make([]string, 1000)
 	for i := range ids {
-		ids[i] = "allocs-" + strconv.Itoa(i)
+		ids[i] = "allocs-" + run + "-" + strconv.Itoa(i)
 	}
 	items := []stock.Item{{SKU: "allocs", Qty: 1}}
 	n := 0

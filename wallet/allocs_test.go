@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/redkit-go/redkit/wallet"
 )
@@ -24,9 +25,10 @@ func TestAllocs_debit(t *testing.T) {
 	if err := l.Open(ctx, "allocs", wallet.WithCurrency("CNY"), wallet.WithOverdraft(1<<53-1)); err != nil {
 		t.Fatal(err)
 	}
+	run := strconv.FormatInt(time.Now().UnixNano(), 36) // new IDs for each run of the test (-count)
 	ids := make([]string, 1000)
 	for i := range ids {
-		ids[i] = "allocs-" + strconv.Itoa(i)
+		ids[i] = "allocs-" + run + "-" + strconv.Itoa(i)
 	}
 	n := 0
 	debit := func() {

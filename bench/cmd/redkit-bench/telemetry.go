@@ -59,8 +59,17 @@ func startTelemetryTo(ctx context.Context) (stop func(), sink *otlpSink, err err
 		"OTEL_METRICS_EXPORTER":       "otlp",
 		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + sink.addr,
 		"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+		"OTEL_TRACES_SAMPLER":         "always_on",
 	} {
 		if err := os.Setenv(k, v); err != nil {
+			return nil, nil, err
+		}
+	}
+	// A shell's per-signal settings would win over the ones above and take
+	// the run's spans or metrics elsewhere.
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+		"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_TRACES_SAMPLER_ARG"} {
+		if err := os.Unsetenv(k); err != nil {
 			return nil, nil, err
 		}
 	}
